@@ -1,0 +1,44 @@
+"""Small filesystem helpers: atomic replacement and the cache location.
+
+Every file stacklock writes for a user (locks, reports, snapshots, cache entries)
+goes through :func:`atomic_write_bytes`, so a crash or Ctrl-C never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "cache_dir"]
+
+
+def cache_dir() -> Path:
+    """``$STACKLOCK_CACHE_DIR``, else ``$XDG_CACHE_HOME/stacklock``, else ~/.cache."""
+    explicit = os.environ.get("STACKLOCK_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "stacklock"
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, fsync, then rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))

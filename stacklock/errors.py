@@ -1,0 +1,120 @@
+"""One exception tree for everything stacklock reports to a user.
+
+    StacklockError                 exit 2: bad input or an unusable environment
+     +-- ProfileError              a profile file, key or value is wrong
+     +-- IndexError_               an index cannot be read (unreachable, not an index, 404 page)
+     +-- MetadataError             a wheel's METADATA cannot be read
+     +-- HashMismatchError         downloaded bytes disagree with a recorded hash
+     +-- LockError                 a lock file is missing, malformed or of an unknown version
+     +-- CudaError                 an unknown toolkit, a driver that cannot run it, mixed CUDA
+     +-- InstallError              preflight or an install step failed (nothing was changed)
+     +-- ValidateError             validation could not run (not: a check failed)
+     +-- ResolutionError           exit 1: no set of candidates satisfies the profile
+
+Library code raises; only ``stacklock.cli`` catches, prints ``str(error)`` (one line,
+plus the hint) and exits with ``error.exit_code``. Data lives on attributes so tests
+and callers never parse messages.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CudaError",
+    "HashMismatchError",
+    "IndexError_",
+    "InstallError",
+    "LockError",
+    "MetadataError",
+    "ProfileError",
+    "ResolutionError",
+    "StacklockError",
+    "ValidateError",
+]
+
+
+class StacklockError(Exception):
+    """Base of every error a user can see. ``hint`` says what to try."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message} (try: {self.hint})"
+        return self.message
+
+
+class ProfileError(StacklockError):
+    """A profile is wrong: ``path`` is the file, ``key`` the dotted key path."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        key: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        where = ": ".join(p for p in (path, key) if p)
+        super().__init__(f"{where}: {message}" if where else message, hint=hint)
+        self.path = path
+        self.key = key
+
+
+class IndexError_(StacklockError):  # noqa: N801 - avoid shadowing builtins.IndexError
+    """An index could not be read; ``index`` is its name, ``url`` redacted."""
+
+    def __init__(
+        self, message: str, *, index: str, url: str, hint: str | None = None
+    ) -> None:
+        super().__init__(f"index {index!r} ({url}): {message}", hint=hint)
+        self.index = index
+        self.url = url
+
+
+class MetadataError(StacklockError):
+    """A wheel's METADATA could not be read or parsed."""
+
+
+class HashMismatchError(StacklockError):
+    """Bytes read from ``url`` hash to ``actual``, not ``expected``."""
+
+    def __init__(self, *, url: str, expected: str, actual: str) -> None:
+        super().__init__(
+            f"sha256 mismatch for {url}: expected {expected}, got {actual}",
+            hint="the file changed upstream or was tampered with; re-resolve with "
+            "--refresh and review the diff",
+        )
+        self.url = url
+        self.expected = expected
+        self.actual = actual
+
+
+class LockError(StacklockError):
+    """A lock file is missing, malformed or of an unknown version."""
+
+
+class CudaError(StacklockError):
+    """A CUDA toolkit or driver problem."""
+
+
+class InstallError(StacklockError):
+    """An install preflight or step failed."""
+
+
+class ValidateError(StacklockError):
+    """Validation could not run at all."""
+
+
+class ResolutionError(StacklockError):
+    """No resolution exists; ``explanation`` holds the readable conflict."""
+
+    exit_code = 1
+
+    def __init__(self, explanation: str, *, hint: str | None = None) -> None:
+        super().__init__(explanation, hint=hint)
+        self.explanation = explanation
