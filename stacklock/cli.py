@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stacklock import __version__
 from stacklock.errors import StacklockError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 __all__ = ["main"]
 
@@ -43,7 +45,9 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="stacklock",
         description="Lock, install, validate and diff GPU software stacks.",
     )
-    parser.add_argument("--version", action="version", version=f"stacklock {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"stacklock {__version__}"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("profiles", help="list the built-in profiles")

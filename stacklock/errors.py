@@ -1,15 +1,15 @@
 """One exception tree for everything stacklock reports to a user.
 
-    StacklockError                 exit 2: bad input or an unusable environment
-     +-- ProfileError              a profile file, key or value is wrong
-     +-- IndexError_               an index cannot be read (unreachable, not an index, 404 page)
-     +-- MetadataError             a wheel's METADATA cannot be read
-     +-- HashMismatchError         downloaded bytes disagree with a recorded hash
-     +-- LockError                 a lock file is missing, malformed or of an unknown version
-     +-- CudaError                 an unknown toolkit, a driver that cannot run it, mixed CUDA
-     +-- InstallError              preflight or an install step failed (nothing was changed)
-     +-- ValidateError             validation could not run (not: a check failed)
-     +-- ResolutionError           exit 1: no set of candidates satisfies the profile
+    StacklockError          exit 2: bad input or an unusable environment
+     +-- ProfileError       a profile file, key or value is wrong
+     +-- IndexError_        an index cannot be read (unreachable, not an index)
+     +-- MetadataError      a wheel's METADATA cannot be read
+     +-- HashMismatchError  downloaded bytes disagree with a recorded hash
+     +-- LockError          a lock is missing, malformed or of an unknown version
+     +-- CudaError          unknown toolkit, a driver that cannot run it, mixed CUDA
+     +-- InstallError       preflight or an install step failed
+     +-- ValidateError      validation could not run (not: a check failed)
+     +-- ResolutionError    exit 1: no set of candidates satisfies the profile
 
 Library code raises; only ``stacklock.cli`` catches, prints ``str(error)`` (one line,
 plus the hint) and exits with ``error.exit_code``. Data lives on attributes so tests
@@ -65,7 +65,7 @@ class ProfileError(StacklockError):
         self.key = key
 
 
-class IndexError_(StacklockError):  # noqa: N801 - avoid shadowing builtins.IndexError
+class IndexError_(StacklockError):  # trailing _: builtins.IndexError
     """An index could not be read; ``index`` is its name, ``url`` redacted."""
 
     def __init__(

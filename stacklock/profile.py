@@ -41,7 +41,11 @@ _KEYS = {
     "target": {"python", "platform", "manylinux", "gpu-arch"},
     "index": {"name", "url", "packages", "kind"},
     "requirements": {
-        "packages", "overrides", "constraints", "prereleases", "exclude-newer",
+        "packages",
+        "overrides",
+        "constraints",
+        "prereleases",
+        "exclude-newer",
     },
     "cuda": {"toolkit", "source", "prefix", "components"},
 }
@@ -94,7 +98,9 @@ class Profile:
     indexes: tuple[IndexSpec, ...] = ()
     requirements: RequirementsSpec = field(default_factory=RequirementsSpec)
     cuda: CudaSpec = field(default_factory=CudaSpec)
-    validate: dict[str, Any] = field(default_factory=dict)  # parsed by stacklock.validate
+    validate: dict[str, Any] = field(
+        default_factory=dict
+    )  # parsed by stacklock.validate
     path: str | None = None
     sha256: str = ""  # of the file bytes, the files it extends included
 
@@ -120,12 +126,14 @@ class Profile:
 
 def _check_keys(data: Any, allowed: set[str], key: str, path: str | None) -> None:
     if not isinstance(data, dict):
-        raise ProfileError(f"expected a table, got {type(data).__name__}",
-                           path=path, key=key)
+        raise ProfileError(
+            f"expected a table, got {type(data).__name__}", path=path, key=key
+        )
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise ProfileError(
-            f"unknown key {unknown[0]!r}", path=path,
+            f"unknown key {unknown[0]!r}",
+            path=path,
             key=f"{key}.{unknown[0]}" if key else unknown[0],
             hint="known keys: " + ", ".join(sorted(allowed)),
         )
@@ -133,8 +141,9 @@ def _check_keys(data: Any, allowed: set[str], key: str, path: str | None) -> Non
 
 def _str_list(value: Any, key: str, path: str | None) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ProfileError(f"expected a list of strings, got {value!r}",
-                           path=path, key=key)
+        raise ProfileError(
+            f"expected a list of strings, got {value!r}", path=path, key=key
+        )
     return value
 
 
@@ -144,8 +153,12 @@ def _requirements(value: Any, key: str, path: str | None) -> tuple[Requirement, 
         try:
             out.append(Requirement(text))
         except InvalidRequirement as exc:
-            raise ProfileError(f"{text!r} is not a PEP 508 requirement: {exc}",
-                               path=path, key=f"{key}[{i}]") from exc
+            reason = str(exc).splitlines()[0]
+            raise ProfileError(
+                f"{text!r} is not a PEP 508 requirement: {reason}",
+                path=path,
+                key=f"{key}[{i}]",
+            ) from exc
     return tuple(out)
 
 
@@ -156,20 +169,29 @@ def _datetime(value: Any, key: str, path: str | None) -> datetime:
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError as exc:
-            raise ProfileError(f"{value!r} is not an RFC 3339 date-time",
-                               path=path, key=key,
-                               hint='write it as "2026-02-15T00:00:00Z"') from exc
+            raise ProfileError(
+                f"{value!r} is not an RFC 3339 date-time",
+                path=path,
+                key=key,
+                hint='write it as "2026-02-15T00:00:00Z"',
+            ) from exc
     else:
         raise ProfileError(f"expected a date-time, got {value!r}", path=path, key=key)
     if parsed.tzinfo is None:
-        raise ProfileError(f"{value!r} has no time zone", path=path, key=key,
-                           hint="end it with Z for UTC")
+        raise ProfileError(
+            f"{value!r} has no time zone",
+            path=path,
+            key=key,
+            hint="end it with Z for UTC",
+        )
     return parsed
 
 
 def _typed(value: Any, kind: type, key: str, path: str | None) -> Any:
     if not isinstance(value, kind):
-        raise ProfileError(f"expected {kind.__name__}, got {value!r}", path=path, key=key)
+        raise ProfileError(
+            f"expected {kind.__name__}, got {value!r}", path=path, key=key
+        )
     return value
 
 
@@ -177,7 +199,9 @@ def _parse_indexes(raw: Any, path: str | None) -> tuple[IndexSpec, ...]:
     if raw is None:
         return (IndexSpec(name="pypi", url=PYPI_URL),)
     if not isinstance(raw, list):
-        raise ProfileError("expected an array of tables [[index]]", path=path, key="index")
+        raise ProfileError(
+            "expected an array of tables [[index]]", path=path, key="index"
+        )
     out: list[IndexSpec] = []
     seen_pkg: dict[str, str] = {}
     for i, entry in enumerate(raw):
@@ -187,36 +211,51 @@ def _parse_indexes(raw: Any, path: str | None) -> tuple[IndexSpec, ...]:
         url = entry.get("url")
         if url is None:
             if name != "pypi":
-                raise ProfileError("missing url", path=path, key=f"{key}.url",
-                                   hint='only the index named "pypi" may omit url')
+                raise ProfileError(
+                    "missing url",
+                    path=path,
+                    key=f"{key}.url",
+                    hint='only the index named "pypi" may omit url',
+                )
             url = PYPI_URL
         url = _typed(url, str, f"{key}.url", path).rstrip("/")
         kind = _typed(entry.get("kind", "simple"), str, f"{key}.kind", path)
         if kind not in _INDEX_KINDS:
-            raise ProfileError(f"kind {kind!r} is not one of {_INDEX_KINDS}",
-                               path=path, key=f"{key}.kind")
+            raise ProfileError(
+                f"kind {kind!r} is not one of {_INDEX_KINDS}",
+                path=path,
+                key=f"{key}.kind",
+            )
         if any(o.name == name for o in out):
-            raise ProfileError(f"index name {name!r} is used twice", path=path,
-                               key=f"{key}.name")
+            raise ProfileError(
+                f"index name {name!r} is used twice", path=path, key=f"{key}.name"
+            )
         packages = []
-        for j, pkg in enumerate(_str_list(entry.get("packages", []),
-                                          f"{key}.packages", path)):
+        for j, pkg in enumerate(
+            _str_list(entry.get("packages", []), f"{key}.packages", path)
+        ):
             norm = canonicalize_name(pkg)
             if norm in seen_pkg:
                 raise ProfileError(
                     f"{pkg!r} is already pinned to index {seen_pkg[norm]!r}",
-                    path=path, key=f"{key}.packages[{j}]")
+                    path=path,
+                    key=f"{key}.packages[{j}]",
+                )
             seen_pkg[norm] = name
             packages.append(norm)
         out.append(IndexSpec(name=name, url=url, packages=tuple(packages), kind=kind))
     if not out:
-        raise ProfileError("at least one [[index]] is needed (or none, for PyPI)",
-                           path=path, key="index")
+        raise ProfileError(
+            "at least one [[index]] is needed (or none, for PyPI)",
+            path=path,
+            key="index",
+        )
     return tuple(out)
 
 
-def parse_profile(data: dict[str, Any], *, name: str, path: str | None = None,
-                  sha256: str = "") -> Profile:
+def parse_profile(
+    data: dict[str, Any], *, name: str, path: str | None = None, sha256: str = ""
+) -> Profile:
     """Build a Profile from an already merged TOML document. Pure."""
     _check_keys(data, _TOP_KEYS, "", path)
     meta = data.get("profile", {})
@@ -234,47 +273,71 @@ def parse_profile(data: dict[str, Any], *, name: str, path: str | None = None,
     _check_keys(req, _KEYS["requirements"], "requirements", path)
     requirements = RequirementsSpec(
         packages=_requirements(req.get("packages", []), "requirements.packages", path),
-        overrides=_requirements(req.get("overrides", []), "requirements.overrides", path),
-        constraints=_requirements(req.get("constraints", []),
-                                  "requirements.constraints", path),
+        overrides=_requirements(
+            req.get("overrides", []), "requirements.overrides", path
+        ),
+        constraints=_requirements(
+            req.get("constraints", []), "requirements.constraints", path
+        ),
         prereleases=frozenset(
             canonicalize_name(n)
-            for n in _str_list(req.get("prereleases", []),
-                               "requirements.prereleases", path)
+            for n in _str_list(
+                req.get("prereleases", []), "requirements.prereleases", path
+            )
         ),
         exclude_newer=(
             _datetime(req["exclude-newer"], "requirements.exclude-newer", path)
-            if "exclude-newer" in req else None
+            if "exclude-newer" in req
+            else None
         ),
     )
     if not requirements.packages:
-        raise ProfileError("no packages to resolve", path=path,
-                           key="requirements.packages")
+        raise ProfileError(
+            "no packages to resolve", path=path, key="requirements.packages"
+        )
 
     cuda_raw = data.get("cuda", {})
     _check_keys(cuda_raw, _KEYS["cuda"], "cuda", path)
-    source = _typed(cuda_raw.get("source", "runfile" if "toolkit" in cuda_raw else "none"),
-                    str, "cuda.source", path)
+    source = _typed(
+        cuda_raw.get("source", "runfile" if "toolkit" in cuda_raw else "none"),
+        str,
+        "cuda.source",
+        path,
+    )
     if source not in _CUDA_SOURCES:
-        raise ProfileError(f"source {source!r} is not one of {_CUDA_SOURCES}",
-                           path=path, key="cuda.source")
+        raise ProfileError(
+            f"source {source!r} is not one of {_CUDA_SOURCES}",
+            path=path,
+            key="cuda.source",
+        )
     toolkit = cuda_raw.get("toolkit")
     if toolkit is not None:
         toolkit = _typed(toolkit, str, "cuda.toolkit", path)
     if source != "none" and toolkit is None:
-        raise ProfileError(f"source {source!r} needs a toolkit version", path=path,
-                           key="cuda.toolkit", hint='e.g. toolkit = "13.0.1"')
+        raise ProfileError(
+            f"source {source!r} needs a toolkit version",
+            path=path,
+            key="cuda.toolkit",
+            hint='e.g. toolkit = "13.0.1"',
+        )
     prefix = cuda_raw.get("prefix")
     if prefix is not None:
         prefix = _typed(prefix, str, "cuda.prefix", path)
     cuda = CudaSpec(
-        toolkit=toolkit, source=source, prefix=prefix,
-        components=tuple(_str_list(cuda_raw.get("components", []),
-                                   "cuda.components", path)),
+        toolkit=toolkit,
+        source=source,
+        prefix=prefix,
+        components=tuple(
+            _str_list(cuda_raw.get("components", []), "cuda.components", path)
+        ),
     )
     validate = data.get("validate", {})
-    _check_keys(validate, set(validate) if isinstance(validate, dict) else set(),
-                "validate", path)
+    _check_keys(
+        validate,
+        set(validate) if isinstance(validate, dict) else set(),
+        "validate",
+        path,
+    )
 
     indexes = _parse_indexes(data.get("index"), path)
     return Profile(
@@ -306,15 +369,19 @@ def find_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Pa
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
         if not candidate.is_file():
-            raise ProfileError(f"profile file {name_or_path} does not exist",
-                               hint="stacklock profiles lists the built-in ones")
+            raise ProfileError(
+                f"profile file {name_or_path} does not exist",
+                hint="stacklock profiles lists the built-in ones",
+            )
         return candidate
     folder = profiles_dir or BUILTIN_DIR
     path = folder / f"{name_or_path}.toml"
     if not path.is_file():
         known = ", ".join(list_profiles(folder)) or "none"
-        raise ProfileError(f"no profile named {name_or_path!r} in {folder}",
-                           hint=f"one of: {known}, or a path to a .toml file")
+        raise ProfileError(
+            f"no profile named {name_or_path!r} in {folder}",
+            hint=f"one of: {known}, or a path to a .toml file",
+        )
     return path
 
 
@@ -345,28 +412,36 @@ def load_profile(name_or_path: str, profiles_dir: Path | None = None) -> Profile
         resolved = current.resolve()
         if resolved in chain:
             cycle = " -> ".join(p.stem for p in [*chain, resolved])
-            raise ProfileError(f"extends cycle: {cycle}", path=str(path),
-                               key="profile.extends")
+            raise ProfileError(
+                f"extends cycle: {cycle}", path=str(path), key="profile.extends"
+            )
         chain.append(resolved)
         doc, raw = _read_toml(current)
         digest.update(raw)
         docs.append(doc)
-        parent = doc.get("profile", {}).get("extends") if isinstance(
-            doc.get("profile"), dict) else None
+        parent = (
+            doc.get("profile", {}).get("extends")
+            if isinstance(doc.get("profile"), dict)
+            else None
+        )
         if parent is None:
             current = None
         else:
             if not isinstance(parent, str):
-                raise ProfileError("expected a profile name", path=str(current),
-                                   key="profile.extends")
+                raise ProfileError(
+                    "expected a profile name", path=str(current), key="profile.extends"
+                )
             current = current.parent / f"{parent}.toml"
             if not current.is_file():
                 raise ProfileError(
                     f"extends {parent!r}, but {current} does not exist",
-                    path=str(chain[-1]), key="profile.extends")
+                    path=str(chain[-1]),
+                    key="profile.extends",
+                )
     merged: dict[str, Any] = {}
     for doc in reversed(docs):
         merged = _merge(merged, doc)
     merged.get("profile", {}).pop("extends", None)
-    return parse_profile(merged, name=path.stem, path=str(path),
-                         sha256=digest.hexdigest())
+    return parse_profile(
+        merged, name=path.stem, path=str(path), sha256=digest.hexdigest()
+    )

@@ -122,7 +122,8 @@ class Target:
         found = list(tags.cpython_tags(self.python_minor, platforms=platforms))
         found += list(
             tags.compatible_tags(
-                self.python_minor, interpreter=f"cp3{self.python_minor[1]}",
+                self.python_minor,
+                interpreter=f"cp3{self.python_minor[1]}",
                 platforms=platforms,
             )
         )

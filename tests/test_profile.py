@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stacklock.errors import ProfileError
+from stacklock.profile import PYPI_URL, list_profiles, load_profile, parse_profile
+
+MINIMAL = {"requirements": {"packages": ["sglang==0.5.9"]}}
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_no_index_means_pypi_alone() -> None:
+    profile = parse_profile(MINIMAL, name="x")
+    assert [(i.name, i.url) for i in profile.indexes] == [("pypi", PYPI_URL)]
+    assert str(profile.requirements.packages[0]) == "sglang==0.5.9"
+    assert profile.target.python == "3.12"
+
+
+def test_full_schema_parses() -> None:
+    data = {
+        "profile": {"description": "d"},
+        "target": {
+            "python": "3.12",
+            "platform": "linux_x86_64",
+            "manylinux": "2_28",
+            "gpu-arch": ["sm_120"],
+        },
+        "index": [
+            {
+                "name": "pytorch-nightly-cu130",
+                "url": "https://download.pytorch.org/whl/nightly/cu130/",
+                "packages": ["torch", "Torch_Vision"],
+            },
+            {"name": "pypi"},
+        ],
+        "requirements": {
+            "packages": ["sglang==0.5.9", "flashinfer-python==0.6.4"],
+            "overrides": ["torch>=2.11.0.dev0"],
+            "prereleases": ["Torch"],
+            "exclude-newer": "2026-02-15T00:00:00Z",
+        },
+        "cuda": {"toolkit": "13.0.1", "prefix": "/usr/local/cuda-13.0"},
+        "validate": {"imports": ["torch"]},
+    }
+    profile = parse_profile(data, name="x")
+    torch_index = profile.indexes[0]
+    assert torch_index.url == "https://download.pytorch.org/whl/nightly/cu130"
+    assert torch_index.packages == ("torch", "torch-vision")
+    assert profile.indexes[1].url == PYPI_URL
+    assert profile.requirements.prereleases == {"torch"}
+    assert profile.requirements.exclude_newer is not None
+    assert profile.requirements.exclude_newer.year == 2026
+    assert profile.cuda.source == "runfile"  # a toolkit without a source is a runfile
+    assert profile.target.gpu_arch == ("sm_120",)
+    assert profile.validate == {"imports": ["torch"]}
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({**MINIMAL, "targte": {}}, "targte"),
+        ({**MINIMAL, "target": {"pyhton": "3.12"}}, "target.pyhton"),
+        ({"requirements": {"packages": ["torch>>2"]}}, "requirements.packages[0]"),
+        ({"requirements": {"packages": "torch"}}, "requirements.packages"),
+        ({**MINIMAL, "index": [{"name": "x"}]}, "index[0].url"),
+        (
+            {
+                **MINIMAL,
+                "index": [
+                    {"name": "a", "url": "u", "packages": ["torch"]},
+                    {"name": "b", "url": "v", "packages": ["torch"]},
+                ],
+            },
+            "index[1].packages[0]",
+        ),
+        (
+            {
+                **MINIMAL,
+                "index": [{"name": "a", "url": "u"}, {"name": "a", "url": "v"}],
+            },
+            "index[1].name",
+        ),
+        ({**MINIMAL, "cuda": {"source": "conda"}}, "cuda.source"),
+        ({**MINIMAL, "cuda": {"source": "pypi"}}, "cuda.toolkit"),
+        (
+            {"requirements": {"packages": ["x"], "exclude-newer": "yesterday"}},
+            "requirements.exclude-newer",
+        ),
+        ({"requirements": {"packages": []}}, "requirements.packages"),
+        ({**MINIMAL, "target": {"platform": "win_amd64"}}, "target.platform"),
+    ],
+)
+def test_bad_input_names_the_key(data: dict, key: str) -> None:
+    with pytest.raises(ProfileError) as info:
+        parse_profile(data, name="x", path="p.toml")
+    assert info.value.key == key
+    assert str(info.value).startswith(f"p.toml: {key}: ")
+    assert "\n" not in str(info.value)
+
+
+def test_extends_merges_key_by_key(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "base",
+        """
+[target]
+python = "3.12"
+gpu-arch = ["sm_90"]
+[requirements]
+packages = ["sglang==0.5.9"]
+overrides = ["torch>=2.11"]
+""",
+    )
+    _write(
+        tmp_path,
+        "child",
+        """
+[profile]
+extends = "base"
+description = "child"
+[target]
+gpu-arch = ["sm_120"]
+""",
+    )
+    profile = load_profile("child", tmp_path)
+    assert profile.target.gpu_arch == ("sm_120",)
+    assert profile.target.python == "3.12"
+    assert [str(r) for r in profile.requirements.overrides] == ["torch>=2.11"]
+    assert profile.description == "child"
+    assert len(profile.sha256) == 64
+
+
+def test_profile_hash_changes_with_the_file_it_extends(tmp_path: Path) -> None:
+    _write(tmp_path, "base", '[requirements]\npackages = ["a"]\n')
+    _write(tmp_path, "child", '[profile]\nextends = "base"\n')
+    before = load_profile("child", tmp_path).sha256
+    _write(tmp_path, "base", '[requirements]\npackages = ["b"]\n')
+    assert load_profile("child", tmp_path).sha256 != before
+
+
+def test_extends_cycle_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, "a", '[profile]\nextends = "b"\n')
+    _write(tmp_path, "b", '[profile]\nextends = "a"\n')
+    with pytest.raises(ProfileError, match="extends cycle: a -> b -> a"):
+        load_profile("a", tmp_path)
+
+
+def test_missing_parent_and_bad_toml(tmp_path: Path) -> None:
+    _write(tmp_path, "a", '[profile]\nextends = "nope"\n')
+    with pytest.raises(ProfileError, match="nope"):
+        load_profile("a", tmp_path)
+    _write(tmp_path, "bad", "[profile\n")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile("bad", tmp_path)
+    with pytest.raises(ProfileError, match="no profile named 'zzz'"):
+        load_profile("zzz", tmp_path)
+
+
+def test_index_override_points_a_named_index_at_a_mirror() -> None:
+    profile = parse_profile(MINIMAL, name="x")
+    mirrored = profile.with_index_urls({"pypi": "http://127.0.0.1:9/simple/"})
+    assert mirrored.indexes[0].url == "http://127.0.0.1:9/simple"
+    with pytest.raises(ProfileError, match="no index named 'nope'"):
+        profile.with_index_urls({"nope": "http://x"})
+
+
+def test_builtin_profiles_all_load() -> None:
+    names = list_profiles()
+    for name in names:
+        profile = load_profile(name)
+        assert profile.requirements.packages, name
