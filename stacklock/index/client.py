@@ -1,0 +1,436 @@
+"""Reading index pages over HTTP and from local folders. I/O only: the parsers in
+:mod:`stacklock.index.pages` interpret the bytes.
+
+One ``httpx.Client`` is passed in (one connection pool for the whole run). Pages are
+fetched with PEP 691 content negotiation (JSON preferred, HTML accepted), redirects
+followed, transient failures (timeouts, connection resets, 5xx, 429, truncated bodies)
+retried a few times with a short backoff, and every URL that reaches an error or a
+log is redacted. Good pages are cached on disk under ``<cache>/pages/``; a failed or
+partial response is never cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import netrc
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from urllib.request import pathname2url, url2pathname
+
+import httpx
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+from stacklock import __version__
+from stacklock._fs import atomic_write_bytes
+from stacklock.errors import IndexError_
+from stacklock.index.pages import (
+    Link,
+    ParsedPage,
+    parse_file_listing,
+    parse_flat_page,
+    parse_html_page,
+    parse_json_page,
+    redact_url,
+    strip_credentials,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from stacklock.profile import IndexSpec
+
+__all__ = ["ACCEPT", "IndexClient", "make_http_client"]
+
+log = logging.getLogger("stacklock.index")
+
+ACCEPT = (
+    "application/vnd.pypi.simple.v1+json, "
+    "application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+)
+_JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
+_HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
+               "application/xhtml+xml")
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
+        "with --offline")
+
+
+def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
+    """The one client a run shares: pooled, redirects followed, a per-request
+    timeout (connect 10 s), and a User-Agent naming stacklock."""
+    kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=10.0))
+    kwargs.setdefault("follow_redirects", True)
+    kwargs.setdefault("limits", httpx.Limits(max_connections=16))
+    kwargs.setdefault("headers", {"User-Agent": f"stacklock/{__version__}"})
+    return httpx.Client(**kwargs)
+
+
+def _is_local(url: str) -> bool:
+    scheme = urlsplit(url).scheme.lower()
+    return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")
+
+
+def _local_path(url: str) -> Path:
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "file":
+        return Path(url2pathname(parts.path))
+    return Path(url).expanduser()
+
+
+def _file_url(path: Path) -> str:
+    return "file://" + pathname2url(str(path.resolve()))
+
+
+def _project_of(filename: str) -> str | None:
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[0]
+        return parse_sdist_filename(filename)[0]
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def _only_project(page: ParsedPage, project: str) -> ParsedPage:
+    """A flat page lists many projects; keep the files of one."""
+    links = tuple(li for li in page.links if _project_of(li.filename) == project)
+    return ParsedPage(links=links, anchors=len(links), problem=page.problem)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _scrub(text: str, url: str) -> str:
+    """Remove a password that an exception message might echo."""
+    password = urlsplit(url).password
+    text = text.replace(url, redact_url(url))
+    return text.replace(password, "***") if password else text
+
+
+class IndexClient:
+    """Fetches and caches project pages; see the module docstring.
+
+    ``sleep`` and ``clock`` are injectable so retry tests run instantly. ``netrc_file``
+    defaults to ``$NETRC`` or ``~/.netrc``.
+    """
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        *,
+        cache_dir: Path | None = None,
+        offline: bool = False,
+        refresh: bool = False,
+        attempts: int = 3,
+        backoff: float = 0.5,
+        total_timeout: float = 120.0,
+        max_workers: int = 8,
+        netrc_file: Path | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.http = http
+        self.cache_dir = Path(cache_dir) / "pages" if cache_dir is not None else None
+        self.offline = offline
+        self.refresh = refresh
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.total_timeout = total_timeout
+        self.max_workers = max_workers
+        self.requests = 0  # HTTP requests sent, retries included (for tests/benches)
+        self._netrc_file = netrc_file
+        self._netrc: netrc.netrc | bool | None = False  # False: not read yet
+        self._sleep = sleep
+        self._clock = clock
+        self._pages: dict[tuple[str, str], ParsedPage | IndexError_] = {}
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+
+    # -- public -------------------------------------------------------------------
+
+    def get_links(self, index: IndexSpec, project: str) -> list[Link]:
+        """Every wheel/sdist ``index`` offers for ``project``; [] when the index
+        does not have it (HTTP 404). Raises IndexError_ when it cannot be read."""
+        return list(self.get_page(index, project).links)
+
+    def get_page(self, index: IndexSpec, project: str) -> ParsedPage:
+        """Like :meth:`get_links`, with the skipped entries and their reasons."""
+        name = canonicalize_name(project)
+        return self._memo((index.url, name), lambda: self._load(index, name))
+
+    def _memo(self, key: tuple[str, str],
+              load: Callable[[], ParsedPage]) -> ParsedPage:
+        """Load each page once, also when several threads ask at the same time;
+        an error is remembered and raised again."""
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            found = self._pages.get(key)
+            if found is None:
+                try:
+                    found = load()
+                except IndexError_ as exc:
+                    found = exc
+                self._pages[key] = found
+        if isinstance(found, IndexError_):
+            raise found
+        return found
+
+    def prefetch(
+        self, index_project_pairs: Iterable[tuple[IndexSpec, str]]
+    ) -> None:
+        """Fetch many pages at once over the shared client; errors are kept and
+        raised by the later :meth:`get_links` for that page."""
+        pairs = list(index_project_pairs)
+        if not pairs:
+            return
+
+        def one(pair: tuple[IndexSpec, str]) -> None:
+            try:
+                self.get_page(*pair)
+            except IndexError_:
+                pass  # stored; re-raised where the page is used
+
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(pairs))) as ex:
+            list(ex.map(one, pairs))
+
+    def project_url(self, index: IndexSpec, project: str) -> str:
+        if index.kind == "flat":
+            return index.url
+        return f"{index.url.rstrip('/')}/{canonicalize_name(project)}/"
+
+    # -- loading ------------------------------------------------------------------
+
+    def _load(self, index: IndexSpec, project: str) -> ParsedPage:
+        if _is_local(index.url):
+            return self._load_local(index, project)
+        if index.kind == "flat":
+            page = self._memo((index.url, ""),
+                              lambda: self._fetch(index, index.url, flat=True))
+            return _only_project(page, project)
+        return self._fetch(index, self.project_url(index, project), flat=False)
+
+    def _load_local(self, index: IndexSpec, project: str) -> ParsedPage:
+        root = _local_path(index.url)
+        if not root.exists():
+            raise IndexError_("local index folder does not exist",
+                              index=index.name, url=redact_url(index.url),
+                              hint="check the path, or give an https index URL")
+        if root.is_file():
+            page = parse_flat_page(root.read_bytes(), _file_url(root))
+            return _only_project(page, project)
+        for name in dict.fromkeys((project, project.replace("-", "_"))):
+            sub = root / name
+            if (sub / "index.html").is_file():
+                html = sub / "index.html"
+                return parse_html_page(html.read_bytes(), _file_url(html))
+            if sub.is_dir():
+                return self._list_folder(sub, project)
+        return self._list_folder(root, project)
+
+    def _list_folder(self, folder: Path, project: str) -> ParsedPage:
+        entries = []
+        for path in sorted(folder.iterdir()):
+            if not path.is_file() or not path.name.endswith(_DIST_SUFFIXES):
+                continue
+            if _project_of(path.name) != project:
+                continue
+            entries.append((path.name, path.stat().st_size, _sha256_file(path)))
+        return parse_file_listing(entries, _file_url(folder))
+
+    def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> ParsedPage:
+        cached = self._read_cache(url)
+        if self.offline:
+            if cached is None:
+                raise IndexError_(
+                    "page is not in the cache and --offline is set",
+                    index=index.name, url=redact_url(url),
+                    hint="run once online (without --offline) to fill the cache")
+            return self._parse(index, url, *cached, flat=flat)
+        if cached is not None and not self.refresh:
+            return self._parse(index, url, *cached, flat=flat)
+        headers = {"Accept": ACCEPT}
+        if cached is not None:
+            if cached[2].get("etag"):
+                headers["If-None-Match"] = cached[2]["etag"]
+            if cached[2].get("last-modified"):
+                headers["If-Modified-Since"] = cached[2]["last-modified"]
+        response = self._request(index, url, headers)
+        if response.status_code == 304 and cached is not None:
+            return self._parse(index, url, *cached, flat=flat)
+        if response.status_code in (404, 410):
+            log.debug("%s: %s not on index %s", response.status_code,
+                      redact_url(url), index.name)
+            return ParsedPage()
+        if response.status_code >= 400:
+            hint = ("check the credentials (URL user:password or ~/.netrc)"
+                    if response.status_code in (401, 403) else HINT)
+            raise IndexError_(f"HTTP {response.status_code}", index=index.name,
+                              url=redact_url(url), hint=hint)
+        body = response.content
+        meta = {
+            "content-type": response.headers.get("content-type", ""),
+            "etag": response.headers.get("etag"),
+            "last-modified": response.headers.get("last-modified"),
+        }
+        # after a redirect, relative hrefs resolve against the final URL
+        page_url = str(response.url) if response.history else url
+        if page_url != url:
+            meta["redirected-to"] = page_url
+        page = self._parse(index, url, body, meta["content-type"], meta, flat=flat)
+        self._write_cache(url, page_url, body, meta)
+        return page
+
+    def _parse(self, index: IndexSpec, url: str, body: bytes, content_type: str,
+               meta: dict[str, Any], *, flat: bool) -> ParsedPage:
+        """Pick the parser by content type (sniffing when the type says nothing);
+        raise IndexError_ for anything that is not an index page."""
+        base = meta.get("redirected-to") or url
+        ctype = content_type.split(";")[0].strip().lower()
+        head = body.lstrip()[:1]
+        if ctype in _JSON_TYPES or (ctype not in _HTML_TYPES and head == b"{"):
+            page = parse_json_page(body, base)
+        elif ctype in _HTML_TYPES or head == b"<":
+            page = (parse_flat_page if flat else parse_html_page)(body, base)
+            if ctype not in _HTML_TYPES and page.anchors == 0:
+                page = ParsedPage(problem=f"content type {ctype or 'none'!r} and no "
+                                          "links: not an index page")
+        else:
+            page = ParsedPage(problem=f"content type {ctype or 'none'!r} is neither "
+                                      "PEP 691 JSON nor HTML: not an index page")
+        if page.problem:
+            raise IndexError_(page.problem, index=index.name, url=redact_url(url),
+                              hint="check that the URL is a simple index root "
+                                   "(PEP 503/691), or a find-links page")
+        return page
+
+    # -- HTTP -----------------------------------------------------------------------
+
+    def _auth(self, url: str) -> httpx.Auth | None:
+        parts = urlsplit(url)
+        if parts.username or parts.password or not parts.hostname:
+            return None  # httpx uses the URL's own user info
+        if self._netrc is False:
+            path = self._netrc_file or Path(
+                os.environ.get("NETRC", Path.home() / ".netrc"))
+            try:
+                self._netrc = netrc.netrc(str(path)) if Path(path).is_file() else None
+            except (OSError, netrc.NetrcParseError) as exc:
+                log.warning("ignoring unreadable netrc %s: %s", path, exc)
+                self._netrc = None
+        if not isinstance(self._netrc, netrc.netrc):
+            return None
+        found = self._netrc.authenticators(parts.hostname)
+        if not found:
+            return None
+        login, _account, password = found
+        return httpx.BasicAuth(login or "", password or "")
+
+    def _request(self, index: IndexSpec, url: str,
+                 headers: dict[str, str]) -> httpx.Response:
+        """GET with retries; returns a complete response with a final status."""
+        shown = redact_url(url)
+        deadline = self._clock() + self.total_timeout
+        auth = self._auth(url)
+        problem = "no attempt made"
+        for attempt in range(self.attempts):
+            if attempt:
+                delay = self.backoff * 2 ** (attempt - 1)
+                if self._clock() + delay > deadline:
+                    problem += f"; gave up after the {self.total_timeout:g} s total"
+                    break
+                self._sleep(delay)
+            self.requests += 1
+            log.debug("GET %s (attempt %d)", shown, attempt + 1)
+            try:
+                kwargs: dict[str, Any] = {"headers": headers, "follow_redirects": True}
+                if auth is not None:
+                    kwargs["auth"] = auth
+                response = self.http.get(url, **kwargs)
+            except httpx.UnsupportedProtocol as exc:
+                raise IndexError_(f"unsupported URL: {_scrub(str(exc), url)}",
+                                  index=index.name, url=shown,
+                                  hint="use an https://, file:// URL or a folder"
+                                  ) from None
+            except httpx.TimeoutException as exc:
+                problem = f"timed out ({type(exc).__name__})"
+                continue
+            except (httpx.TransportError, httpx.DecodingError) as exc:
+                problem = f"{type(exc).__name__}: {_scrub(str(exc), url)}"
+                continue
+            if response.status_code in _RETRY_STATUS:
+                problem = f"HTTP {response.status_code}"
+                continue
+            short = _truncated(response)
+            if short:
+                problem = short
+                continue
+            return response
+        raise IndexError_(
+            f"unreachable after {attempt + 1} attempt(s): {problem}",
+            index=index.name, url=shown, hint=HINT)
+
+    # -- cache ------------------------------------------------------------------------
+
+    def _cache_path(self, url: str) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        key = hashlib.sha256(url.encode()).hexdigest()
+        return self.cache_dir / key[:2] / f"{key}.page"
+
+    def _read_cache(self, url: str) -> tuple[bytes, str, dict[str, Any]] | None:
+        path = self._cache_path(url)
+        if path is None or not path.is_file():
+            return None
+        try:
+            raw = path.read_bytes()
+            header, _, body = raw.partition(b"\n")
+            meta = json.loads(header)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or meta.get("length") != len(body):
+            return None
+        return body, str(meta.get("content-type", "")), meta
+
+    def _write_cache(self, url: str, page_url: str, body: bytes,
+                     meta: dict[str, Any]) -> None:
+        path = self._cache_path(url)
+        if path is None:
+            return
+        # Only a redirect target is stored (without credentials); otherwise the
+        # page URL is the one asked for, credentials and all, kept in memory.
+        moved = strip_credentials(page_url) if page_url != url else None
+        record = {**meta, "redirected-to": moved, "length": len(body)}
+        header = json.dumps(record, sort_keys=True).encode()
+        atomic_write_bytes(path, header + b"\n" + body)
+
+
+def _truncated(response: httpx.Response) -> str | None:
+    """A body shorter than its Content-Length, or a reason string."""
+    declared = response.headers.get("content-length")
+    if declared is None or not declared.strip().isdigit():
+        return None
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    got = (len(response.content) if encoding in ("", "identity")
+           else response.num_bytes_downloaded)
+    if got < int(declared):
+        return f"truncated body: {got} of {declared} bytes"
+    return None

@@ -1,0 +1,348 @@
+"""Which links fit a target, and which index a project comes from.
+
+Index strategy (uv's safe default, "first-index"): a project pinned to an index
+(``IndexSpec.packages``) comes only from that index; any other project comes from the
+first index, in profile order, that has any link for it. Indexes are never mixed for
+one project, so a look-alike upload on a later index cannot shadow the real one.
+
+Every link gets an :class:`Evaluation`; a link that does not fit says why in
+``reason`` (wrong tag, requires-python, yanked, newer than the cut-off, sdist, not
+allowed on this index).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+from stacklock.index.pages import redact_url
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime
+
+    from packaging.utils import NormalizedName
+    from packaging.version import Version
+
+    from stacklock.index.client import IndexClient
+    from stacklock.index.pages import Link, SkippedLink
+    from stacklock.profile import IndexSpec
+    from stacklock.target import Target
+
+__all__ = [
+    "Evaluation",
+    "Finder",
+    "LinksReport",
+    "evaluate_link",
+    "find_links",
+    "is_exact_pin",
+    "render_links",
+]
+
+SDIST_REASON = "sdist: stacklock locks wheels only"
+NO_UPLOAD_TIME_NOTE = (
+    "no upload time on the index: kept despite the exclude-newer cut-off")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Evaluation:
+    """One link judged against the target. ``tag_rank`` is the position of the
+    best matching tag in ``Target.tags()`` (lower is better); ``note`` records a
+    caveat on a kept link (e.g. no upload time under a cut-off)."""
+
+    link: Link
+    index: str
+    name: NormalizedName | None
+    version: Version | None
+    build: tuple[()] | tuple[int, str]
+    compatible: bool
+    reason: str | None
+    tag_rank: int | None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "filename": self.link.filename,
+            "version": str(self.version) if self.version is not None else None,
+            "url": self.link.redacted_url,
+            "sha256": self.link.sha256,
+            "compatible": self.compatible,
+            "reason": self.reason,
+            "index": self.index,
+            "build": list(self.build),
+            "tag-rank": self.tag_rank,
+            "requires-python": self.link.requires_python,
+            "yanked": self.link.yanked,
+            "upload-time": (self.link.upload_time.isoformat()
+                            if self.link.upload_time else None),
+            "metadata": self.link.metadata,
+            "note": self.note,
+        }
+
+
+def is_exact_pin(specifier: SpecifierSet | str | None) -> bool:
+    """``==1.2`` or ``===1.2`` (no wildcard): the only case a yanked file may be
+    used, as PEP 592 and pip say."""
+    if specifier is None:
+        return False
+    specs = list(SpecifierSet(str(specifier)))
+    return len(specs) == 1 and (
+        specs[0].operator == "===" or
+        (specs[0].operator == "==" and not specs[0].version.endswith(".*")))
+
+
+def evaluate_link(
+    link: Link,
+    *,
+    index: str,
+    project: str,
+    target: Target,
+    tag_ranks: dict[Any, int] | None = None,
+    exclude_newer: datetime | None = None,
+) -> Evaluation:
+    """Judge one link. Checks run in a fixed order and the first failure is the
+    reason: name, file kind, tags, requires-python, yanked, upload time."""
+    ranks = tag_ranks if tag_ranks is not None else {
+        t: i for i, t in enumerate(target.tags())}
+    ev = Evaluation(link=link, index=index, name=None, version=None, build=(),
+                    compatible=False, reason=None, tag_rank=None)
+    try:
+        if link.is_wheel:
+            name, version, build, wheel_tags = parse_wheel_filename(link.filename)
+        else:
+            name, version = parse_sdist_filename(link.filename)
+            build, wheel_tags = (), frozenset()
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        return replace(ev, reason=f"file name packaging cannot parse: {exc}")
+    ev = replace(ev, name=name, version=version, build=build)
+    if name != canonicalize_name(project):
+        return replace(ev, reason=f"file of project {name!r}, not {project!r}")
+    if not link.is_wheel:
+        return replace(ev, reason=SDIST_REASON)
+    fits = [ranks[t] for t in wheel_tags if t in ranks]
+    if not fits:
+        shown = ", ".join(sorted(str(t) for t in wheel_tags))
+        return replace(ev, reason=(
+            f"no tag fits cp{target.python_minor[0]}{target.python_minor[1]}/"
+            f"manylinux_{target.manylinux}_{target.machine}: wheel has {shown}"))
+    ev = replace(ev, tag_rank=min(fits))
+    note = None
+    if link.requires_python:
+        try:
+            spec = SpecifierSet(link.requires_python)
+        except InvalidSpecifier:
+            note = f"ignored invalid requires-python {link.requires_python!r}"
+        else:
+            if not spec.contains(target.python_full_version, prereleases=True):
+                return replace(ev, reason=(
+                    f"requires-python {link.requires_python} excludes "
+                    f"{target.python_full_version}"))
+    if link.yanked is not None:
+        why = f": {link.yanked}" if link.yanked else ""
+        return replace(ev, reason=f"yanked{why}")
+    if exclude_newer is not None:
+        if link.upload_time is None:
+            # Kept on purpose: PyTorch/GitHub-pages indexes publish no upload
+            # times, and dropping them would empty those indexes.
+            note = NO_UPLOAD_TIME_NOTE
+        elif link.upload_time > exclude_newer:
+            return replace(ev, reason=(
+                f"uploaded {link.upload_time.isoformat()}, after the exclude-newer "
+                f"cut-off {exclude_newer.isoformat()}"))
+    return replace(ev, compatible=True, note=note)
+
+
+def _skipped(entry: SkippedLink, index: str) -> Evaluation:
+    return Evaluation(link=entry.link, index=index, name=None, version=None,
+                      build=(), compatible=False, reason=entry.reason, tag_rank=None)
+
+
+class Finder:
+    """Evaluates the links of one project against ``target`` across ``indexes``."""
+
+    def __init__(
+        self,
+        client: IndexClient,
+        indexes: Sequence[IndexSpec],
+        target: Target,
+        *,
+        exclude_newer: datetime | None = None,
+    ) -> None:
+        self.client = client
+        self.indexes = tuple(indexes)
+        self.target = target
+        self.exclude_newer = exclude_newer
+        self._ranks = {t: i for i, t in enumerate(target.tags())}
+        self._chosen: dict[str, IndexSpec | None] = {}
+        self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
+
+    def pinned_index(self, project: str) -> IndexSpec | None:
+        name = canonicalize_name(project)
+        return next((i for i in self.indexes if name in i.packages), None)
+
+    def index_for(self, project: str) -> IndexSpec | None:
+        """The pinned index, else the first index with any link for the project;
+        None when no index has it."""
+        name = canonicalize_name(project)
+        if name not in self._chosen:
+            chosen = self.pinned_index(name)
+            if chosen is None:
+                chosen = next((i for i in self.indexes
+                               if self.client.get_links(i, name)), None)
+            self._chosen[name] = chosen
+        return self._chosen[name]
+
+    def evaluate(self, project: str, *, all_indexes: bool = False) -> list[Evaluation]:
+        """Every link of the chosen index with a verdict, best first (then the
+        page's skipped entries). ``all_indexes=True`` adds the links of the other
+        indexes, each with the reason it may not be used."""
+        chosen = self.index_for(project)
+        out: list[Evaluation] = []
+        if chosen is not None:
+            out += self.evaluate_index(chosen, project)
+        if all_indexes:
+            pinned = self.pinned_index(project)
+            for other in self.indexes:
+                if chosen is not None and other.name == chosen.name:
+                    continue
+                if pinned is not None:
+                    why = (f"not allowed on this index: {project} is pinned to "
+                           f"index {pinned.name!r}")
+                elif chosen is not None:
+                    why = (f"not used: {project} comes from index {chosen.name!r}, "
+                           "the first that has it (indexes are not mixed)")
+                else:  # pragma: no cover - no index has links, so none to add
+                    why = "not used"
+                for ev in self.evaluate_index(other, project):
+                    out.append(replace(ev, compatible=False, reason=why))
+        return out
+
+    def find_candidates(
+        self, project: str, *, specifier: SpecifierSet | str | None = None
+    ) -> list[Evaluation]:
+        """Compatible wheels of the chosen index, best first. With ``specifier``,
+        only versions it allows (pre-releases included: the resolver decides), and
+        yanked wheels too when it is an exact pin."""
+        spec = SpecifierSet(str(specifier)) if specifier is not None else None
+        allow_yanked = is_exact_pin(spec)
+        out = []
+        for ev in self.evaluate(project):
+            if spec is not None and (
+                    ev.version is None or
+                    not spec.contains(ev.version, prereleases=True)):
+                continue
+            if ev.compatible:
+                out.append(ev)
+            elif allow_yanked and ev.link.yanked is not None and \
+                    ev.reason is not None and ev.reason.startswith("yanked"):
+                out.append(replace(ev, compatible=True,
+                                   note=f"{ev.reason}; allowed by the exact pin"))
+        return out
+
+    def evaluate_index(self, index: IndexSpec, project: str) -> list[Evaluation]:
+        """Every link one index has for the project, best first, then the
+        page's skipped entries (cached per index and project)."""
+        key = (index.name, canonicalize_name(project))
+        if key not in self._evaluations:
+            page = self.client.get_page(index, project)
+            found = [
+                evaluate_link(link, index=index.name, project=project,
+                              target=self.target, tag_ranks=self._ranks,
+                              exclude_newer=self.exclude_newer)
+                for link in page.links
+            ]
+            ranked = sorted((e for e in found if e.version is not None),
+                            key=_best_first)
+            unparsed = [e for e in found if e.version is None]
+            self._evaluations[key] = (
+                ranked + unparsed + [_skipped(s, index.name) for s in page.skipped])
+        return self._evaluations[key]
+
+
+def _best_first(ev: Evaluation) -> tuple[Any, ...]:
+    """Version desc, build tag desc, tag rank asc (then file name, for a stable
+    order of duplicates)."""
+    assert ev.version is not None
+    return (_Desc(ev.version), _Desc(ev.build), ev.tag_rank if ev.tag_rank is not None
+            else 1 << 30, ev.link.filename)
+
+
+class _Desc:
+    """Reverse the order of any comparable value inside a sort key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Desc) -> bool:
+        return bool(self.value > other.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and bool(self.value == other.value)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinksReport:
+    """What ``stacklock links`` shows: every link of one project on one index."""
+
+    project: str
+    index: IndexSpec
+    target: Target
+    evaluations: tuple[Evaluation, ...]
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [ev.to_dict() for ev in self.evaluations]
+
+
+def find_links(
+    project: str,
+    index: IndexSpec,
+    target: Target,
+    *,
+    client: IndexClient,
+    exclude_newer: datetime | None = None,
+) -> LinksReport:
+    """Evaluate every link ``index`` has for ``project`` (the ``links`` verb)."""
+    finder = Finder(client, [index], target, exclude_newer=exclude_newer)
+    return LinksReport(project=project, index=index, target=target,
+                       evaluations=tuple(finder.evaluate_index(index, project)))
+
+
+def render_links(report: LinksReport) -> str:
+    """A rich table as plain text: one row per link, the reason when it does not
+    fit, and a one-line summary."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report.project} on {report.index.name} "
+                        f"({redact_url(report.index.url)})", title_justify="left")
+    for column in ("filename", "version", "fits", "sha256", "reason / note"):
+        table.add_column(column, overflow="fold")
+    for ev in report.evaluations:
+        table.add_row(
+            ev.link.filename,
+            str(ev.version) if ev.version is not None else "-",
+            "yes" if ev.compatible else "no",
+            ev.link.sha256[:12] if ev.link.sha256 else "null",
+            ev.reason or ev.note or "",
+        )
+    fits = sum(ev.compatible for ev in report.evaluations)
+    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    console.print(table)
+    console.print(f"{len(report.evaluations)} link(s), {fits} fit "
+                  f"python {report.target.python} {report.target.platform} "
+                  f"manylinux_{report.target.manylinux}")
+    return console.export_text()

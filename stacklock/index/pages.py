@@ -1,0 +1,328 @@
+"""Pure parsers of index pages: bytes in, links out.
+
+A parser never fetches and never raises on a bad href: anything that is not a wheel
+or an sdist, or whose name packaging cannot parse, lands in ``ParsedPage.skipped``
+with a reason. Whether a page is an index at all is the client's call; a parser only
+says what it found (``ParsedPage.problem`` for JSON of the wrong shape).
+
+Formats: PEP 503 HTML (plus PEP 592 yanked, PEP 658/714 metadata attributes and
+PyTorch's ``data-upload-time``), PEP 691 JSON (plus PEP 700 ``upload-time`` and
+``size``), flat find-links pages, and plain file listings of a local folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+
+from bs4 import BeautifulSoup
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "Link",
+    "ParsedPage",
+    "SkippedLink",
+    "parse_file_listing",
+    "parse_flat_page",
+    "parse_html_page",
+    "parse_json_page",
+    "redact_url",
+    "strip_credentials",
+]
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_OTHER_ARCHIVES = (".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tgz", ".tar", ".egg")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    """One file an index offers. ``url`` may carry credentials in memory only:
+    write ``redacted_url`` (or :func:`strip_credentials`) anywhere it persists."""
+
+    filename: str
+    url: str
+    sha256: str | None = None
+    requires_python: str | None = None
+    yanked: str | None = None  # None = not yanked; "" = yanked without a reason
+    metadata: bool = False  # PEP 658/714 METADATA file offered at url + ".metadata"
+    metadata_sha256: str | None = None
+    upload_time: datetime | None = None
+    size: int | None = None
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @property
+    def redacted_url(self) -> str:
+        return redact_url(self.url)
+
+    @property
+    def metadata_url(self) -> str:
+        return self.url + ".metadata"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, credentials redacted."""
+        return {
+            "filename": self.filename,
+            "url": self.redacted_url,
+            "sha256": self.sha256,
+            "requires-python": self.requires_python,
+            "yanked": self.yanked,
+            "metadata": self.metadata,
+            "metadata-sha256": self.metadata_sha256,
+            "upload-time": self.upload_time.isoformat() if self.upload_time else None,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedLink:
+    """An entry on a page that is not a usable wheel or sdist, and why."""
+
+    link: Link
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParsedPage:
+    """What a page holds. ``anchors`` counts every entry seen (links + skipped);
+    ``problem`` is set when the bytes are not an index page of the expected format."""
+
+    links: tuple[Link, ...] = ()
+    skipped: tuple[SkippedLink, ...] = ()
+    anchors: int = 0
+    problem: str | None = None
+
+
+def redact_url(url: str) -> str:
+    """``https://user:secret@host/x`` -> ``https://user:***@host/x``; a bare token
+    user (``https://tok@host``) becomes ``***@``. For errors, logs and output."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, sep, _password = userinfo.partition(":")
+    masked = f"{user}:***" if sep else "***"
+    return urlunsplit(parts._replace(netloc=f"{masked}@{host}"))
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without any user info: what a lock file records."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+def _classify(filename: str) -> str | None:
+    """None if packaging accepts the name as a wheel or sdist, else the reason."""
+    if not filename:
+        return "no file name in the URL (a folder or page link)"
+    if filename.endswith(".whl"):
+        try:
+            parse_wheel_filename(filename)
+        except InvalidWheelFilename as exc:
+            return f"wheel name packaging cannot parse: {exc}"
+        return None
+    if filename.endswith((".tar.gz", ".zip")):
+        try:
+            parse_sdist_filename(filename)
+        except InvalidSdistFilename as exc:
+            return f"sdist name packaging cannot parse: {exc}"
+        return None
+    if filename.endswith(_OTHER_ARCHIVES):
+        return "legacy archive format, not a wheel or a .tar.gz/.zip sdist"
+    return "not a wheel or sdist"
+
+
+def _split_fragment(url: str) -> tuple[str, str | None]:
+    """(url without fragment, sha256 from ``#sha256=`` or None). Other hash
+    fragments (md5=, sha1=...) and junk are ignored."""
+    base, _, fragment = url.partition("#")
+    sha: str | None = None
+    for part in fragment.split("&"):
+        name, eq, value = part.partition("=")
+        if eq and name.lower() == "sha256" and _SHA256_RE.match(value.lower()):
+            sha = value.lower()
+    return base, sha
+
+
+def _filename_of(url: str) -> str:
+    return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+def _metadata_attr(value: str | None) -> tuple[bool, str | None]:
+    """PEP 658/714 attribute: "true" or "<hashname>=<hex>"; absent -> no file."""
+    if value is None:
+        return False, None
+    text = value.strip()
+    if text.lower() == "true":
+        return True, None
+    name, eq, digest = text.partition("=")
+    if not eq:
+        return False, None
+    if name.lower() == "sha256" and _SHA256_RE.match(digest.lower()):
+        return True, digest.lower()
+    return True, None
+
+
+def _make(
+    url: str, entries: list[Link], skipped: list[SkippedLink], **fields: Any
+) -> None:
+    link = Link(url=url, **fields)
+    reason = _classify(link.filename)
+    if reason is None:
+        entries.append(link)
+    else:
+        skipped.append(SkippedLink(link=link, reason=reason))
+
+
+def _attr(tag: Any, name: str) -> str | None:
+    value = tag.get(name)
+    if isinstance(value, list):  # bs4 splits multi-valued attributes; none of ours
+        value = " ".join(value)
+    return value
+
+
+def parse_html_page(content: bytes, base_url: str) -> ParsedPage:
+    """A PEP 503 project page. Relative hrefs resolve against ``<base href>`` if
+    present, else ``base_url``; the file name is the unquoted last path segment."""
+    soup = BeautifulSoup(content, "html.parser")
+    base = base_url
+    base_tag = soup.find("base", href=True)
+    if base_tag is not None:
+        base = urljoin(base_url, str(_attr(base_tag, "href")))
+    links: list[Link] = []
+    skipped: list[SkippedLink] = []
+    anchors = soup.find_all("a")
+    for anchor in anchors:
+        href = _attr(anchor, "href")
+        if href is None or not href.strip():
+            text = anchor.get_text(strip=True)
+            skipped.append(SkippedLink(
+                link=Link(filename=text, url=""), reason="anchor without href"))
+            continue
+        url, sha = _split_fragment(urljoin(base, href.strip()))
+        core = _attr(anchor, "data-core-metadata")
+        if core is None:
+            core = _attr(anchor, "data-dist-info-metadata")
+        metadata, metadata_sha = _metadata_attr(core)
+        _make(
+            url, links, skipped,
+            filename=_filename_of(url),
+            sha256=sha,
+            requires_python=_attr(anchor, "data-requires-python") or None,
+            yanked=_attr(anchor, "data-yanked"),
+            metadata=metadata,
+            metadata_sha256=metadata_sha,
+            upload_time=_parse_time(_attr(anchor, "data-upload-time")),
+        )
+    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=len(anchors))
+
+
+def parse_flat_page(content: bytes, base_url: str) -> ParsedPage:
+    """A find-links page: any HTML page whose anchors point at distribution files,
+    possibly of many projects (the caller filters by project name)."""
+    return parse_html_page(content, base_url)
+
+
+def _json_hashes(value: Any) -> str | None:
+    if isinstance(value, dict):
+        sha = value.get("sha256")
+        if isinstance(sha, str) and _SHA256_RE.match(sha.lower()):
+            return sha.lower()
+    return None
+
+
+def _json_yanked(value: Any) -> str | None:
+    if value is True:
+        return ""
+    if isinstance(value, str):
+        return value
+    return None
+
+
+def _json_metadata(value: Any) -> tuple[bool, str | None]:
+    if value is True:
+        return True, None
+    if isinstance(value, dict):
+        return True, _json_hashes(value)
+    return False, None
+
+
+def parse_json_page(content: bytes, base_url: str) -> ParsedPage:
+    """A PEP 691 project page (``application/vnd.pypi.simple.v1+json``)."""
+    try:
+        data = json.loads(content)
+    except (UnicodeDecodeError, ValueError) as exc:
+        return ParsedPage(problem=f"not JSON: {exc}")
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        return ParsedPage(problem="JSON without a 'files' list (not a PEP 691 page)")
+    links: list[Link] = []
+    skipped: list[SkippedLink] = []
+    files = data["files"]
+    for entry in files:
+        if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+            skipped.append(SkippedLink(
+                link=Link(filename=str(entry)[:80], url=""),
+                reason="file entry without a url"))
+            continue
+        url, fragment_sha = _split_fragment(urljoin(base_url, entry["url"]))
+        filename = entry.get("filename")
+        if not isinstance(filename, str) or not filename:
+            filename = _filename_of(url)
+        core = entry.get("core-metadata", entry.get("dist-info-metadata"))
+        metadata, metadata_sha = _json_metadata(core)
+        rp = entry.get("requires-python")
+        size = entry.get("size")
+        _make(
+            url, links, skipped,
+            filename=filename,
+            sha256=_json_hashes(entry.get("hashes")) or fragment_sha,
+            requires_python=rp if isinstance(rp, str) and rp else None,
+            yanked=_json_yanked(entry.get("yanked")),
+            metadata=metadata,
+            metadata_sha256=metadata_sha,
+            upload_time=_parse_time(entry.get("upload-time")),
+            size=size if isinstance(size, int) and size >= 0 else None,
+        )
+    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=len(files))
+
+
+def parse_file_listing(
+    entries: Iterable[tuple[str, int | None, str | None]], base_url: str
+) -> ParsedPage:
+    """A local folder's files as ``(name, size, sha256)``, sorted by name: what a
+    ``file://`` find-links folder offers."""
+    links: list[Link] = []
+    skipped: list[SkippedLink] = []
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    count = 0
+    for name, size, sha in sorted(entries):
+        count += 1
+        _make(urljoin(base, quote(name)), links, skipped,
+              filename=name, sha256=sha, size=size)
+    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=count)
