@@ -1,0 +1,312 @@
+"""Read one member of a remote zip with HTTP range requests.
+
+A wheel's central directory sits at the end of the file and, by the wheel spec's
+recommendation, ``*.dist-info/`` is written last, so its entries are the last ones
+in the central directory. One suffix read of the tail (64 KiB) therefore finds the
+end-of-central-directory record (ZIP64 too) and, usually, the METADATA entry itself;
+a second read fetches just that member. torch's central directory alone is 1.1 MB,
+so instead of reading all of it, entries are parsed from the first ``PK\\1\\2``
+signature in the tail whose chain of entries ends exactly where the directory ends.
+Only when METADATA is not among those entries is the rest of the directory read.
+
+Reads go through :class:`RangeReader`, a tiny block cache of fetched byte ranges.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import httpx
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = [
+    "RangeReader",
+    "ZipReadError",
+    "pick_metadata",
+    "read_dist_info_metadata",
+]
+
+_EOCD = struct.Struct("<4sHHHHIIH")  # end of central directory, 22 bytes
+_LOCATOR = struct.Struct("<4sIQI")  # ZIP64 end of central directory locator, 20
+_EOCD64 = struct.Struct("<4sQHHIIQQQQ")  # ZIP64 end of central directory, 56
+_CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # central directory entry, 46
+_LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
+_ATTEMPTS = 3
+_SLACK = 512  # extra bytes read past a member, in case its local extra field grew
+
+
+class ZipReadError(Exception):
+    """The remote file is not a zip we can read (message says why)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    name: str
+    flags: int
+    method: int
+    crc: int
+    compressed_size: int
+    header_offset: int
+    extra_len: int
+
+
+class RangeReader:
+    """Random access to a remote file through ``Range`` requests, with a cache."""
+
+    def __init__(
+        self, http: httpx.Client, url: str, *, on_bytes: Callable[[int], None]
+    ) -> None:
+        self._http = http
+        self._url = url
+        self._on_bytes = on_bytes
+        self._segments: list[tuple[int, bytes]] = []
+        self.size = 0
+        self.tail_start = 0
+
+    def open_tail(self, length: int, *, size_hint: int | None = None) -> bool:
+        """Read the last ``length`` bytes; False when the server ignores ``Range``."""
+        result = self._request(f"bytes=-{length}")
+        if result is None:
+            return False
+        start, body, total = result
+        if total is None:
+            total = size_hint if size_hint is not None else start + len(body)
+        if start + len(body) != total:
+            raise ZipReadError(
+                f"the tail read ended at {start + len(body)}, not {total}"
+            )
+        self.size = total
+        self.tail_start = start
+        self._segments.append((start, body))
+        return True
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``, fetching only the part not cached yet."""
+        end = min(offset + length, self.size)
+        if offset < 0 or offset >= end:
+            return b""
+        head = self._cached(offset, end)
+        lo = offset + len(head)
+        if lo == end:
+            return head
+        tail = b""
+        for start, data in self._segments:
+            if start <= end - 1 < start + len(data) and start > lo:
+                tail = data[: end - start]
+        hi = end - len(tail)
+        got = self._request(f"bytes={lo}-{hi - 1}")
+        if got is None or got[0] != lo or len(got[1]) != hi - lo:
+            raise ZipReadError(f"the server did not return bytes {lo}-{hi - 1}")
+        self._segments.append((lo, got[1]))
+        return head + got[1] + tail
+
+    def _cached(self, offset: int, end: int) -> bytes:
+        for start, data in self._segments:
+            if start <= offset < start + len(data):
+                return data[offset - start : end - start]
+        return b""
+
+    def _request(self, spec: str) -> tuple[int, bytes, int | None] | None:
+        """(start, body, total) of a 206 answer, None for a 200 (Range ignored)."""
+        headers = {"Range": spec, "Accept-Encoding": "identity"}
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                time.sleep(0.2 * 2**attempt)
+            try:
+                with self._http.stream("GET", self._url, headers=headers) as response:
+                    if response.status_code == 200:
+                        return None  # closed unread: the caller downloads it whole
+                    if response.status_code >= 500 and attempt < _ATTEMPTS - 1:
+                        continue
+                    if response.status_code != 206:
+                        raise ZipReadError(
+                            f"range read {spec} got HTTP {response.status_code}"
+                        )
+                    body = response.read()
+            except (httpx.TransportError, httpx.DecodingError):
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                continue
+            self._on_bytes(len(body))
+            return _check_range(spec, response, body)
+        raise AssertionError("unreachable")
+
+
+def _check_range(
+    spec: str, response: httpx.Response, body: bytes
+) -> tuple[int, bytes, int | None]:
+    value = response.headers.get("content-range", "")
+    match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", value.strip())
+    if match is None:
+        raise ZipReadError(f"range read {spec}: bad Content-Range {value!r}")
+    first, last = int(match.group(1)), int(match.group(2))
+    if len(body) != last - first + 1:
+        raise ZipReadError(
+            f"range read {spec}: got {len(body)} bytes, Content-Range says "
+            f"{last - first + 1} (truncated response)"
+        )
+    total = None if match.group(3) == "*" else int(match.group(3))
+    return first, body, total
+
+
+def _directory_bounds(reader: RangeReader) -> tuple[int, int, int]:
+    """(start of central directory, its end, number of entries), ZIP64 aware."""
+    base = reader.tail_start
+    tail = reader.read_at(base, reader.size - base)
+    pos = tail.rfind(b"PK\x05\x06", 0, len(tail) - _EOCD.size + 4)
+    while pos >= 0 and pos + _EOCD.size + _EOCD.unpack_from(tail, pos)[7] != len(tail):
+        pos = tail.rfind(b"PK\x05\x06", 0, pos)
+    if pos < 0:
+        raise ZipReadError("no end-of-central-directory record (not a zip?)")
+    _sig, _d, _cd, _n1, count, cd_size, cd_offset, _c = _EOCD.unpack_from(tail, pos)
+    directory_end = base + pos
+    locator = base + pos - _LOCATOR.size
+    if locator >= 0:
+        raw = reader.read_at(locator, _LOCATOR.size)
+        sig, _disk, eocd64_offset, _disks = _LOCATOR.unpack(raw)
+        if sig == b"PK\x06\x07":
+            record = reader.read_at(eocd64_offset, _EOCD64.size)
+            fields = _EOCD64.unpack(record)
+            if fields[0] != b"PK\x06\x06":
+                raise ZipReadError("bad ZIP64 end-of-central-directory record")
+            count, cd_size, cd_offset = fields[7], fields[8], fields[9]
+            directory_end = eocd64_offset
+    if cd_offset + cd_size != directory_end:
+        raise ZipReadError("the central directory is not where the zip says it is")
+    return cd_offset, directory_end, count
+
+
+def _parse_entries(data: bytes, start: int, end: int) -> list[Entry] | None:
+    """Entries in ``data[start:end]``; None unless they chain exactly to ``end``."""
+    entries = []
+    pos = start
+    while pos < end:
+        if pos + _CENTRAL.size > end or data[pos : pos + 4] != b"PK\x01\x02":
+            return None
+        fields = _CENTRAL.unpack_from(data, pos)
+        flags, method, crc = fields[3], fields[4], fields[7]
+        csize, usize = fields[8], fields[9]
+        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+        offset = fields[16]
+        name_end = pos + _CENTRAL.size + name_len
+        extra = data[name_end : name_end + extra_len]
+        csize, offset = _zip64_sizes(extra, usize, csize, offset)
+        raw_name = data[pos + _CENTRAL.size : name_end]
+        name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        entries.append(
+            Entry(
+                name=name,
+                flags=flags,
+                method=method,
+                crc=crc,
+                compressed_size=csize,
+                header_offset=offset,
+                extra_len=extra_len,
+            )
+        )
+        pos = name_end + extra_len + comment_len
+    return entries if pos == end else None
+
+
+def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int]:
+    """Compressed size and header offset, from the ZIP64 extra field when needed."""
+    pos = 0
+    while pos + 4 <= len(extra):
+        tag, length = struct.unpack_from("<HH", extra, pos)
+        if tag == 0x0001:
+            values = iter(struct.unpack_from(f"<{length // 8}Q", extra, pos + 4))
+            if usize == 0xFFFFFFFF:
+                next(values, None)
+            if csize == 0xFFFFFFFF:
+                csize = next(values, csize)
+            if offset == 0xFFFFFFFF:
+                offset = next(values, offset)
+            break
+        pos += 4 + length
+    return csize, offset
+
+
+def _tail_entries(reader: RangeReader, start: int, end: int) -> list[Entry]:
+    """The central-directory entries readable from the cached tail alone."""
+    window_start = max(start, reader.tail_start)
+    window = reader.read_at(window_start, end - window_start)
+    if window_start == start:
+        return _parse_entries(window, 0, len(window)) or []
+    pos = window.find(b"PK\x01\x02")
+    while pos >= 0:
+        entries = _parse_entries(window, pos, len(window))
+        if entries is not None:
+            return entries
+        pos = window.find(b"PK\x01\x02", pos + 1)
+    return []
+
+
+def pick_metadata(names: Iterable[str], filename: str) -> str:
+    """The ``<name>-<version>.dist-info/METADATA`` member of the wheel ``filename``."""
+    wheel_name = parse_wheel_filename(filename)[0]
+    found = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+    mine = [
+        n
+        for n in found
+        if canonicalize_name(n.split("/")[0].removesuffix(".dist-info").split("-")[0])
+        == wheel_name
+    ]
+    if len(mine) == 1:
+        return mine[0]
+    if not mine and len(found) == 1:
+        return found[0]  # a misnamed directory: the name check reports it
+    raise ZipReadError(
+        f"expected one *.dist-info/METADATA for {wheel_name}, found {found or 'none'}"
+    )
+
+
+def read_dist_info_metadata(reader: RangeReader, filename: str) -> bytes:
+    """The bytes of the wheel's METADATA member, read through ``reader``."""
+    start, end, count = _directory_bounds(reader)
+    entries = _tail_entries(reader, start, end)
+    try:
+        name = pick_metadata((e.name for e in entries), filename)
+    except ZipReadError:
+        directory = reader.read_at(start, end - start)
+        entries = _parse_entries(directory, 0, len(directory)) or []
+        if len(entries) != count:
+            raise ZipReadError(
+                f"central directory has {len(entries)} entries, expected {count}"
+            ) from None
+        name = pick_metadata((e.name for e in entries), filename)
+    entry = next(e for e in entries if e.name == name)
+    return _read_member(reader, entry)
+
+
+def _read_member(reader: RangeReader, entry: Entry) -> bytes:
+    if entry.flags & 0x1:
+        raise ZipReadError(f"{entry.name} is encrypted")
+    guess = _LOCAL.size + len(entry.name.encode()) + entry.extra_len
+    head = reader.read_at(entry.header_offset, guess + entry.compressed_size + _SLACK)
+    if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
+        raise ZipReadError(f"no local header for {entry.name}")
+    local = _LOCAL.unpack_from(head)
+    data_start = entry.header_offset + _LOCAL.size + local[9] + local[10]
+    data = reader.read_at(data_start, entry.compressed_size)
+    if len(data) != entry.compressed_size:
+        raise ZipReadError(f"{entry.name} is cut short")
+    if entry.method == 0:
+        raw = data
+    elif entry.method == 8:
+        try:
+            raw = zlib.decompress(data, -15)
+        except zlib.error as exc:
+            raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
+    else:
+        raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
+    if zlib.crc32(raw) != entry.crc:
+        raise ZipReadError(f"{entry.name}: CRC mismatch")
+    return raw

@@ -1,0 +1,278 @@
+"""A wheel's METADATA, read with as few network bytes as possible, and cached.
+
+The resolver needs only ``Requires-Dist`` and ``Requires-Python`` of a candidate, not
+the (up to 900 MB) wheel. :meth:`MetadataFetcher.get` tries, in order:
+
+1. the on-disk cache (``<cache>/metadata``), keyed by the wheel's sha256 when the
+   index gave one, else by its URL: a second run reads no network bytes;
+2. a wheel already in the artifact store (``<cache>/artifacts``);
+3. the PEP 658/714 ``<url>.metadata`` file, checked against its sha256;
+4. HTTP range reads into the remote zip (:mod:`stacklock._remote_zip`): one suffix
+   read of the tail, then only the ``*.dist-info/METADATA`` member;
+5. a full download into the artifact store, only when the server ignores ``Range``.
+
+Every result is checked against the wheel filename (name and version) before it is
+cached, so nothing wrong or partial ever lands on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+from packaging.metadata import InvalidMetadata, Metadata
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import (
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from stacklock import _remote_zip
+from stacklock._fs import atomic_write_bytes
+from stacklock.errors import MetadataError, StacklockError
+from stacklock.index.pages import redact_url, strip_credentials
+from stacklock.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from stacklock.index.pages import Link
+
+__all__ = ["MetadataFetcher", "WheelMetadata", "parse_wheel_metadata"]
+
+_ATTEMPTS = 3
+_TAIL = 64 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelMetadata:
+    """What the resolver needs from one wheel; ``raw`` is the METADATA file."""
+
+    name: NormalizedName
+    version: Version
+    requires_dist: tuple[Requirement, ...]
+    requires_python: SpecifierSet | None
+    provides_extra: tuple[NormalizedName, ...]
+    raw: bytes
+
+
+def parse_wheel_metadata(raw: bytes, filename: str) -> WheelMetadata:
+    """Parse METADATA bytes of the wheel ``filename`` and check they belong to it.
+
+    Real wheels carry quirks that strict validation rejects (unknown fields, an old
+    Metadata-Version with newer fields), so only the fields used are validated.
+    """
+    return _parse(raw, filename, where=filename)
+
+
+def _parse(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
+    try:
+        wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise MetadataError(f"{where}: not a wheel filename: {exc}") from exc
+    try:
+        meta = Metadata.from_email(raw, validate=False)
+        name = canonicalize_name(meta.name)
+        version = meta.version
+        requires_dist = tuple(meta.requires_dist or ())
+        requires_python = meta.requires_python
+        provides_extra = tuple(meta.provides_extra or ())
+    except (
+        InvalidMetadata,
+        InvalidRequirement,
+        InvalidSpecifier,
+        InvalidVersion,
+        KeyError,
+        TypeError,
+        ValueError,
+    ) as exc:
+        raise MetadataError(
+            f"{where}: METADATA cannot be parsed: {exc}",
+            hint="the wheel is malformed; exclude this version or report it upstream",
+        ) from exc
+    if name != wheel_name or version != wheel_version:
+        raise MetadataError(
+            f"{where}: METADATA says {meta.name} {meta.version}, "
+            f"the filename says {wheel_name} {wheel_version}",
+            hint="the index serves a wrong or renamed file; exclude this version",
+        )
+    return WheelMetadata(
+        name=name,
+        version=version,
+        requires_dist=requires_dist,
+        requires_python=requires_python,
+        provides_extra=provides_extra,
+        raw=raw,
+    )
+
+
+def _cache_key(link: Link) -> str:
+    """The wheel's sha256 when known (content keyed), else a hash of URL + name."""
+    if link.sha256:
+        return link.sha256.lower()
+    ident = f"{strip_credentials(link.url)}\n{link.filename}".encode()
+    return "url-" + hashlib.sha256(ident).hexdigest()
+
+
+class MetadataFetcher:
+    """Reads wheel METADATA for the resolver; safe to call from many threads.
+
+    ``cache_dir`` is the stacklock cache root (:func:`stacklock._fs.cache_dir`):
+    entries go to ``cache_dir/metadata``, full downloads to ``cache_dir/artifacts``.
+    ``bytes_read`` counts response-body bytes taken from the network.
+    """
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        *,
+        cache_dir: Path,
+        offline: bool = False,
+        store: ArtifactStore | None = None,
+    ) -> None:
+        self._http = http
+        self._dir = Path(cache_dir) / "metadata"
+        self._offline = offline
+        self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
+        self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.bytes_read = 0
+
+    def get(self, link: Link) -> WheelMetadata:
+        """The METADATA of the wheel ``link`` points to (see the module docstring)."""
+        key = _cache_key(link)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one fetch per wheel, however many threads ask
+            cached = self._from_cache(key, link)
+            if cached is not None:
+                return cached
+            raw = self._fetch(link)
+            meta = _parse(raw, link.filename, where=link.redacted_url)
+            atomic_write_bytes(self._entry(key), raw)
+            return meta
+
+    def _entry(self, key: str) -> Path:
+        return self._dir / key[-2:] / f"{key}.metadata"
+
+    def _from_cache(self, key: str, link: Link) -> WheelMetadata | None:
+        entry = self._entry(key)
+        try:
+            raw = entry.read_bytes()
+        except OSError:
+            return None
+        try:
+            return _parse(raw, link.filename, where=str(entry))
+        except MetadataError:
+            entry.unlink(missing_ok=True)  # another wheel's entry: fetch afresh
+            return None
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.bytes_read += n
+
+    def _fetch(self, link: Link) -> bytes:
+        local = self._store.path_for(link.sha256) if link.sha256 else None
+        if local is None:
+            found = self._store.sha256_for_url(link.url)
+            local = self._store.path_for(found) if found else None
+        if local is not None:
+            return _read_local(local, link)
+        if self._offline:
+            raise MetadataError(
+                f"{link.redacted_url}: METADATA of {link.filename} is not cached",
+                hint="run once without --offline to fill the cache",
+            )
+        try:
+            if link.metadata:
+                raw = self._pep658(link)
+                if raw is not None:
+                    return raw
+            raw = self._ranged(link)
+            if raw is not None:
+                return raw
+            path, _sha = self._store.fetch(
+                self._http,
+                link.url,
+                expected_sha256=link.sha256,
+                size=link.size,
+                progress=None,
+            )
+        except httpx.HTTPError as exc:
+            raise MetadataError(
+                f"{link.redacted_url}: cannot read METADATA: {type(exc).__name__}: "
+                f"{redact_url(str(exc))}",
+                hint="check the network or the index, or use --offline",
+            ) from exc
+        except _remote_zip.ZipReadError as exc:
+            raise MetadataError(
+                f"{link.redacted_url}: cannot read METADATA: {exc}",
+                hint="the wheel is not a valid zip; exclude this version",
+            ) from exc
+        except StacklockError:
+            raise
+        self._count(path.stat().st_size)
+        return _read_local(path, link)
+
+    def _pep658(self, link: Link) -> bytes | None:
+        """The PEP 658 file, or None when the index does not really have it."""
+        response = self._get(link.metadata_url)
+        if response.status_code in (403, 404, 410):
+            return None
+        response.raise_for_status()
+        raw = response.content
+        self._count(len(raw))
+        if link.metadata_sha256:
+            actual = hashlib.sha256(raw).hexdigest()
+            if actual != link.metadata_sha256.lower():
+                raise MetadataError(
+                    f"{redact_url(link.metadata_url)}: sha256 {actual} differs from "
+                    f"the index's {link.metadata_sha256}",
+                    hint="the index or a proxy serves a wrong METADATA file",
+                )
+        return raw
+
+    def _ranged(self, link: Link) -> bytes | None:
+        """METADATA by range reads; None when the server ignores ``Range``."""
+        reader = _remote_zip.RangeReader(self._http, link.url, on_bytes=self._count)
+        if not reader.open_tail(_TAIL, size_hint=link.size):
+            return None
+        return _remote_zip.read_dist_info_metadata(reader, link.filename)
+
+    def _get(self, url: str) -> httpx.Response:
+        """GET with a few retries on connection errors and 5xx."""
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                time.sleep(0.2 * 2**attempt)
+            try:
+                response = self._http.get(url)
+            except httpx.TransportError:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                continue
+            if response.status_code < 500 or attempt == _ATTEMPTS - 1:
+                return response
+        raise AssertionError("unreachable")
+
+
+def _read_local(path: Path, link: Link) -> bytes:
+    """METADATA from a whole wheel on disk."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            member = _remote_zip.pick_metadata(archive.namelist(), link.filename)
+            return archive.read(member)
+    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        raise MetadataError(
+            f"{link.redacted_url}: cannot read METADATA from {path}: {exc}",
+            hint="delete the file from the cache and try again",
+        ) from exc
+    except _remote_zip.ZipReadError as exc:
+        raise MetadataError(f"{link.redacted_url}: {exc}") from exc

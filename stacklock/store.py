@@ -1,0 +1,268 @@
+"""Content-addressed artifact store: every downloaded file lives under its sha256.
+
+Layout under ``root`` (normally ``<cache>/artifacts``)::
+
+    sha256/ab/<hex>        the files, named by the sha256 of their bytes
+    urls/ab/<key>          per URL: "<sha256>\\n<url without credentials>\\n"
+    tmp/<key>.part         a download in progress, kept so it can resume
+    tmp/<key>.lock         held (flock) while a process downloads that URL
+
+The URL index has one file per URL rather than one shared file so that concurrent
+processes never read-modify-write the same file; every write is an atomic rename.
+Resolve uses the store to hash wheels whose index gave no (or several) hashes;
+install feeds uv from it and downloads the CUDA runfile through it, resumably.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from stacklock._fs import atomic_write_text
+from stacklock.errors import HashMismatchError, StacklockError
+from stacklock.index.pages import redact_url, strip_credentials
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+__all__ = ["ArtifactStore", "DownloadError"]
+
+_CHUNK = 1 << 20
+_ATTEMPTS = 4
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class DownloadError(StacklockError):
+    """A download failed for good (after resuming); ``url`` is redacted."""
+
+    def __init__(self, message: str, *, url: str, hint: str | None = None) -> None:
+        super().__init__(f"{url}: {message}", hint=hint)
+        self.url = url
+
+
+def _url_key(url: str) -> str:
+    return hashlib.sha256(strip_credentials(url).encode("utf-8")).hexdigest()
+
+
+def _range_start(value: str | None) -> int | None:
+    match = re.fullmatch(r"bytes (\d+)-\d+/(?:\d+|\*)", (value or "").strip())
+    return int(match.group(1)) if match else None
+
+
+def _range_total(value: str | None) -> int | None:
+    match = re.fullmatch(r"bytes (?:\*|\d+-\d+)/(\d+)", (value or "").strip())
+    return int(match.group(1)) if match else None
+
+
+class ArtifactStore:
+    """Files keyed by sha256, plus which URL gave which sha256."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _blob(self, sha256: str) -> Path:
+        return self.root / "sha256" / sha256[:2] / sha256
+
+    def path_for(self, sha256: str) -> Path | None:
+        """The stored file with this sha256, or None."""
+        sha256 = sha256.lower()
+        if not _HEX64.match(sha256):
+            return None
+        path = self._blob(sha256)
+        return path if path.is_file() else None
+
+    def has(self, sha256: str) -> bool:
+        return self.path_for(sha256) is not None
+
+    def sha256_for_url(self, url: str) -> str | None:
+        """The sha256 of what ``url`` gave last time, when that file is still here."""
+        key = _url_key(url)
+        try:
+            text = (self.root / "urls" / key[:2] / key).read_text("utf-8")
+        except OSError:
+            return None
+        sha = text.split("\n", 1)[0].strip()
+        return sha if self.has(sha) else None
+
+    def fetch(
+        self,
+        http: httpx.Client,
+        url: str,
+        *,
+        expected_sha256: str | None = None,
+        size: int | None = None,
+        progress: Callable[[int, int | None], None] | None = None,
+    ) -> tuple[Path, str]:
+        """Download ``url`` once into the store and return ``(path, sha256)``.
+
+        A known sha256 or a URL fetched before costs no network at all. Otherwise
+        the body is streamed into ``tmp/`` while hashing; a cut connection is
+        resumed with a Range request from the partial file (also across runs).
+        A mismatch with ``expected_sha256`` deletes the bytes and raises
+        :class:`HashMismatchError`.
+        """
+        expected = expected_sha256.lower() if expected_sha256 else None
+        done = self._known(url, expected)
+        if done is not None:
+            return done
+        tmp = self.root / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        key = _url_key(url)
+        with _locked(tmp / f"{key}.lock"):
+            # Another process may have finished it while we waited for the lock.
+            done = self._known(url, expected)
+            if done is not None:
+                return done
+            part = tmp / f"{key}.part"
+            sha = self._download(http, url, part, size=size, progress=progress)
+            if expected is not None and sha != expected:
+                part.unlink(missing_ok=True)
+                raise HashMismatchError(
+                    url=redact_url(url), expected=expected, actual=sha
+                )
+            blob = self._blob(sha)
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(part, blob)
+            self._remember(url, sha)
+            return blob, sha
+
+    def _known(self, url: str, expected: str | None) -> tuple[Path, str] | None:
+        if expected is not None:
+            path = self.path_for(expected)
+            if path is not None:
+                self._remember(url, expected)
+                return path, expected
+        sha = self.sha256_for_url(url)
+        if sha is not None and (expected is None or sha == expected):
+            return self._blob(sha), sha
+        return None
+
+    def _remember(self, url: str, sha256: str) -> None:
+        key = _url_key(url)
+        entry = self.root / "urls" / key[:2] / key
+        text = f"{sha256}\n{strip_credentials(url)}\n"
+        with contextlib.suppress(OSError):
+            if entry.read_text("utf-8") == text:
+                return
+        atomic_write_text(entry, text)
+
+    def _download(
+        self,
+        http: httpx.Client,
+        url: str,
+        part: Path,
+        *,
+        size: int | None,
+        progress: Callable[[int, int | None], None] | None,
+    ) -> str:
+        """Fill ``part`` with the whole body (resuming) and return its sha256."""
+        shown = redact_url(url)
+        last_error = "no attempt made"
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                time.sleep(min(0.2 * 2**attempt, 2.0))
+            try:
+                finished = self._attempt(http, url, part, size=size, progress=progress)
+            except httpx.HTTPStatusError as exc:
+                status = exc.response.status_code
+                if status < 500 and status not in (408, 429):
+                    raise DownloadError(
+                        f"HTTP {status}", url=shown, hint="check the URL and its access"
+                    ) from exc
+                last_error = f"HTTP {status}"
+                continue
+            except httpx.HTTPError as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+                continue
+            if finished is not None:
+                return finished
+            last_error = "connection closed before the whole body arrived"
+        raise DownloadError(
+            f"download failed after {_ATTEMPTS} attempts ({last_error})",
+            url=shown,
+            hint="run the command again: the partial file is kept and resumed",
+        )
+
+    def _attempt(
+        self,
+        http: httpx.Client,
+        url: str,
+        part: Path,
+        *,
+        size: int | None,
+        progress: Callable[[int, int | None], None] | None,
+    ) -> str | None:
+        """One request; returns the sha256 when the body is complete, else None."""
+        have = part.stat().st_size if part.is_file() else 0
+        if size is not None and have > size:
+            part.unlink()
+            have = 0
+        headers = {"Accept-Encoding": "identity"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        with http.stream("GET", url, headers=headers) as response:
+            content_range = response.headers.get("content-range")
+            whole = have in (size, _range_total(content_range))
+            if response.status_code == 416 and whole:
+                return _sha256_file(part)  # the partial file was already complete
+            response.raise_for_status()
+            resumed = response.status_code == 206
+            if resumed and _range_start(content_range) != have:
+                part.unlink()  # a range we did not ask for: start over
+                return None
+            total = size
+            length = response.headers.get("content-length", "")
+            if total is None and length.isdigit():
+                total = int(length) + (have if resumed else 0)
+            digest = hashlib.sha256()
+            with part.open("r+b" if resumed else "wb") as fh:
+                if resumed:
+                    for chunk in iter(lambda: fh.read(_CHUNK), b""):
+                        digest.update(chunk)
+                done = fh.tell()
+                try:
+                    for chunk in response.iter_bytes(_CHUNK):
+                        fh.write(chunk)
+                        digest.update(chunk)
+                        done += len(chunk)
+                        if progress is not None:
+                            progress(done, total)
+                except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
+                    return None  # cut: keep what arrived, the next attempt resumes
+        if total is not None and done < total:
+            return None
+        if total is not None and done > total:
+            part.unlink()
+            raise DownloadError(
+                f"got {done} bytes, expected {total}",
+                url=redact_url(url),
+                hint="the file changed upstream; re-resolve with --refresh",
+            )
+        return digest.hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive flock on ``path``: one downloader per URL across processes."""
+    with path.open("a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
