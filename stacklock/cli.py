@@ -80,6 +80,117 @@ def _cmd_links(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_cuda_list(args: argparse.Namespace) -> int:
+    from stacklock.cuda.catalog import load_catalog, render_releases
+
+    catalog = load_catalog()
+    if args.json:
+        _print_json([r.to_dict(args.platform) for r in catalog.releases])
+    else:
+        print(render_releases(catalog, args.platform))
+    return 0
+
+
+def _cmd_cuda_show(args: argparse.Namespace) -> int:
+    from stacklock.cuda.catalog import load_catalog, render_release
+
+    release = load_catalog().get(args.cuda_version)
+    if args.json:
+        _print_json(release.to_dict(args.platform))
+    else:
+        print(render_release(release, args.platform))
+    return 0
+
+
+def _cmd_cuda_check_driver(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stacklock.cuda.catalog import load_catalog
+    from stacklock.cuda.driver import (
+        check_driver,
+        load_lock_cuda,
+        read_driver,
+        render_driver_report,
+    )
+
+    toolkit, wheels = (load_lock_cuda(Path(args.lock)) if args.lock
+                       else (None, {}))
+    report = check_driver(load_catalog(), read_driver(),
+                          toolkit=args.cuda_version or toolkit, wheels=wheels)
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(render_driver_report(report))
+    return 0 if report.ok else 1
+
+
+def _cmd_cuda_refresh(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import httpx
+
+    from stacklock._fs import atomic_write_bytes
+    from stacklock.cuda.catalog import load_catalog
+    from stacklock.cuda.refresh import refresh_catalog, render_refresh
+
+    with httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
+                      follow_redirects=True,
+                      headers={"User-Agent": f"stacklock/{__version__}"}) as http:
+        report = refresh_catalog(http, load_catalog(), versions=args.only or None)
+    if args.write:
+        data = json.dumps(report.catalog.to_dict(), indent=1) + "\n"
+        atomic_write_bytes(Path(args.write), data.encode())
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        print(render_refresh(report))
+    return 0
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from stacklock.resolve.command import lock_profile, render_resolve
+
+    urls: dict[str, str] = {}
+    for item in args.index:
+        name, sep, url = item.partition("=")
+        if not sep or not name or not url:
+            raise StacklockError(f"--index {item!r} is not NAME=URL",
+                                 hint="e.g. --index pypi=http://127.0.0.1:8080/simple")
+        urls[name] = url
+    on_status = on_download = None
+    live: Any = contextlib.nullcontext()
+    if sys.stderr.isatty() and not args.json:
+        from rich.console import Console
+        from rich.progress import DownloadColumn, Progress, SpinnerColumn
+
+        progress = Progress(SpinnerColumn(), *Progress.get_default_columns(),
+                            DownloadColumn(), console=Console(stderr=True),
+                            transient=True)
+        status = progress.add_task("resolving", total=None)
+        files: dict[str, Any] = {}
+
+        def on_status(text: str) -> None:
+            progress.update(status, description=f"resolving: {text}")
+
+        def on_download(name: str, done: int, total: int | None) -> None:
+            if name not in files:
+                files[name] = progress.add_task(name, total=total)
+            progress.update(files[name], completed=done, total=total)
+
+        live = progress
+    with live:
+        result = lock_profile(args.profile, output=args.output, index_urls=urls,
+                              offline=args.offline, refresh=args.refresh,
+                              on_status=on_status, on_download=on_download)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        print(render_resolve(result))
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stacklock",
@@ -111,6 +222,52 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="revalidate cached pages with the index")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_links)
+
+    p = sub.add_parser("resolve", help="resolve a profile into a PEP 751 lock")
+    p.add_argument("profile", metavar="PROFILE",
+                   help="a built-in profile name or a path to a .toml file")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="where to write the lock (default locks/pylock.PROFILE.toml)")
+    p.add_argument("--index", action="append", default=[], metavar="NAME=URL",
+                   help="point the profile's index NAME at another URL (a mirror)")
+    p.add_argument("--offline", action="store_true",
+                   help="use only the caches; no network")
+    p.add_argument("--refresh", action="store_true",
+                   help="revalidate cached pages with the indexes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_resolve)
+
+    cuda = sub.add_parser(
+        "cuda", help="CUDA toolkit releases, the local driver, catalog refresh")
+    cuda_sub = cuda.add_subparsers(dest="cuda_command", required=True,
+                                   metavar="CUDA_COMMAND")
+    p = cuda_sub.add_parser("list", help="the CUDA releases stacklock knows")
+    p.add_argument("--platform", default="linux-x86_64",
+                   help="linux-x86_64 or linux-sbsa (default linux-x86_64)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_cuda_list)
+    p = cuda_sub.add_parser("show", help="one release: runfile, URL, hashes, drivers")
+    p.add_argument("cuda_version", metavar="VERSION")
+    p.add_argument("--platform", default="linux-x86_64",
+                   help="linux-x86_64 or linux-sbsa (default linux-x86_64)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_cuda_show)
+    p = cuda_sub.add_parser(
+        "check-driver", help="does the local driver run a toolkit and a lock's "
+        "wheels? (exit 1 if not)")
+    p.add_argument("cuda_version", metavar="VERSION", nargs="?")
+    p.add_argument("--lock", metavar="LOCK",
+                   help="check the toolkit and wheels of this pylock file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_cuda_check_driver)
+    p = cuda_sub.add_parser(
+        "refresh", help="check the embedded catalog against NVIDIA's site")
+    p.add_argument("--version", dest="only", action="append", metavar="VERSION",
+                   help="check only this release (repeatable)")
+    p.add_argument("--write", metavar="PATH",
+                   help="write the refreshed catalog (JSON) to PATH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_cuda_refresh)
 
     return parser
 

@@ -1,0 +1,242 @@
+"""Stack coherence: do the GPU wheels of one lock and its toolkit agree on CUDA?
+
+A wheel says which CUDA it targets in three ways, most specific first:
+
+1. its local version label: ``torch-2.11.0+cu130`` -> 13.0 (``+cu12`` -> 12);
+2. its Requires-Dist: ``cuda-toolkit[...]==13.0.2`` -> 13.0,
+   ``nvidia-cuda-runtime-cu12==12.8.90`` -> 12.8, any ``nvidia-*-cu13`` -> 13;
+3. the index it comes from (``.../whl/cu130/...``) - used only for wheels that are
+   platform-specific, since CUDA indexes also serve pure-Python packages.
+
+Wheels for two CUDA majors cannot share a process (each loads its own libcudart
+major), so that is an error naming them. A toolkit of another major than the wheels
+is an error too; a wheel that targets a newer minor than the toolkit is a warning
+(minor-version compatibility covers running it, not compiling against it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from stacklock.errors import CudaError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "CoherenceFinding",
+    "CudaMixError",
+    "CudaTarget",
+    "PackageInfo",
+    "check_coherence",
+    "render_coherence",
+    "wheel_cuda",
+]
+
+_LABEL_RE = re.compile(r"^cu(\d{2,3})(?![\d])")
+_INDEX_RE = re.compile(r"/cu(\d{3})(?=/|$)")
+_SUFFIX_RE = re.compile(r"^nvidia-.+-cu(\d{2})$")
+# packages whose version follows the toolkit's (13.0.96 belongs to CUDA 13.0)
+_TOOLKIT_VERSIONED = {
+    "cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cuda-cupti",
+    "nvidia-cuda-nvcc", "nvidia-nvjitlink",
+}
+_EXACT_OPS = ("==", "===", "~=")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageInfo:
+    """What coherence needs to know of one locked package."""
+
+    name: str
+    version: str
+    filename: str | None = None
+    index_url: str | None = None
+    requires_dist: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.filename or f"{self.name}=={self.version}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaTarget:
+    cuda: str        # "13.0", or "13" when only the major is known
+    evidence: str    # why, e.g. "+cu130 label"
+
+    @property
+    def major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+    def to_dict(self) -> dict[str, str]:
+        return {"cuda": self.cuda, "evidence": self.evidence}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoherenceFinding:
+    package: str
+    filename: str | None
+    cuda: str
+    evidence: str
+    level: str       # "ok" or "warning"
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"package": self.package, "filename": self.filename, "cuda": self.cuda,
+                "evidence": self.evidence, "level": self.level, "message": self.message}
+
+
+class CudaMixError(CudaError):
+    """Wheels (or wheels and toolkit) disagree on the CUDA major.
+    ``wheels`` maps each CUDA major seen to the wheels that target it."""
+
+    def __init__(self, message: str, *, wheels: dict[int, list[str]],
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.wheels = wheels
+
+
+def _from_cu_digits(digits: str) -> str:
+    # cu130 -> 13.0, cu128 -> 12.8, cu118 -> 11.8; cu12 / cu13 -> major only
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) == 3 else digits
+
+
+def _from_label(version: str) -> str | None:
+    try:
+        local = Version(version).local
+    except InvalidVersion:
+        return None
+    m = _LABEL_RE.match(local or "")
+    return _from_cu_digits(m.group(1)) if m else None
+
+
+def _exact_version(req: Requirement) -> Version | None:
+    for spec in req.specifier:
+        if spec.operator in _EXACT_OPS:
+            try:
+                return Version(spec.version.removesuffix(".*"))
+            except InvalidVersion:
+                return None
+    return None
+
+
+def _from_requirement(text: str) -> str | None:
+    try:
+        req = Requirement(text)
+    except InvalidRequirement:
+        return None
+    if req.marker is not None and "extra" in str(req.marker):
+        return None  # optional dependency: not what the wheel needs
+    name = canonicalize_name(req.name)
+    suffix = _SUFFIX_RE.match(name)
+    base = name[: -len("-cu12")] if suffix else name
+    exact = _exact_version(req)
+    if base in _TOOLKIT_VERSIONED and exact is not None:
+        return f"{exact.major}.{exact.minor}"
+    if suffix:
+        return suffix.group(1)
+    return None
+
+
+def _platform_specific(filename: str | None) -> bool:
+    if not filename or not filename.endswith(".whl"):
+        return False
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        return False
+    return any(tag.platform != "any" for tag in tags)
+
+
+def wheel_cuda(pkg: PackageInfo) -> CudaTarget | None:
+    """The CUDA this package targets, or None for a package that names none."""
+    label = _from_label(pkg.version)
+    if label:
+        return CudaTarget(cuda=label, evidence=f"+cu{label.replace('.', '')} label")
+    found: list[tuple[str, str]] = []
+    for text in pkg.requires_dist:
+        cuda = _from_requirement(text)
+        if cuda:
+            found.append((cuda, text.split(";")[0].strip()))
+    if found:
+        majors = {c.split(".")[0] for c, _ in found}
+        if len(majors) > 1:
+            raise CudaMixError(
+                f"{pkg.label} requires CUDA packages of two majors: "
+                + ", ".join(f"{why} (CUDA {c})" for c, why in found),
+                wheels={int(m): [pkg.label] for m in majors},
+                hint="this wheel's metadata is inconsistent; pin another version")
+        cuda, why = max(found, key=lambda item: len(item[0]))
+        return CudaTarget(cuda=cuda, evidence=f"Requires-Dist {why}")
+    if pkg.index_url and _platform_specific(pkg.filename):
+        m = _INDEX_RE.search(pkg.index_url.rstrip("/"))
+        if m:
+            return CudaTarget(cuda=_from_cu_digits(m.group(1)),
+                              evidence=f"index .../cu{m.group(1)}")
+    return None
+
+
+def _toolkit(version: str) -> Version:
+    try:
+        return Version(version)
+    except InvalidVersion:
+        raise CudaError(f"toolkit {version!r} is not a version",
+                        hint='write it as "13.0.1"') from None
+
+
+def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None
+                    ) -> list[CoherenceFinding]:
+    """One finding per package that targets a CUDA; raises CudaMixError when the
+    wheels target two CUDA majors or the toolkit is of another major."""
+    targets = [(p, t) for p in packages if (t := wheel_cuda(p)) is not None]
+    by_major: dict[int, list[str]] = {}
+    for pkg, target in targets:
+        by_major.setdefault(target.major, []).append(
+            f"{pkg.label} (CUDA {target.cuda}, {target.evidence})")
+    if len(by_major) > 1:
+        parts = "; ".join(f"CUDA {major}: " + ", ".join(names)
+                          for major, names in sorted(by_major.items()))
+        raise CudaMixError(
+            f"wheels for {len(by_major)} CUDA majors in one lock - {parts}",
+            wheels={m: [n.split(" (")[0] for n in v] for m, v in by_major.items()},
+            hint="take every GPU wheel from indexes of one CUDA major "
+                 "(e.g. all cu130 or all cu128)")
+    toolkit = _toolkit(cuda_version) if cuda_version else None
+    if toolkit is not None and by_major and toolkit.major not in by_major:
+        (major, names), = by_major.items()
+        raise CudaMixError(
+            f"toolkit {cuda_version} is CUDA {toolkit.major}, but the wheels target "
+            f"CUDA {major}: " + ", ".join(names),
+            wheels={major: [n.split(" (")[0] for n in names], toolkit.major: []},
+            hint=f"set [cuda] toolkit to a {major}.x release, or take wheels built "
+                 f"for CUDA {toolkit.major}")
+    findings = []
+    for pkg, target in targets:
+        level, message = "ok", f"targets CUDA {target.cuda} ({target.evidence})"
+        if toolkit is not None and "." in target.cuda:
+            wheel = Version(target.cuda)
+            if (wheel.major, wheel.minor) > (toolkit.major, toolkit.minor):
+                level = "warning"
+                message += (f", newer than toolkit {cuda_version}: what it compiles "
+                            "at run time is built with the older toolkit")
+        findings.append(CoherenceFinding(
+            package=pkg.name, filename=pkg.filename, cuda=target.cuda,
+            evidence=target.evidence, level=level, message=message))
+    return findings
+
+
+def render_coherence(findings: Sequence[CoherenceFinding]) -> str:
+    if not findings:
+        return "no package names a CUDA version"
+    return "\n".join(f"{f.level:<7} {f.filename or f.package}: {f.message}"
+                     for f in findings)

@@ -1,0 +1,311 @@
+"""The local NVIDIA driver and the toolkit on disk: read them, compare them.
+
+The rule stacklock applies (NVIDIA CUDA Toolkit Release Notes, Tables 2 and 3):
+
+* **pass** - the driver is at least Table 3's minimum for the toolkit: everything
+  works, PTX JIT compilation included.
+* **compat-only** (a fail) - the driver is below that minimum but at least the
+  major's minor-version-compatibility floor (13.x >= 580, 12.x >= 525). Binaries
+  built with the toolkit load, but PTX the driver is too old to JIT-compile and APIs
+  newer than the driver fail. stacklock does not call that "runs": 580.159.04 with
+  13.1 (minimum 590.44.01) is a fail, reported as compat-only.
+* **too-old** - below the floor: nothing built with the toolkit runs.
+* **unverified** (a fail) - Table 3 has no row for the toolkit and the driver is
+  older than the runfile's bundled driver, so nothing proves it works.
+
+When Table 3 has no row, a driver at least as new as the runfile's bundled driver
+passes: the runfile is shipped to be run with exactly that driver.
+A wheel that targets CUDA X.Y (``+cu130``) is checked against the X.Y GA release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+from stacklock.errors import CudaError, LockError
+
+if TYPE_CHECKING:
+    from stacklock.cuda.catalog import Catalog, CudaRelease
+
+__all__ = [
+    "DRIVER_ENV",
+    "DriverCheck",
+    "DriverInfo",
+    "DriverReport",
+    "NvccVersion",
+    "Runner",
+    "check_driver",
+    "check_toolkit_driver",
+    "load_lock_cuda",
+    "parse_driver_version",
+    "parse_nvcc_version",
+    "parse_nvidia_smi",
+    "parse_nvidia_smi_csv",
+    "parse_proc_driver_version",
+    "parse_version_json",
+    "read_driver",
+    "render_driver_report",
+    "run_command",
+]
+
+DRIVER_ENV = "STACKLOCK_DRIVER_VERSION"
+Runner = Callable[[Sequence[str]], str]
+NVIDIA_SMI_QUERY = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
+_DRIVER_RE = re.compile(r"^\d{3}\.\d+(?:\.\d+)?$")
+_PROC_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d{3}\.\d+(?:\.\d+)?)\s")
+_SMI_RE = re.compile(r"Driver Version:\s*(\S+)\s+CUDA Version:\s*(\S+)")
+_NVCC_RE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
+
+
+def parse_driver_version(text: str, *, where: str = "driver version") -> str:
+    """``580.159.04`` (as in /sys/module/nvidia/version or the env override)."""
+    value = text.strip()
+    if not _DRIVER_RE.match(value):
+        raise CudaError(f"{where}: {value!r} is not an NVIDIA driver version",
+                        hint="expected something like 580.159.04")
+    return value
+
+
+def parse_proc_driver_version(text: str) -> str:
+    """The driver from ``/proc/driver/nvidia/version`` (``NVRM version: ...``)."""
+    m = _PROC_RE.search(text)
+    if m is None:
+        raise CudaError("/proc/driver/nvidia/version: no 'Kernel Module <version>' "
+                        f"in {text.strip()[:80]!r}")
+    return m.group(1)
+
+
+def parse_nvidia_smi(text: str) -> tuple[str, str]:
+    """``(driver, highest CUDA the driver supports)`` from ``nvidia-smi``'s table."""
+    m = _SMI_RE.search(text)
+    if m is None:
+        raise CudaError("nvidia-smi: no 'Driver Version: ... CUDA Version: ...' header")
+    return parse_driver_version(m.group(1), where="nvidia-smi"), m.group(2)
+
+
+def parse_nvidia_smi_csv(text: str) -> str:
+    """The driver from ``nvidia-smi --query-gpu=driver_version --format=csv,noheader``
+    (one line per GPU; every GPU of a host runs the same driver)."""
+    values = {ln.strip() for ln in text.splitlines() if ln.strip()}
+    if len(values) != 1:
+        raise CudaError(f"nvidia-smi --query-gpu=driver_version: expected one driver "
+                        f"version, got {sorted(values)!r}")
+    return parse_driver_version(values.pop(), where="nvidia-smi --query-gpu")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NvccVersion:
+    release: str          # "13.0": what nvcc was released as
+    version: str          # "13.0.88": the nvcc component version
+
+    def to_dict(self) -> dict[str, str]:
+        return {"release": self.release, "version": self.version}
+
+
+def parse_nvcc_version(text: str) -> NvccVersion:
+    """``nvcc --version`` -> release 13.0, version 13.0.88."""
+    m = _NVCC_RE.search(text)
+    if m is None:
+        raise CudaError("nvcc --version: no 'release X.Y, VX.Y.Z' line",
+                        hint="is this the output of nvcc --version?")
+    return NvccVersion(release=m.group(1), version=m.group(2))
+
+
+def parse_version_json(content: bytes | str) -> dict[str, str]:
+    """``<toolkit>/version.json`` -> component name -> version; ``"cuda"`` is the
+    toolkit release (``{"cuda": {"name": "CUDA SDK", "version": "13.0.1"}, ...}``)."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CudaError(f"version.json is not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cuda"), dict):
+        raise CudaError("version.json has no 'cuda' entry",
+                        hint="expected the version.json of a CUDA toolkit")
+    return {
+        name: str(entry["version"])
+        for name, entry in sorted(data.items())
+        if isinstance(entry, dict) and "version" in entry
+    }
+
+
+def run_command(argv: Sequence[str]) -> str:
+    """The default runner: run, return stdout; raise OSError/CalledProcessError."""
+    return subprocess.run(list(argv), check=True, capture_output=True, text=True,
+                          timeout=30).stdout
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverInfo:
+    version: str
+    source: str  # the env variable, /sys/..., /proc/..., or nvidia-smi
+
+    def to_dict(self) -> dict[str, str]:
+        return {"version": self.version, "source": self.source}
+
+
+def read_driver(*, env: Mapping[str, str] | None = None, root: Path = Path("/"),
+                runner: Runner = run_command) -> DriverInfo:
+    """The local driver: ``$STACKLOCK_DRIVER_VERSION``, else /sys, /proc, nvidia-smi."""
+    env = os.environ if env is None else env
+    if env.get(DRIVER_ENV):
+        version = parse_driver_version(env[DRIVER_ENV], where=DRIVER_ENV)
+        return DriverInfo(version=version, source=DRIVER_ENV)
+    sys_file = root / "sys/module/nvidia/version"
+    proc_file = root / "proc/driver/nvidia/version"
+    tried = []
+    for path, parse in ((sys_file, parse_driver_version),
+                        (proc_file, parse_proc_driver_version)):
+        try:
+            text = path.read_text()
+        except OSError:
+            tried.append(f"/{path.relative_to(root)}")
+            continue
+        return DriverInfo(version=parse(text), source=f"/{path.relative_to(root)}")
+    try:
+        out = runner(NVIDIA_SMI_QUERY)
+    except (OSError, subprocess.SubprocessError) as exc:
+        tried.append(f"nvidia-smi ({exc.__class__.__name__})")
+        raise CudaError(
+            "no NVIDIA driver found: tried " + ", ".join(tried),
+            hint=f"on a machine without a GPU set {DRIVER_ENV}=580.159.04",
+        ) from None
+    return DriverInfo(version=parse_nvidia_smi_csv(out), source="nvidia-smi")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverCheck:
+    """One verdict: does the driver run ``subject`` (a toolkit or a wheel's CUDA)?"""
+
+    subject: str                # "toolkit 13.1.0" or "torch (CUDA 13.0)"
+    cuda: str                   # the release checked against
+    verdict: str                # pass | compat-only | too-old | unverified
+    min_driver: str | None
+    compat_floor: str | None
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "cuda": self.cuda, "verdict": self.verdict,
+                "ok": self.ok, "min_driver": self.min_driver,
+                "compat_floor": self.compat_floor, "reason": self.reason}
+
+
+def _verdict(driver: str, release: CudaRelease) -> tuple[str, str]:
+    rf = release.runfile("linux-x86_64")
+    bundled = rf.bundled_driver if rf is not None else None
+    floor, minimum, version = release.compat_floor, release.min_driver, release.version
+    have = Version(driver)
+    if minimum and have >= Version(minimum):
+        return "pass", (f"driver {driver} >= {minimum}, the Table 3 minimum for "
+                        f"CUDA {version}")
+    if not minimum and bundled and have >= Version(bundled):
+        return "pass", (f"Table 3 has no row for {version}; driver {driver} >= "
+                        f"{bundled}, the driver its runfile bundles")
+    if floor and have >= Version(floor) and minimum:
+        return "compat-only", (
+            f"driver {driver} < {minimum}, the Table 3 minimum for CUDA {version}; "
+            f"it is above the {floor} floor, so it runs with minor-version "
+            "compatibility only (PTX JIT unavailable, newer APIs fail)")
+    if floor and have >= Version(floor):
+        return "unverified", (
+            f"Table 3 has no row for {version} and driver {driver} is older than "
+            f"the bundled {bundled}; above the {floor} floor it may run with "
+            "minor-version compatibility only")
+    if floor:
+        return "too-old", (f"driver {driver} is below {floor}, the minor-version "
+                           f"compatibility floor of CUDA {release.parsed.major}.x")
+    return "unverified", f"no minimum driver known for CUDA {version}"
+
+
+def check_toolkit_driver(driver: str, release: CudaRelease, *,
+                         subject: str | None = None) -> DriverCheck:
+    """Apply the module's rule to one ``CudaRelease``."""
+    verdict, reason = _verdict(driver, release)
+    return DriverCheck(subject=subject or f"toolkit {release.version}",
+                       cuda=release.version, verdict=verdict,
+                       min_driver=release.min_driver,
+                       compat_floor=release.compat_floor, reason=reason)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverReport:
+    driver: DriverInfo
+    checks: tuple[DriverCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"driver": self.driver.to_dict(), "ok": self.ok,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = None,
+                 wheels: Mapping[str, str] | None = None) -> DriverReport:
+    """Check ``driver`` against a toolkit version and the CUDA ``X.Y`` each wheel
+    targets (``{"torch": "13.0"}``). Unknown versions raise CudaError."""
+    checks = []
+    if toolkit is not None:
+        checks.append(check_toolkit_driver(driver.version, catalog.get(toolkit)))
+    for name, cuda in sorted((wheels or {}).items()):
+        # the oldest release of the series the wheel targets: "13.0" -> 13.0.0
+        ga = next((r for r in reversed(catalog.releases)
+                   if cuda in (r.major_minor, str(r.parsed.major))), None)
+        if ga is None:
+            raise CudaError(f"{name} targets CUDA {cuda}, which is not in the catalog",
+                            hint="stacklock cuda list shows the known releases")
+        checks.append(check_toolkit_driver(driver.version, ga,
+                                           subject=f"{name} (CUDA {cuda})"))
+    if not checks:
+        raise CudaError("nothing to check the driver against",
+                        hint="give a toolkit version or --lock with a CUDA entry")
+    return DriverReport(driver=driver, checks=tuple(checks))
+
+
+def load_lock_cuda(path: Path) -> tuple[str | None, dict[str, str]]:
+    """From a lock: the toolkit of ``[tool.stacklock.cuda]`` and each package's
+    ``[packages.tool.stacklock] cuda``."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LockError(f"{path}: cannot read: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise LockError(f"{path}: not valid TOML: {exc}") from None
+    tool = data.get("tool", {}).get("stacklock", {})
+    toolkit = tool.get("cuda", {}).get("version")
+    wheels = {}
+    for i, pkg in enumerate(data.get("packages", [])):
+        cuda = pkg.get("tool", {}).get("stacklock", {}).get("cuda")
+        if cuda is None:
+            continue
+        try:
+            Version(str(cuda))
+        except InvalidVersion:
+            raise LockError(f"{path}: packages[{i}].tool.stacklock.cuda {cuda!r} "
+                            "is not a CUDA version") from None
+        wheels[str(pkg.get("name"))] = str(cuda)
+    return (str(toolkit) if toolkit is not None else None), wheels
+
+
+def render_driver_report(report: DriverReport) -> str:
+    lines = [f"driver {report.driver.version} (from {report.driver.source})"]
+    for c in report.checks:
+        mark = "ok  " if c.ok else "FAIL"
+        lines.append(f"  {mark} {c.subject}: {c.verdict} - {c.reason}")
+    lines.append("verdict: " + ("the driver runs all of it" if report.ok
+                                else "the driver cannot run all of it"))
+    return "\n".join(lines)
