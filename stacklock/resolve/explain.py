@@ -1,0 +1,91 @@
+"""Say why a profile has no resolution, in the words pip users know.
+
+The explanation names each requirement in the conflict (which package asked for
+which versions of which project, and whether an override wrote it), the versions
+that exist for the target, why the others were skipped, and what to try.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from stacklock.resolve.model import Requirement
+    from stacklock.resolve.rules import Rules
+    from stacklock.resolve.source import PackageSource
+
+__all__ = ["explain_conflict"]
+
+_SHOWN_VERSIONS = 8
+
+
+def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
+                     *, profile: str) -> str:
+    """``causes`` are resolvelib ``RequirementInformation`` items."""
+    by_name: dict[str, list[Requirement]] = defaultdict(list)
+    for info in causes:
+        req: Requirement = info.requirement
+        if req not in by_name[req.name]:
+            by_name[req.name].append(req)
+    lines = [f"profile {profile!r} has no resolution for the target.",
+             "The conflict is caused by:"]
+    hints: list[str] = []
+    for name in sorted(by_name):
+        reqs = by_name[name]
+        for req in sorted(reqs, key=lambda r: (r.parent or "", r.text)):
+            lines.append(f"    {_who(req)} requires {req.text or req.identifier}"
+                         + (f" (override of {req.overridden})" if req.overridden
+                            else ""))
+        constraint = rules.constraint_for(name)
+        if constraint:
+            lines.append(f"    the profile's constraints allow {name}{constraint}")
+        lines.append("    " + _available(name, source, rules))
+        if len(reqs) > 1 and name not in rules.overrides:
+            hints.append(f'add an override such as "{name}{_loosest(reqs)}" to '
+                         "[requirements] overrides (it replaces every requirement"
+                         f" on {name})")
+    lines.append("To fix this you could try to:")
+    steps = ["loosen the range of versions in [requirements] packages", *hints,
+             "check that the [[index]] each project comes from carries the builds "
+             "you expect (stacklock resolve --index NAME=URL points one elsewhere)"]
+    lines += [f"    {i}. {text}" for i, text in enumerate(steps, 1)]
+    return "\n".join(lines)
+
+
+def _who(req: Requirement) -> str:
+    return req.parent or "the profile"
+
+
+def _loosest(reqs: Sequence[Requirement]) -> str:
+    """The first requirement's specifier: a starting point, not a verdict."""
+    return str(next((r.specifier for r in reqs if r.parent is None),
+                    reqs[0].specifier))
+
+
+def _available(name: str, source: PackageSource, rules: Rules) -> str:
+    try:
+        found = source.candidates(name)
+    except Exception as exc:  # a message about a message
+        return f"the versions of {name} could not be read: {exc}"
+    index = source.index_for(name)
+    where = f" on index {index.name!r}" if index is not None else ""
+    if found:
+        allow = name in rules.prereleases
+        shown = [str(c.version) for c in found
+                 if allow or not c.version.is_prerelease or c is found[0]]
+        more = len(shown) - _SHOWN_VERSIONS
+        text = ", ".join(shown[:_SHOWN_VERSIONS]) + (f" and {more} more" if more > 0
+                                                     else "")
+        return f"versions of {name} with a wheel for the target{where}: {text}"
+    if index is None:
+        return f"no index has a project named {name}"
+    reasons: Counter[str] = Counter()
+    for ev in source.evaluate(name):
+        reasons[ev.reason or "not compatible"] += 1
+    if not reasons:
+        return f"{name} has no files{where}"
+    top = "; ".join(f"{n} x {why}" for why, n in reasons.most_common(4))
+    return f"no file of {name}{where} fits the target ({top})"

@@ -1,0 +1,70 @@
+"""Give every locked wheel exactly one sha256.
+
+Most indexes state it (PyPI always does). Where an index states none (PyTorch's
+nightlies) or lists one filename under several different hashes (the sgl-kernel
+index), the file is streamed once into the content-addressed artifact store, hashed
+there, and ``install`` later reuses those bytes. When the index listed hashes, the
+downloaded one must be among them; anything else is refused, since it means the
+bytes are not what the index said it served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from stacklock.errors import HashMismatchError
+from stacklock.index.pages import redact_url, strip_credentials
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    import httpx
+
+    from stacklock.resolve.model import Candidate
+    from stacklock.store import ArtifactStore
+
+__all__ = ["LockedWheel", "settle_wheel"]
+
+@dataclass(frozen=True, kw_only=True)
+class LockedWheel:
+    filename: str
+    url: str  # credentials stripped
+    sha256: str
+    hash_source: str  # "index" | "download"
+    size: int | None = None
+    upload_time: datetime | None = None
+
+
+def settle_wheel(
+    candidate: Candidate,
+    *,
+    store: ArtifactStore,
+    http: httpx.Client,
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> LockedWheel:
+    """The best wheel of ``candidate`` with one trustworthy sha256."""
+    best = candidate.best
+    link = best.link
+    same_file = [e.link for e in candidate.evaluations
+                 if e.link.filename == link.filename]
+    listed = sorted({lk.sha256.lower() for lk in same_file if lk.sha256})
+    size = next((lk.size for lk in same_file if lk.size), None)
+    if len(listed) == 1:
+        return _wheel(link, listed[0], "index", size)
+    callback = None
+    if progress is not None:
+        def callback(done: int, total: int | None) -> None:
+            progress(link.filename, done, total)
+    _, sha = store.fetch(http, link.url, size=size, progress=callback)
+    if listed and sha not in listed:
+        raise HashMismatchError(url=redact_url(link.url),
+                                expected="one of " + ", ".join(listed), actual=sha)
+    return _wheel(link, sha, "download", size)
+
+
+def _wheel(link: Any, sha256: str, source: str, size: int | None) -> LockedWheel:
+    return LockedWheel(filename=link.filename, url=strip_credentials(link.url),
+                       sha256=sha256, hash_source=source, size=size,
+                       upload_time=link.upload_time)

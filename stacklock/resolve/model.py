@@ -1,0 +1,157 @@
+"""What the resolver works on: requirements and candidates.
+
+A *requirement* is one dependency edge after the profile's rules were applied
+(markers evaluated for the target, overrides substituted); a *candidate* is one
+version of one project, with the wheels of that version that fit the target. As
+in pip, ``name[extra]`` is its own identifier whose candidate depends on the plain
+``name`` at the same version, so extras never pull a second version in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import NormalizedName, canonicalize_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from packaging.markers import Marker
+    from packaging.requirements import Requirement as PepRequirement
+    from packaging.version import Version
+
+__all__ = [
+    "Candidate",
+    "Requirement",
+    "iter_dependencies",
+    "make_identifier",
+    "parse_identifier",
+]
+
+_CUDA_LABEL = re.compile(r"^cu(\d+)(\d)$")
+
+
+def make_identifier(name: str, extras: Iterable[str] = ()) -> str:
+    """``torch`` or ``sglang[diffusion,tracing]``: one resolver identifier."""
+    norm = canonicalize_name(name)
+    ordered = sorted({canonicalize_name(e) for e in extras})
+    return f"{norm}[{','.join(ordered)}]" if ordered else norm
+
+
+def parse_identifier(identifier: str) -> tuple[NormalizedName, frozenset[str]]:
+    name, _, rest = identifier.partition("[")
+    extras = frozenset(e for e in rest.rstrip("]").split(",") if e)
+    return canonicalize_name(name), extras
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirement:
+    """One requirement edge. ``parent`` names who asked ("sglang 0.5.9", or None for
+    the profile); ``text`` is the requirement as it was written there and
+    ``overridden`` the original text when an override replaced it."""
+
+    name: NormalizedName
+    extras: frozenset[str] = frozenset()
+    specifier: SpecifierSet = field(default_factory=SpecifierSet)
+    text: str = ""
+    parent: str | None = None
+    overridden: str | None = None
+
+    @property
+    def identifier(self) -> str:
+        return make_identifier(self.name, self.extras)
+
+    @property
+    def is_pinned(self) -> bool:
+        return any(s.operator in ("==", "===") and "*" not in s.version
+                   for s in self.specifier)
+
+    def describe(self) -> str:
+        who = self.parent or "the profile"
+        text = self.text or self.identifier
+        if self.overridden:
+            return f"{text} (an override of {who}'s {self.overridden})"
+        return f"{text} (required by {who})"
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Candidate:
+    """One version of one project. ``evaluations`` are every fitting link of this
+    version (a filename may repeat with other hashes); ``best`` is the wheel the
+    lock records: the most preferred tag, then the highest build tag."""
+
+    name: NormalizedName
+    version: Version
+    extras: frozenset[str] = frozenset()
+    evaluations: tuple[Any, ...] = ()  # stacklock.index.finder.Evaluation
+    index: str = ""
+
+    @property
+    def identifier(self) -> str:
+        return make_identifier(self.name, self.extras)
+
+    @property
+    def best(self) -> Any:
+        return min(self.evaluations, key=_wheel_rank)
+
+    @property
+    def key(self) -> tuple[str, Version]:
+        return (self.identifier, self.version)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Candidate) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"{self.identifier} {self.version}"
+
+    def with_extras(self, extras: frozenset[str]) -> Candidate:
+        return Candidate(name=self.name, version=self.version, extras=extras,
+                         evaluations=self.evaluations, index=self.index)
+
+    @property
+    def cuda(self) -> str | None:
+        """The CUDA a wheel targets when its local label says so (``+cu130``)."""
+        local = self.version.local or ""
+        for part in local.split("."):
+            m = _CUDA_LABEL.match(part)
+            if m:
+                return f"{m.group(1)}.{m.group(2)}"
+        return None
+
+
+def _wheel_rank(evaluation: Any) -> tuple[int, tuple[Any, ...], str, str]:
+    rank = evaluation.tag_rank if evaluation.tag_rank is not None else 1 << 30
+    build = tuple(evaluation.build or ())
+    # Higher build tags win; negate numerically where possible, keep the order
+    # total (filename, then hash) so the choice never depends on page order.
+    neg_build = tuple(-b if isinstance(b, int) else 0 for b in build)
+    return (rank, neg_build, evaluation.link.filename, evaluation.link.sha256 or "")
+
+
+def iter_dependencies(
+    requires_dist: Sequence[PepRequirement],
+    extras: frozenset[str],
+    environment: dict[str, str],
+) -> Iterable[PepRequirement]:
+    """The requirements that apply on the target: markers evaluated with ``extra``
+    set to "" for the base package and to each requested extra otherwise."""
+    wanted = sorted(extras) if extras else [""]
+    for req in requires_dist:
+        if req.marker is None:
+            if not extras:
+                yield req
+            continue
+        if any(_evaluate(req.marker, environment, e) for e in wanted):
+            if extras and _evaluate(req.marker, environment, ""):
+                continue  # a base dependency; the base candidate brings it
+            yield req
+
+
+def _evaluate(marker: Marker, environment: dict[str, str], extra: str) -> bool:
+    return marker.evaluate({**environment, "extra": extra})

@@ -1,0 +1,132 @@
+"""The resolvelib provider: thin glue between resolvelib and the package source.
+
+As in pip's ``provider.py``, each method is a few lines. Requirements know what
+they allow (``specifier``), candidates know where they come from, the source does
+the I/O and the rules (overrides, constraints, pre-releases) do the policy:
+
+- ``identify``: ``name`` or ``name[extras]``; an extras candidate depends on the
+  base project at its own version, so both always agree.
+- ``get_preference``: decide the most constrained project first: pinned or
+  overridden ones, then those with the fewest matching candidates, then the
+  profile's own requirements, then by name (stable, so results never depend on
+  dict order).
+- ``find_matches``: newest first, every requirement and constraint satisfied,
+  pre-releases only where the profile allows them or a requirement names one
+  (or the project has nothing else, as uv does).
+- ``get_dependencies``: the candidate's METADATA, markers evaluated for the target,
+  overrides substituted; newly seen projects are handed to prefetch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from packaging.specifiers import SpecifierSet
+from resolvelib import AbstractProvider
+
+from stacklock.resolve.model import (
+    Candidate,
+    Requirement,
+    iter_dependencies,
+    parse_identifier,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+    from resolvelib.structs import RequirementInformation
+
+    from stacklock.resolve.rules import Rules
+    from stacklock.resolve.source import PackageSource
+
+__all__ = ["StackProvider"]
+
+
+class StackProvider(AbstractProvider):  # type: ignore[type-arg]
+    def __init__(self, source: PackageSource, rules: Rules) -> None:
+        self.source = source
+        self.rules = rules
+        self._counts: dict[tuple[str, tuple[str, ...]], int] = {}
+
+    def identify(self, requirement_or_candidate: Requirement | Candidate) -> str:
+        return requirement_or_candidate.identifier
+
+    def get_preference(
+        self,
+        identifier: str,
+        resolutions: Mapping[str, Candidate],
+        candidates: Mapping[str, Iterator[Candidate]],
+        information: Mapping[str, Iterator[RequirementInformation[Any, Any]]],
+        backtrack_causes: Sequence[RequirementInformation[Any, Any]],
+    ) -> Any:
+        reqs = [info.requirement for info in information[identifier]]
+        name, extras = parse_identifier(identifier)
+        pinned = any(r.is_pinned for r in reqs) or name in self.rules.overrides
+        direct = any(r.parent is None for r in reqs)
+        return (not pinned, bool(extras), self._count(name, reqs), not direct,
+                identifier)
+
+    def narrow_requirement_selection(
+        self,
+        identifiers: Iterable[str],
+        resolutions: Mapping[str, Candidate],
+        candidates: Mapping[str, Iterator[Candidate]],
+        information: Mapping[str, Iterator[RequirementInformation[Any, Any]]],
+        backtrack_causes: Sequence[RequirementInformation[Any, Any]],
+    ) -> Iterable[str]:
+        """After a conflict, work on the projects that caused it first (pip)."""
+        wanted = list(identifiers)
+        causes = {c.requirement.identifier for c in backtrack_causes}
+        causes |= {c.parent.identifier for c in backtrack_causes if c.parent}
+        narrowed = [i for i in wanted if i in causes]
+        return narrowed or wanted
+
+    def find_matches(
+        self,
+        identifier: str,
+        requirements: Mapping[str, Iterator[Requirement]],
+        incompatibilities: Mapping[str, Iterator[Candidate]],
+    ) -> list[Candidate]:
+        name, extras = parse_identifier(identifier)
+        reqs = list(requirements[identifier])
+        bad = {c.version for c in incompatibilities[identifier]}
+        found = [c for c in self._matching(name, reqs) if c.version not in bad]
+        return [c.with_extras(extras) for c in found] if extras else found
+
+    def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
+        return requirement.specifier.contains(candidate.version, prereleases=True)
+
+    def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
+        meta = self.source.metadata(candidate)
+        deps = list(iter_dependencies(meta.requires_dist, candidate.extras,
+                                      self.rules.environment))
+        self.source.prefetch(deps)
+        out = [self.rules.make(r, parent=candidate) for r in deps]
+        if candidate.extras:
+            out.append(Requirement(
+                name=candidate.name, specifier=SpecifierSet(f"=={candidate.version}"),
+                text=f"{candidate.name}=={candidate.version}",
+                parent=f"{candidate.identifier} {candidate.version}"))
+        return out
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _matching(self, name: str, reqs: Sequence[Requirement]) -> list[Candidate]:
+        spec = SpecifierSet()
+        for r in reqs:
+            spec &= r.specifier
+        spec &= self.rules.constraint_for(name)
+        allow = self.rules.allows_prerelease(name, reqs)
+        found = self.source.candidates(name)
+        matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
+        if not matching and not allow and not any(not c.version.is_prerelease
+                                                  for c in found):
+            # Only pre-releases exist: take them, as pip and uv do.
+            matching = [c for c in found if spec.contains(c.version, prereleases=True)]
+        return matching
+
+    def _count(self, name: str, reqs: Sequence[Requirement]) -> int:
+        key = (name, tuple(sorted(str(r.specifier) for r in reqs)))
+        if key not in self._counts:
+            self._counts[key] = len(self._matching(name, reqs))
+        return self._counts[key]

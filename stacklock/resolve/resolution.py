@@ -1,0 +1,193 @@
+"""Resolve a profile for its target: one candidate per project, each with one
+hash-pinned wheel.
+
+``resolve_profile`` wires the index layer (client, finder), the metadata fetcher
+and the artifact store to resolvelib through :class:`StackProvider`, then settles
+the hash of every chosen wheel. It never writes the lock; :mod:`stacklock.lock`
+does, from the :class:`Resolution` returned here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import Requirement as PepRequirement
+from packaging.utils import NormalizedName, canonicalize_name
+from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
+
+from stacklock._fs import cache_dir as default_cache_dir
+from stacklock.errors import ResolutionError
+from stacklock.index.client import IndexClient, make_http_client
+from stacklock.index.finder import Finder
+from stacklock.index.pages import strip_credentials
+from stacklock.metadata import MetadataFetcher
+from stacklock.resolve import cuda_hooks
+from stacklock.resolve.explain import explain_conflict
+from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.model import iter_dependencies
+from stacklock.resolve.provider import StackProvider
+from stacklock.resolve.rules import AppliedOverride, Rules
+from stacklock.resolve.source import PackageSource, SourceStats
+from stacklock.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+    import httpx
+    from packaging.version import Version
+
+    from stacklock.profile import Profile
+    from stacklock.resolve.model import Candidate
+
+__all__ = ["Resolution", "ResolvedPackage", "resolve_profile"]
+
+MAX_ROUNDS = 5000
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedPackage:
+    name: NormalizedName
+    version: Version
+    index_name: str
+    index_url: str  # credentials stripped
+    dependencies: tuple[NormalizedName, ...]
+    wheel: LockedWheel
+    requires_dist: tuple[str, ...] = ()
+    cuda: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    profile: Profile
+    packages: tuple[ResolvedPackage, ...]
+    overrides: tuple[AppliedOverride, ...] = ()
+    cuda_entry: dict[str, Any] | None = None
+    coherence: tuple[Any, ...] = ()
+    seconds: float = 0.0
+    stats: SourceStats = field(default_factory=SourceStats)
+
+    def pins(self) -> dict[str, str]:
+        return {p.name: str(p.version) for p in self.packages}
+
+
+class _Reporter(BaseReporter):  # type: ignore[type-arg]
+    def __init__(self, on_pin: Callable[[str], None] | None) -> None:
+        self.pinned = 0
+        self._on_pin = on_pin
+
+    def pinning(self, candidate: Any) -> None:
+        self.pinned += 1
+        if self._on_pin is not None:
+            self._on_pin(f"{candidate.identifier} {candidate.version}")
+
+
+def resolve_profile(
+    profile: Profile,
+    *,
+    http: httpx.Client | None = None,
+    cache_dir: Path | None = None,
+    offline: bool = False,
+    refresh: bool = False,
+    workers: int = 24,
+    prefetch: bool = True,
+    cuda_entry: dict[str, Any] | None = None,
+    on_status: Callable[[str], None] | None = None,
+    on_download: Callable[[str, int, int | None], None] | None = None,
+) -> Resolution:
+    """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
+
+    ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
+    ``on_status`` receives short progress lines, ``on_download`` byte counts of
+    the wheels downloaded to settle a hash."""
+    started = time.monotonic()
+    root = cache_dir or default_cache_dir()
+    own_http = http is None
+    client_http = http or make_http_client()
+    try:
+        client = IndexClient(client_http, cache_dir=root, offline=offline,
+                             refresh=refresh)
+        finder = Finder(client, profile.indexes, profile.target,
+                        exclude_newer=profile.requirements.exclude_newer)
+        store = ArtifactStore(root / "artifacts")
+        fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
+                                  store=store)
+        env = profile.target.marker_environment()
+        spec = profile.requirements
+        rules = Rules(environment=env, overrides=spec.overrides,
+                      constraints=spec.constraints, prereleases=spec.prereleases)
+        wanted = [*spec.packages,
+                  *(PepRequirement(t) for t in cuda_hooks.extra_requirements(profile))]
+        top = [r for r in wanted
+               if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+
+        def progress(stats: SourceStats) -> None:
+            if on_status is not None:
+                on_status(f"{stats.pages} pages, {stats.metadata} metadata read")
+
+        with PackageSource(finder, fetcher, environment=env,
+                           overrides=rules.override_specifiers,
+                           prereleases=spec.prereleases, workers=workers,
+                           prefetch=prefetch, on_progress=progress) as source:
+            source.prefetch(top)
+            provider = StackProvider(source, rules)
+            chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
+                                 source, rules, profile.name)
+            metas = {c.name: source.metadata(c) for c in chosen}
+            stats = source.stats
+        packages = []
+        for cand in sorted(chosen, key=lambda c: c.name):
+            if on_status is not None:
+                on_status(f"hashing {cand.name} {cand.version}")
+            wheel = settle_wheel(cand, store=store, http=client_http,
+                                 progress=on_download)
+            index = profile.index_named(cand.index)
+            packages.append(ResolvedPackage(
+                name=cand.name, version=cand.version, index_name=cand.index,
+                index_url=strip_credentials(index.url) if index else "",
+                dependencies=tuple(sorted(graph.get(cand.name, ()))),
+                wheel=wheel,
+                requires_dist=tuple(str(r) for r in iter_dependencies(
+                    metas[cand.name].requires_dist, frozenset(), env))))
+    finally:
+        if own_http:
+            client_http.close()
+    packages, coherence = cuda_hooks.annotate(packages, profile)
+    entry = cuda_entry if cuda_entry is not None else cuda_hooks.lock_entry(profile)
+    return Resolution(profile=profile, packages=tuple(packages),
+                      overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
+                      coherence=tuple(coherence),
+                      seconds=time.monotonic() - started, stats=stats)
+
+
+def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
+         rules: Rules, profile: str,
+         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
+    """Run resolvelib; return the base candidates and each one's dependencies
+    (the dependencies of ``name[extra]`` belong to ``name``)."""
+    resolver = Resolver(provider, _Reporter(None))
+    try:
+        result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
+    except ResolutionImpossible as exc:
+        raise ResolutionError(
+            explain_conflict(list(exc.causes), source, rules, profile=profile),
+            hint="edit the profile as suggested, then run stacklock resolve again",
+        ) from None
+    except ResolutionTooDeep:
+        raise ResolutionError(
+            f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds",
+            hint="pin the large projects (torch, sglang) to exact versions") from None
+    chosen = [c for ident, c in result.mapping.items() if not c.extras]
+    graph: dict[str, set[NormalizedName]] = defaultdict(set)
+    for ident in result.graph:
+        if not isinstance(ident, str):
+            continue  # the root
+        owner = canonicalize_name(ident.split("[", 1)[0])
+        for child in result.graph.iter_children(ident):
+            name = canonicalize_name(str(child).split("[", 1)[0])
+            if name != owner:
+                graph[owner].add(name)
+    return chosen, graph

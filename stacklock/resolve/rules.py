@@ -1,0 +1,123 @@
+"""The profile's policy on requirements: overrides, constraints, pre-releases.
+
+An *override* replaces every requirement on its name, wherever it is written (a
+dependency's METADATA or the profile itself), as uv's ``--override`` does; it adds
+no requirement of its own. A *constraint* only narrows the versions of a project
+that something else requires. Overrides and constraints whose markers do not hold
+on the target are ignored. Every replacement is recorded, so the lock can say
+which package's requirement was changed, from what, to what.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import NormalizedName, canonicalize_name
+
+from stacklock.resolve.model import Requirement
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from packaging.requirements import Requirement as PepRequirement
+
+    from stacklock.resolve.model import Candidate
+
+__all__ = ["AppliedOverride", "Rules", "requirement_text"]
+
+
+def requirement_text(req: PepRequirement) -> str:
+    """``name[extras]specifier`` without the marker (already evaluated)."""
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppliedOverride:
+    """``package``'s requirement ``original`` was replaced by ``override``;
+    ``package`` is None for the profile's own requirement."""
+
+    package: str | None
+    original: str
+    override: str
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"package": self.package or "profile"}
+        out.update(original=self.original, override=self.override)
+        return out
+
+
+class Rules:
+    def __init__(
+        self,
+        *,
+        environment: Mapping[str, str],
+        overrides: Iterable[PepRequirement] = (),
+        constraints: Iterable[PepRequirement] = (),
+        prereleases: frozenset[NormalizedName] = frozenset(),
+    ) -> None:
+        self.environment = dict(environment)
+        env = {**self.environment, "extra": ""}
+        self.overrides: dict[NormalizedName, PepRequirement] = {
+            canonicalize_name(r.name): r for r in overrides
+            if r.marker is None or r.marker.evaluate(env)
+        }
+        self._constraints: dict[NormalizedName, SpecifierSet] = {}
+        for r in constraints:
+            if r.marker is None or r.marker.evaluate(env):
+                name = canonicalize_name(r.name)
+                self._constraints[name] = (
+                    self._constraints.get(name, SpecifierSet()) & r.specifier)
+        self.prereleases = prereleases
+        self._applied: dict[tuple[str | None, str], AppliedOverride] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def override_specifiers(self) -> dict[NormalizedName, SpecifierSet]:
+        return {name: r.specifier for name, r in self.overrides.items()}
+
+    def constraint_for(self, name: str) -> SpecifierSet:
+        return self._constraints.get(canonicalize_name(name), SpecifierSet())
+
+    def allows_prerelease(self, name: str, reqs: Sequence[Requirement]) -> bool:
+        return canonicalize_name(name) in self.prereleases or any(
+            r.specifier.prereleases for r in reqs)
+
+    def make(self, req: PepRequirement, *, parent: Candidate | None) -> Requirement:
+        """The resolver's requirement for ``req``, with the override applied."""
+        name = canonicalize_name(req.name)
+        who = f"{parent.name} {parent.version}" if parent is not None else None
+        override = self.overrides.get(name)
+        if override is None:
+            return Requirement(name=name, extras=_extras(req.extras),
+                               specifier=req.specifier, text=requirement_text(req),
+                               parent=who)
+        changed = (_extras(req.extras) != _extras(override.extras)
+                   or req.specifier != override.specifier)
+        if changed:
+            applied = AppliedOverride(package=parent.name if parent else None,
+                                      original=requirement_text(req),
+                                      override=requirement_text(override))
+            with self._lock:
+                self._applied[(who, applied.original)] = applied
+        return Requirement(
+            name=name, extras=_extras(override.extras), specifier=override.specifier,
+            text=requirement_text(override), parent=who,
+            overridden=requirement_text(req) if changed else None)
+
+    def applied(self, chosen: Iterable[Candidate]) -> list[AppliedOverride]:
+        """The replacements made for the profile and the chosen candidates only
+        (a candidate the resolver tried and dropped does not count)."""
+        keep: set[str | None] = {None}
+        keep |= {f"{c.name} {c.version}" for c in chosen}
+        with self._lock:
+            found = [a for (who, _), a in self._applied.items() if who in keep]
+        unique = {(a.package or "", a.original, a.override): a for a in found}
+        return [unique[k] for k in sorted(unique)]
+
+
+def _extras(extras: Iterable[str]) -> frozenset[str]:
+    return frozenset(canonicalize_name(e) for e in extras)

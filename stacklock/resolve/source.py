@@ -1,0 +1,216 @@
+"""Where candidates and their metadata come from, fetched once and in parallel.
+
+The resolver asks for two things: the candidates of a project (one index page per
+index, through the finder) and the dependencies of a candidate (its METADATA,
+through the metadata fetcher). Both are memoised as futures, so a question asked
+twice, or asked while a background job is already answering it, is answered once.
+
+Prefetch is speculative and never blocks the resolver: when a project is first
+seen, a background job reads its page, picks the newest candidate that fits the
+requirement, reads that candidate's METADATA and walks on to its dependencies,
+the way uv's resolver runs ahead of its own decisions. When the resolver needs an
+answer whose job is still queued, it takes the job over and runs it itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from packaging.utils import NormalizedName, canonicalize_name
+
+from stacklock.resolve.model import Candidate, iter_dependencies
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    from packaging.requirements import Requirement as PepRequirement
+    from packaging.specifiers import SpecifierSet
+
+__all__ = ["PackageSource", "SourceStats"]
+
+
+@dataclass
+class SourceStats:
+    pages: int = 0
+    metadata: int = 0
+    prefetched: int = 0
+    by_kind: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+class _Job:
+    """A unit of work whose result is a future; it runs exactly once, either on
+    the pool or in the thread that needs it first."""
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn = fn
+        self.future: Future[Any] = Future()
+        self._claimed = threading.Lock()
+
+    def run(self) -> None:
+        if not self._claimed.acquire(blocking=False):
+            return
+        try:
+            self.future.set_result(self.fn())
+        except BaseException as exc:
+            self.future.set_exception(exc)
+
+    def result(self) -> Any:
+        self.run()  # no-op when already running elsewhere
+        return self.future.result()
+
+
+class PackageSource:
+    """Candidates and metadata for one resolution. ``finder`` is a
+    :class:`stacklock.index.finder.Finder`, ``fetcher`` a
+    :class:`stacklock.metadata.MetadataFetcher`; ``overrides`` maps a name to the
+    specifier that replaces every requirement on it, so prefetch guesses the
+    versions the resolver will actually pick."""
+
+    def __init__(
+        self,
+        finder: Any,
+        fetcher: Any,
+        *,
+        environment: Mapping[str, str],
+        overrides: Mapping[NormalizedName, SpecifierSet] | None = None,
+        prereleases: frozenset[NormalizedName] = frozenset(),
+        workers: int = 24,
+        prefetch: bool = True,
+        on_progress: Callable[[SourceStats], None] | None = None,
+    ) -> None:
+        self._finder = finder
+        self._fetcher = fetcher
+        self._env = dict(environment)
+        self._overrides = dict(overrides or {})
+        self._prereleases = prereleases
+        self._prefetch_enabled = prefetch and workers > 0
+        self._pool = ThreadPoolExecutor(max_workers=max(workers, 1),
+                                        thread_name_prefix="stacklock-prefetch")
+        self._lock = threading.Lock()
+        self._pages: dict[NormalizedName, _Job] = {}
+        self._meta: dict[str, _Job] = {}
+        self._seen: set[tuple[NormalizedName, frozenset[str]]] = set()
+        self._closed = False
+        self.stats = SourceStats()
+        self._on_progress = on_progress
+
+    # -- what the resolver asks -------------------------------------------------
+
+    def candidates(self, name: str) -> list[Candidate]:
+        """Every version of ``name`` with a wheel that fits, newest first."""
+        return self._page_job(canonicalize_name(name)).result()  # type: ignore[no-any-return]
+
+    def metadata(self, candidate: Candidate) -> Any:
+        """The candidate's ``WheelMetadata`` (of its best wheel)."""
+        return self._meta_job(candidate).result()
+
+    def evaluate(self, name: str) -> list[Any]:
+        """Every link of ``name`` with the reason it was skipped, for messages."""
+        return list(self._finder.evaluate(canonicalize_name(name)))
+
+    def index_for(self, name: str) -> Any:
+        return self._finder.index_for(canonicalize_name(name))
+
+    # -- speculation --------------------------------------------------------------
+
+    def prefetch(self, requirements: Iterable[PepRequirement]) -> None:
+        """Start background work for projects not seen before. Returns at once."""
+        if not self._prefetch_enabled:
+            return
+        for req in requirements:
+            key = (canonicalize_name(req.name), frozenset(req.extras))
+            with self._lock:
+                if key in self._seen or self._closed:
+                    continue
+                self._seen.add(key)
+            self._submit(functools.partial(self._speculate, req))
+
+    def _speculate(self, req: PepRequirement) -> None:
+        name = canonicalize_name(req.name)
+        spec = self._overrides.get(name, req.specifier)
+        try:
+            found = self.candidates(name)
+        except Exception:  # the resolver asks again and reports it
+            return
+        allow = name in self._prereleases or bool(spec.prereleases)
+        best = next((c for c in found if spec.contains(c.version, prereleases=allow)),
+                    None)
+        if best is None:
+            return
+        with self._lock:
+            self.stats.prefetched += 1
+        try:
+            meta = self._meta_job(best).result()
+        except Exception:  # reported when the resolver needs it
+            return
+        extras = frozenset(canonicalize_name(e) for e in req.extras)
+        self.prefetch(iter_dependencies(meta.requires_dist, extras, self._env))
+
+    # -- memoised jobs ---------------------------------------------------------------
+
+    def _page_job(self, name: NormalizedName) -> _Job:
+        with self._lock:
+            job = self._pages.get(name)
+            if job is None:
+                job = self._pages[name] = _Job(lambda: self._load_candidates(name))
+        return job
+
+    def _meta_job(self, candidate: Candidate) -> _Job:
+        link = candidate.best.link
+        with self._lock:
+            job = self._meta.get(link.url)
+            if job is None:
+                job = self._meta[link.url] = _Job(lambda: self._load_metadata(link))
+                if self._prefetch_enabled and not self._closed:
+                    self._pool.submit(job.run)
+        return job
+
+    def _submit(self, fn: Callable[[], None]) -> None:
+        try:
+            self._pool.submit(fn)
+        except RuntimeError:  # pool shut down after the resolution finished
+            pass
+
+    def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
+        by_version: dict[Any, list[Any]] = defaultdict(list)
+        index = ""
+        for ev in self._finder.find_candidates(name):
+            by_version[ev.version].append(ev)
+            index = ev.index
+        self._count("pages")
+        return [
+            Candidate(name=name, version=v, evaluations=tuple(evs), index=index)
+            for v, evs in sorted(by_version.items(), key=lambda kv: kv[0],
+                                 reverse=True)
+        ]
+
+    def _load_metadata(self, link: Any) -> Any:
+        meta = self._fetcher.get(link)
+        self._count("metadata")
+        return meta
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            if kind == "pages":
+                self.stats.pages += 1
+            else:
+                self.stats.metadata += 1
+        if self._on_progress is not None:
+            self._on_progress(self.stats)
+
+    def close(self) -> None:
+        """Stop speculating; jobs already running finish in the background."""
+        with self._lock:
+            self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> PackageSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
