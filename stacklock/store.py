@@ -229,7 +229,7 @@ class ArtifactStore:
                         digest.update(chunk)
                 done = fh.tell()
                 try:
-                    for chunk in response.iter_bytes(_CHUNK):
+                    for chunk in response.iter_bytes():
                         fh.write(chunk)
                         digest.update(chunk)
                         done += len(chunk)

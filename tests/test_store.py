@@ -1,0 +1,217 @@
+"""ArtifactStore: content addressing, the URL index, resume, hash checks."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from stacklock import store as store_module
+from stacklock.errors import HashMismatchError
+from stacklock.store import ArtifactStore, DownloadError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+SIX = Path(__file__).parent / "data" / "metadata" / "six-1.17.0-py2.py3-none-any.whl"
+URL = "https://files.example.org/packages/six-1.17.0-py2.py3-none-any.whl"
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module.time, "sleep", lambda _s: None)
+
+
+@pytest.fixture
+def payload() -> bytes:
+    """A real wheel (six, recorded whole from PyPI) as the file to download."""
+    return (SIX / "0-11049.bin").read_bytes()
+
+
+def range_response(request: httpx.Request, data: bytes) -> httpx.Response:
+    """Answer like a real file server: 206 for ``bytes=a-``, ``a-b``, ``-n``."""
+    spec = request.headers.get("range")
+    if spec is None:
+        return httpx.Response(200, content=data)
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", spec)
+    assert match, spec
+    first, last = match.groups()
+    if first == "":
+        start, end = max(len(data) - int(last), 0), len(data) - 1
+    else:
+        start = int(first)
+        end = min(int(last), len(data) - 1) if last else len(data) - 1
+    if start >= len(data):
+        return httpx.Response(416, headers={"content-range": f"bytes */{len(data)}"})
+    headers = {"content-range": f"bytes {start}-{end}/{len(data)}"}
+    return httpx.Response(206, headers=headers, content=data[start : end + 1])
+
+
+class CutStream(httpx.SyncByteStream):
+    """A body that delivers ``data`` and then loses the connection."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.data
+        raise httpx.ReadError("connection reset by peer")
+
+
+def client(handler: Callable[[httpx.Request], httpx.Response]) -> httpx.Client:
+    return httpx.Client(transport=httpx.MockTransport(handler))
+
+
+def test_fetch_stores_by_sha256_and_never_downloads_twice(
+    tmp_path: Path, payload: bytes
+) -> None:
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, content=payload)
+
+    store = ArtifactStore(tmp_path)
+    sha = hashlib.sha256(payload).hexdigest()
+    with client(handler) as http:
+        path, got = store.fetch(http, URL, size=len(payload))
+        assert got == sha
+        assert path == tmp_path / "sha256" / sha[:2] / sha
+        assert path.read_bytes() == payload
+        assert store.path_for(sha) == path and store.has(sha)
+        # The same URL again, and another URL whose sha256 is already here.
+        assert store.fetch(http, URL) == (path, sha)
+        mirror = "https://mirror.example.org/six.whl"
+        assert store.fetch(http, mirror, expected_sha256=sha.upper()) == (path, sha)
+    assert len(requests) == 1
+    # A new store object on the same root (the next run) knows both URLs.
+    assert ArtifactStore(tmp_path).sha256_for_url(mirror) == sha
+    assert list((tmp_path / "tmp").glob("*.part")) == []
+
+
+def test_resume_after_a_cut_connection(tmp_path: Path, payload: bytes) -> None:
+    half = len(payload) // 2
+    ranges: list[str | None] = []
+    served = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal served
+        ranges.append(request.headers.get("range"))
+        if len(ranges) == 1:
+            served += half
+            headers = {"content-length": str(len(payload))}
+            return httpx.Response(
+                200, headers=headers, stream=CutStream(payload[:half])
+            )
+        response = range_response(request, payload)
+        served += len(response.content)
+        return response
+
+    progress: list[tuple[int, int | None]] = []
+    store = ArtifactStore(tmp_path)
+    with client(handler) as http:
+        path, _sha = store.fetch(
+            http,
+            URL,
+            expected_sha256=hashlib.sha256(payload).hexdigest(),
+            progress=lambda done, total: progress.append((done, total)),
+        )
+    assert path.read_bytes() == payload
+    assert ranges == [None, f"bytes={half}-"]
+    assert served == len(payload)  # nothing was downloaded twice
+    assert progress[-1] == (len(payload), len(payload))
+    assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+
+
+def test_resume_across_runs_from_the_partial_file(
+    tmp_path: Path, payload: bytes
+) -> None:
+    third = len(payload) // 3
+    first_run = 0
+
+    def failing(request: httpx.Request) -> httpx.Response:
+        nonlocal first_run
+        first_run += 1
+        if first_run == 1:
+            return httpx.Response(200, stream=CutStream(payload[:third]))
+        raise httpx.ConnectError("network is unreachable", request=request)
+
+    store = ArtifactStore(tmp_path)
+    with client(failing) as http, pytest.raises(DownloadError) as caught:
+        store.fetch(http, URL, size=len(payload))
+    assert "partial file is kept" in str(caught.value)
+    assert [p.stat().st_size for p in (tmp_path / "tmp").glob("*.part")] == [third]
+
+    ranges: list[str | None] = []
+
+    def good(request: httpx.Request) -> httpx.Response:
+        ranges.append(request.headers.get("range"))
+        return range_response(request, payload)
+
+    with client(good) as http:
+        path, _sha = ArtifactStore(tmp_path).fetch(http, URL, size=len(payload))
+    assert ranges == [f"bytes={third}-"]
+    assert path.read_bytes() == payload
+
+
+def test_server_that_ignores_range_restarts_cleanly(
+    tmp_path: Path, payload: bytes
+) -> None:
+    part_dir = tmp_path / "tmp"
+    part_dir.mkdir()
+    key = store_module._url_key(URL)
+    (part_dir / f"{key}.part").write_bytes(payload[:100])
+
+    with client(lambda request: httpx.Response(200, content=payload)) as http:
+        path, sha = ArtifactStore(tmp_path).fetch(http, URL)
+    assert path.read_bytes() == payload
+    assert sha == hashlib.sha256(payload).hexdigest()
+
+
+def test_hash_mismatch_removes_the_file_and_raises(
+    tmp_path: Path, payload: bytes
+) -> None:
+    wrong = "0" * 64
+    secret_url = "https://user:s3cret@files.example.org/six.whl"
+    with (
+        client(lambda request: httpx.Response(200, content=payload)) as http,
+        pytest.raises(HashMismatchError) as caught,
+    ):
+        ArtifactStore(tmp_path).fetch(http, secret_url, expected_sha256=wrong)
+    assert caught.value.expected == wrong
+    assert caught.value.actual == hashlib.sha256(payload).hexdigest()
+    assert "s3cret" not in str(caught.value)
+    assert list(tmp_path.rglob("*.part")) == []
+    assert not (tmp_path / "sha256").exists()
+
+
+def test_credentials_never_reach_the_url_index(tmp_path: Path, payload: bytes) -> None:
+    with client(lambda request: httpx.Response(200, content=payload)) as http:
+        ArtifactStore(tmp_path).fetch(
+            http, "https://tok:s3cret@files.example.org/a.whl"
+        )
+    written = b"".join(
+        p.read_bytes() for p in (tmp_path / "urls").rglob("*") if p.is_file()
+    )
+    assert b"files.example.org/a.whl" in written
+    assert b"s3cret" not in written
+
+
+def test_http_error_names_the_redacted_url(tmp_path: Path) -> None:
+    with (
+        client(lambda request: httpx.Response(404)) as http,
+        pytest.raises(DownloadError) as caught,
+    ):
+        ArtifactStore(tmp_path).fetch(http, "https://u:pw@files.example.org/x.whl")
+    assert "HTTP 404" in str(caught.value)
+    assert caught.value.url == "https://u:***@files.example.org/x.whl"
+
+
+def test_path_for_rejects_what_is_not_a_sha256(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path)
+    assert store.path_for("../../etc/passwd") is None
+    assert not store.has("ab" * 32)
