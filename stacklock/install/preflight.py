@@ -1,0 +1,377 @@
+"""Checks that run before install changes anything; each failure is one line.
+
+The interpreter is asked about itself (version, machine, glibc, marker
+environment), because the venv's python, not the one running stacklock, decides
+which wheels fit. Disk estimates use fixed factors (documented on the constants):
+they only need to catch "obviously not enough", not predict to the byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+from stacklock.errors import CudaError, InstallError
+from stacklock.install.plan import Interpreter, applicable, best_wheel
+from stacklock.target import PLATFORMS, Target
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from stacklock.install.plan import InstallPlan, LockInfo
+    from stacklock.install.runner import Runner
+
+__all__ = [
+    "INSTALLER_LOG",
+    "PreflightError",
+    "Problem",
+    "find_python",
+    "probe_interpreter",
+    "run_preflight",
+    "toolkit_installed",
+]
+
+# The runfile's installer writes here when not root (the path is compiled into
+# cuda-installer; --tmpdir does not move it). A copy left by another user makes
+# the next non-root run fail or crash, so install moves its own aside and refuses
+# to start when someone else's is in the way.
+INSTALLER_LOG = Path("/tmp/cuda-installer.log")
+WHEEL_SPACE_FACTOR = 3  # wheel in uv's cache + unpacked site-packages (~2x)
+RUNFILE_SPACE_FACTOR = 3  # runfile in the store + extracted in tmpdir + prefix
+
+_PROBE = r"""
+import json, os, platform, sys
+glibc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+iver = sys.implementation.version
+env = {
+    "implementation_name": sys.implementation.name,
+    "implementation_version": f"{iver.major}.{iver.minor}.{iver.micro}",
+    "os_name": os.name, "platform_machine": platform.machine(),
+    "platform_release": platform.release(), "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "platform_python_implementation": platform.python_implementation(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Problem:
+    check: str
+    message: str
+    hint: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "message": self.message, "hint": self.hint}
+
+    def __str__(self) -> str:
+        return f"{self.check}: {self.message} (try: {self.hint})"
+
+
+class PreflightError(InstallError):
+    """Preflight found problems; nothing was changed. ``problems`` lists them."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(
+            f"preflight failed, nothing was changed:\n{lines}",
+        )
+        self.problems = problems
+
+
+def find_python(request: str | None, *, uv: str, runner: Runner) -> str:
+    """uv's python discovery: ``uv python find <request>``."""
+    argv = [uv, "python", "find", *([request] if request else [])]
+    rc, out = runner.capture(argv)
+    path = out.strip().splitlines()[-1] if out.strip() else ""
+    if rc != 0 or not path:
+        raise InstallError(
+            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
+                "  ", " "
+            ),
+            hint=f"pass --python /path/to/python{request or ''} "
+            f"or run `uv python install {request or ''}`",
+        )
+    return path
+
+
+def probe_interpreter(python: str, *, runner: Runner) -> Interpreter:
+    rc, out = runner.capture([python, "-c", _PROBE])
+    try:
+        data = json.loads(out)
+    except ValueError:
+        data = None
+    if rc != 0 or not isinstance(data, dict):
+        raise InstallError(
+            f"{python}: cannot run it to ask its version (exit {rc})",
+            hint="pass --python with a working CPython",
+        )
+    env: dict[str, str] = data["env"]
+    glibc = None
+    text = data.get("glibc") or ""
+    if text.startswith("glibc "):
+        major, minor = text.split()[1].split(".")[:2]
+        glibc = (int(major), int(minor))
+    machine = env["platform_machine"]
+    platform = f"linux_{machine}"
+    tags: tuple = ()
+    if platform in PLATFORMS and glibc is not None:
+        target = Target(
+            python=env["python_full_version"].split("+")[0],
+            platform=platform,
+            manylinux=f"2_{glibc[1]}",
+        )
+        tags = tuple(target.tags())
+    return Interpreter(
+        path=python,
+        version=env["python_full_version"],
+        machine=machine,
+        glibc=glibc,
+        marker_env=env,
+        tags=tags,
+    )
+
+
+def toolkit_installed(prefix: Path, version: str) -> bool:
+    """The prefix already holds this toolkit (its version.json says so)."""
+    try:
+        data = json.loads((prefix / "version.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return str(data.get("cuda", {}).get("version", "")) == version
+
+
+def _writable_base(path: Path) -> Path:
+    """The nearest existing ancestor: what must let us create ``path``."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def _check_target(lock: LockInfo, interp: Interpreter) -> list[Problem]:
+    out: list[Problem] = []
+    env = dict(interp.marker_env)
+    if lock.environments and not any(m.evaluate(env) for m in lock.environments):
+        out.append(
+            Problem(
+                check="target",
+                message=f"python {interp.version} on {interp.machine} is none of the "
+                f"lock's environments ({'; '.join(str(m) for m in lock.environments)})",
+                hint="install with --python matching the lock, or re-resolve for here",
+            )
+        )
+    try:
+        version = Version(interp.version.split("+")[0])
+    except InvalidVersion:
+        version = None
+    if lock.requires_python and version and version not in lock.requires_python:
+        out.append(
+            Problem(
+                check="python",
+                message=f"{interp.path} is {interp.version}; the lock requires-python "
+                f"{lock.requires_python}",
+                hint=f"pass --python with a python {lock.requires_python}",
+            )
+        )
+    platform = str(lock.target.get("platform", ""))
+    if platform and platform in PLATFORMS and PLATFORMS[platform][0] != interp.machine:
+        out.append(
+            Problem(
+                check="platform",
+                message=f"the lock is for {platform}, this machine is {interp.machine}",
+                hint="resolve a lock for this platform",
+            )
+        )
+    floor = str(lock.target.get("manylinux", ""))
+    if floor and interp.glibc is not None:
+        need = (2, int(floor.split("_")[1]))
+        if interp.glibc < need:
+            out.append(
+                Problem(
+                    check="glibc",
+                    message=f"glibc {interp.glibc[0]}.{interp.glibc[1]} is older than "
+                    f"the lock's manylinux_{floor} floor",
+                    hint="use a newer OS or re-resolve with an older target.manylinux",
+                )
+            )
+    if interp.tags and not out:
+        for pkg in applicable(lock, env):
+            if best_wheel(pkg, interp.tags) is None:
+                names = ", ".join(w.filename for w in pkg.wheels)
+                out.append(
+                    Problem(
+                        check="wheels",
+                        message=f"{pkg.name} {pkg.version}: no wheel fits this "
+                        f"interpreter ({names})",
+                        hint="re-resolve the lock for this python/platform",
+                    )
+                )
+    return out
+
+
+def _check_driver(
+    lock: LockInfo, allow_no_gpu: bool, notes: list[str]
+) -> list[Problem]:
+    """The CUDA author's driver check, for a lock that carries any CUDA."""
+    try:
+        from stacklock.cuda.catalog import load_catalog
+        from stacklock.cuda.driver import check_driver, load_lock_cuda, read_driver
+    except ImportError:  # pragma: no cover - cuda/ not present yet
+        notes.append("driver check skipped: stacklock.cuda not available")
+        return []
+    toolkit, wheels = load_lock_cuda(lock.path)
+    if toolkit is None and not wheels:
+        return []
+    try:
+        driver = read_driver()
+    except CudaError as exc:
+        if allow_no_gpu:
+            notes.append(f"no driver check: {exc.message} (--allow-no-gpu)")
+            return []
+        return [
+            Problem(
+                check="driver",
+                message=exc.message,
+                hint="install on a GPU machine, or pass --allow-no-gpu "
+                "to install anyway (e.g. to build an image)",
+            )
+        ]
+    try:
+        report = check_driver(load_catalog(), driver, toolkit=toolkit, wheels=wheels)
+    except CudaError as exc:
+        return [Problem(check="driver", message=exc.message, hint=exc.hint or "")]
+    return [
+        Problem(
+            check="driver",
+            message=f"{c.subject}: {c.verdict}: {c.reason}",
+            hint="upgrade the driver, or lock an older CUDA",
+        )
+        for c in report.checks
+        if not c.ok
+    ]
+
+
+def _check_space(plan: InstallPlan, cache: Path) -> list[Problem]:
+    needs: dict[Path, int] = {}
+    wheels = sum(d.size or 0 for d in plan.downloads if d.kind == "wheel")
+    base = _writable_base(plan.venv.parent)
+    needs[base] = needs.get(base, 0) + wheels * WHEEL_SPACE_FACTOR
+    for d in plan.downloads:
+        if d.kind == "runfile" and d.size and plan.toolkit_prefix is not None:
+            store = _writable_base(cache)
+            needs[store] = needs.get(store, 0) + (0 if d.cached else d.size)
+            prefix = _writable_base(plan.toolkit_prefix)
+            needs[prefix] = needs.get(prefix, 0) + d.size * (RUNFILE_SPACE_FACTOR - 1)
+    by_device: dict[int, tuple[Path, int]] = {}
+    for path, size in needs.items():
+        dev = path.stat().st_dev
+        prev = by_device.get(dev, (path, 0))
+        by_device[dev] = (prev[0], prev[1] + size)
+    out = []
+    for path, size in by_device.values():
+        free = shutil.disk_usage(path).free
+        if free < size:
+            out.append(
+                Problem(
+                    check="disk",
+                    message=f"{path}: {free / 1e9:.2f} GB free, about "
+                    f"{size / 1e9:.2f} GB needed for downloads and install",
+                    hint="free space or choose another --venv/--toolkit-prefix",
+                )
+            )
+    return out
+
+
+def _check_access(
+    plan: InstallPlan, cache: Path, link_cuda: Path | None
+) -> list[Problem]:
+    places = [plan.venv.parent, cache]
+    if plan.runfile_command and plan.toolkit_prefix is not None:
+        places.append(plan.toolkit_prefix)
+    if plan.link_cuda is not None and link_cuda is not None:
+        places.append(link_cuda.parent)
+    out = []
+    for place in places:
+        base = _writable_base(place)
+        if not os.access(base, os.W_OK | os.X_OK):
+            out.append(
+                Problem(
+                    check="access",
+                    message=f"cannot write {base} (needed for {place})",
+                    hint="run as a user who may write there, or choose another path",
+                )
+            )
+    return out
+
+
+def _check_toolkit(plan: InstallPlan, installer_log: Path) -> list[Problem]:
+    out = []
+    prefix = plan.toolkit_prefix
+    version = plan.toolkit.version if plan.toolkit else "?"
+    if plan.runfile_command and prefix is not None and prefix.exists():
+        if any(prefix.iterdir()):
+            out.append(
+                Problem(
+                    check="toolkit",
+                    message=f"{prefix} exists and does not hold CUDA {version}",
+                    hint="pass --toolkit-prefix with a new versioned folder",
+                )
+            )
+    if plan.runfile_command and installer_log.exists():
+        mine = installer_log.stat().st_uid == os.getuid()
+        if not mine and not os.access(installer_log, os.W_OK):
+            out.append(
+                Problem(
+                    check="installer-log",
+                    message=f"{installer_log} belongs to uid "
+                    f"{installer_log.stat().st_uid}; the runfile fails on another "
+                    "user's log",
+                    hint=f"have its owner or root remove it: sudo rm {installer_log}",
+                )
+            )
+    if plan.link_cuda is not None and plan.link_cuda.exists():
+        if not plan.link_cuda.is_symlink():
+            out.append(
+                Problem(
+                    check="link-cuda",
+                    message=f"{plan.link_cuda} is a real directory, not a symlink",
+                    hint="leave out --link-cuda; use the activation file instead",
+                )
+            )
+    return out
+
+
+def run_preflight(
+    lock: LockInfo,
+    plan: InstallPlan,
+    interp: Interpreter,
+    *,
+    cache: Path,
+    allow_no_gpu: bool,
+    installer_log: Path = INSTALLER_LOG,
+    driver_check: Callable[[LockInfo, bool, list[str]], list[Problem]] | None = None,
+) -> list[str]:
+    """Raise :class:`PreflightError` listing every problem; return notes."""
+    notes: list[str] = []
+    problems = _check_target(lock, interp)
+    problems += (driver_check or _check_driver)(lock, allow_no_gpu, notes)
+    problems += _check_space(plan, cache)
+    problems += _check_access(plan, cache, plan.link_cuda)
+    problems += _check_toolkit(plan, installer_log)
+    if problems:
+        raise PreflightError(problems)
+    return notes
+
+
+def problems_to_dicts(problems: list[Problem]) -> list[dict[str, Any]]:
+    return [p.to_dict() for p in problems]

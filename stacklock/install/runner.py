@@ -1,0 +1,135 @@
+"""The seam between install and the outside world: running a command.
+
+Every subprocess install starts (uv, the interpreter probe, the CUDA runfile,
+nvidia-smi) goes through a :class:`Runner`, so tests can use the real one for what
+can run here (uv) and :class:`RecordingRunner` for what cannot (a 4 GB runfile as
+root). Output always goes to a log file the caller names: nothing is lost, nothing
+is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+__all__ = ["RecordedCall", "RecordingRunner", "Runner", "SubprocessRunner"]
+
+
+class Runner(Protocol):
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        """Run ``argv`` with stdout+stderr appended to ``log``; return the exit code."""
+        ...
+
+    def capture(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        """Run a short query (``uv python find``) and return (rc, stdout)."""
+        ...
+
+
+def _merged_env(env: Mapping[str, str] | None) -> dict[str, str]:
+    merged = dict(os.environ)
+    if env:
+        merged.update(env)
+    return merged
+
+
+class SubprocessRunner:
+    """The real runner. A missing program is rc 127, like a shell says it."""
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as fh:
+            fh.write(("$ " + " ".join(argv) + "\n").encode("utf-8"))
+            fh.flush()
+            try:
+                proc = subprocess.run(
+                    list(argv),
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=_merged_env(env),
+                    cwd=cwd,
+                    check=False,
+                )
+            except FileNotFoundError as exc:
+                fh.write(f"{exc}\n".encode())
+                return 127
+            fh.write(f"[exit {proc.returncode}]\n".encode())
+        return proc.returncode
+
+    def capture(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        try:
+            proc = subprocess.run(
+                list(argv),
+                capture_output=True,
+                stdin=subprocess.DEVNULL,
+                env=_merged_env(env),
+                check=False,
+                text=True,
+                timeout=60,
+            )
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            return 127, ""
+        return proc.returncode, proc.stdout
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedCall:
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    cwd: Path | None
+
+
+@dataclass(kw_only=True)
+class RecordingRunner:
+    """Records calls; ``handler`` (if any) acts them out and returns the rc.
+
+    Used for commands that cannot run on a test machine (nvidia-smi), and as a
+    wrapper that forwards to a real runner while keeping the record.
+    """
+
+    handler: Callable[[RecordedCall, Path | None], int] | None = None
+    outputs: dict[str, tuple[int, str]] = field(default_factory=dict)
+    calls: list[RecordedCall] = field(default_factory=list)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        log: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> int:
+        call = RecordedCall(argv=tuple(argv), env=dict(env or {}), cwd=cwd)
+        self.calls.append(call)
+        return self.handler(call, log) if self.handler else 0
+
+    def capture(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+    ) -> tuple[int, str]:
+        call = RecordedCall(argv=tuple(argv), env=dict(env or {}), cwd=None)
+        self.calls.append(call)
+        return self.outputs.get(Path(argv[0]).name, (127, ""))

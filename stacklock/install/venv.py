@@ -1,0 +1,224 @@
+"""Build a new venv beside the old one and swap it in atomically; roll back.
+
+Layout (``VenvLayout``)::
+
+    <venv>                      symlink -> <venv>.stacklock/<n>
+    <venv>.stacklock/<n>/       one generation, built in place by uv (never moved)
+    <venv>.stacklock/<n>.ok     written once generation n is complete
+    <venv>.stacklock/work-<n>/  the pylock copy uv installs from, wheel links
+    <venv>.stacklock/pylock.snapshot-<n>.toml   what generation n held when replaced
+    <venv>.stacklock/journal.json               only while a plain venv is adopted
+
+A new generation is only linked after ``uv pip sync`` succeeded, so a failure or a
+SIGKILL while uv runs leaves ``<venv>`` untouched; leftovers are removed by the next
+run. The one non-atomic step, adopting a plain (pre-stacklock) venv directory, is
+journaled and completed or undone by :func:`recover`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import tomlkit
+
+from stacklock._fs import atomic_write_text
+from stacklock.errors import InstallError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from stacklock.install.plan import InstallPlan, VenvLayout
+    from stacklock.install.runner import Runner
+
+__all__ = [
+    "build_generation",
+    "current_generation",
+    "locked_state",
+    "next_generation",
+    "recover",
+    "rollback",
+    "swap_in",
+]
+
+
+def current_generation(layout: VenvLayout) -> int | None:
+    """The generation ``<venv>`` points at, None for a plain directory or nothing."""
+    venv = layout.venv
+    if not venv.is_symlink():
+        return None
+    target = Path(os.readlink(venv))
+    if target.parent.name == layout.state_dir.name and target.name.isdigit():
+        return int(target.name)
+    return None
+
+
+def _generations(layout: VenvLayout) -> list[int]:
+    if not layout.state_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in layout.state_dir.iterdir() if p.name.isdigit())
+
+
+def _complete(layout: VenvLayout, n: int) -> bool:
+    return (layout.state_dir / f"{n}.ok").is_file()
+
+
+def next_generation(layout: VenvLayout) -> int:
+    return max(_generations(layout), default=0) + 1
+
+
+@contextlib.contextmanager
+def locked_state(layout: VenvLayout) -> Iterator[None]:
+    """One install/rollback per venv at a time, across processes."""
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    with (layout.state_dir / ".lock").open("a+b") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise InstallError(
+                f"{layout.venv}: another stacklock install is running on it",
+                hint="wait for it to finish",
+            ) from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def recover(layout: VenvLayout) -> list[str]:
+    """Finish or undo what an interrupted run left; returns what it did."""
+    done: list[str] = []
+    if layout.journal.is_file():
+        entry = json.loads(layout.journal.read_text("utf-8"))
+        moved = Path(entry["moved_to"])
+        if not os.path.lexists(layout.venv) and moved.is_dir():
+            os.rename(moved, layout.venv)
+            done.append(f"restored {layout.venv} from an interrupted swap")
+        layout.journal.unlink()
+    current = current_generation(layout)
+    for n in _generations(layout):
+        if n != current and not _complete(layout, n):
+            shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+            done.append(f"removed unfinished generation {n}")
+    if layout.state_dir.is_dir():
+        for work in layout.state_dir.glob("work-*"):
+            shutil.rmtree(work, ignore_errors=True)
+    return done
+
+
+def _write_uv_lock(plan: InstallPlan, raw: Mapping[str, Any]) -> None:
+    """The lock uv installs from: a pylock copy whose cached wheels use ``path``.
+
+    Wheels resolve already downloaded into the artifact store are linked under
+    their real filename (uv reads the tags from it) and referenced by ``path``,
+    so uv reads them from disk and still checks every sha256.
+    """
+    data = tomllib.loads(tomlkit.dumps(dict(raw)))  # a deep, plain copy
+    wheel_dir = plan.uv_lock_path.parent / "wheels"
+    wheel_dir.mkdir(parents=True, exist_ok=True)
+    for pkg in data.get("packages", []):
+        for wheel in pkg.get("wheels", []):
+            sha = wheel.get("hashes", {}).get("sha256", "").lower()
+            stored = plan.local_wheels.get(sha)
+            if stored is None:
+                continue
+            name = wheel.get("name") or str(wheel.get("url", "")).rsplit("/", 1)[-1]
+            link = wheel_dir / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(stored)
+            wheel.pop("url", None)
+            wheel["name"] = name
+            wheel["path"] = str(link)
+    atomic_write_text(plan.uv_lock_path, tomlkit.dumps(data))
+
+
+def build_generation(
+    plan: InstallPlan,
+    raw: Mapping[str, Any],
+    *,
+    runner: Runner,
+    logs: dict[str, Path],
+    log_for: Any,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """``uv venv`` + ``uv pip sync`` into the new generation; mark it complete."""
+    _write_uv_lock(plan, raw)
+    for step, argv in zip(("uv-venv", "uv-pip-sync"), plan.commands, strict=True):
+        log = log_for(step)
+        logs[step] = log
+        rc = runner.run(argv, log=log, env=env)
+        if rc != 0:
+            shutil.rmtree(plan.generation_dir, ignore_errors=True)
+            raise InstallError(
+                f"{step} failed with exit code {rc}; {plan.venv} was not changed",
+                hint=f"read the log {log}",
+            )
+    state = plan.generation_dir.parent
+    atomic_write_text(
+        state / f"pylock.generation-{plan.generation}.toml",
+        plan.lock_path.read_text("utf-8"),
+    )
+    atomic_write_text(
+        state / f"{plan.generation}.ok",
+        json.dumps({"lock": str(plan.lock_path)}) + "\n",
+    )
+
+
+def _point(layout: VenvLayout, n: int) -> None:
+    """Atomically make ``<venv>`` a relative symlink to generation ``n``."""
+    tmp = layout.venv.parent / f".{layout.venv.name}.link-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(Path(layout.state_dir.name) / str(n))
+    os.replace(tmp, layout.venv)
+
+
+def swap_in(layout: VenvLayout, n: int) -> int | None:
+    """Make generation ``n`` current; returns the generation it replaced.
+
+    A plain venv directory at ``<venv>`` is adopted as generation ``n - 1``: it is
+    renamed (journaled, so an interrupt is undone by :func:`recover`), and still
+    works through the symlink because its embedded paths go through ``<venv>``.
+    """
+    venv = layout.venv
+    previous = current_generation(layout)
+    if venv.is_symlink() and previous is None:
+        raise InstallError(
+            f"{venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
+        )
+    if os.path.lexists(venv) and not venv.is_symlink():
+        adopted = n - 1
+        dest = layout.generation_dir(adopted)
+        if os.path.lexists(dest):
+            raise InstallError(f"{dest} exists; cannot adopt {venv}")
+        atomic_write_text(layout.journal, json.dumps({"moved_to": str(dest)}) + "\n")
+        os.rename(venv, dest)
+        atomic_write_text(layout.state_dir / f"{adopted}.ok", '{"adopted": true}\n')
+        _point(layout, n)
+        layout.journal.unlink()
+        return adopted
+    _point(layout, n)
+    return previous
+
+
+def rollback(layout: VenvLayout) -> tuple[int, int]:
+    """Point ``<venv>`` back at the newest complete generation before the current."""
+    current = current_generation(layout)
+    if current is None:
+        raise InstallError(
+            f"{layout.venv} is not managed by stacklock install",
+            hint="only an environment stacklock installed can be rolled back",
+        )
+    older = [g for g in _generations(layout) if g < current and _complete(layout, g)]
+    if not older:
+        raise InstallError(
+            f"{layout.venv}: no environment before generation {current} to restore"
+        )
+    _point(layout, older[-1])
+    return current, older[-1]

@@ -1,0 +1,228 @@
+"""What is installed in a venv, written as a PEP 751 lock.
+
+Names and versions come from each ``*.dist-info/METADATA``. Where the wheel is
+known the package gets a real ``wheels`` entry: from ``direct_url.json`` (URL
+installs), or from the lock stacklock installed that generation from (matched by
+name, version and the installed ``WHEEL`` tags). Anything else (pip-installed
+from an index that left no record) keeps name and version, a ``directory`` entry
+pointing at its dist-info, and is listed in ``[tool.stacklock] unknown-origin``;
+such a snapshot diffs fine but cannot be installed as it is. The fingerprint of
+each ``RECORD`` file lets a diff notice files changed in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from email.parser import BytesHeaderParser
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from packaging.tags import parse_tag
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from stacklock import __version__
+from stacklock._fs import atomic_write_text
+from stacklock.errors import CudaError, InstallError
+
+__all__ = [
+    "installed_lock_path",
+    "make_snapshot",
+    "render_snapshot",
+    "site_packages",
+    "write_snapshot",
+]
+
+
+def installed_lock_path(venv: Path) -> Path | None:
+    """The lock a stacklock generation was installed from, when there is one."""
+    real = venv.resolve()
+    if real.parent.name.endswith(".stacklock") and real.name.isdigit():
+        path = real.parent / f"pylock.generation-{real.name}.toml"
+        return path if path.is_file() else None
+    return None
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise InstallError(
+            f"{venv}: no lib/python3*/site-packages, not a virtual environment",
+            hint="pass --venv with the path of a venv",
+        )
+    return found[-1]
+
+
+def _python_version(venv: Path) -> str | None:
+    try:
+        text = (venv / "pyvenv.cfg").read_text("utf-8")
+    except OSError:
+        return None
+    values = {
+        k.strip(): v.strip()
+        for k, _, v in (line.partition("=") for line in text.splitlines())
+    }
+    return values.get("version_info") or values.get("version")
+
+
+def _known_wheels(venv: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    path = installed_lock_path(venv)
+    if path is None:
+        return {}
+    data = tomllib.loads(path.read_text("utf-8"))
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pkg in data.get("packages", []):
+        key = (canonicalize_name(pkg["name"]), str(pkg.get("version")))
+        out[key] = list(pkg.get("wheels", []))
+    return out
+
+
+def _wheel_tags(dist_info: Path) -> frozenset[Any]:
+    try:
+        headers = BytesHeaderParser().parsebytes((dist_info / "WHEEL").read_bytes())
+    except OSError:
+        return frozenset()
+    return frozenset(t for tag in headers.get_all("Tag", []) for t in parse_tag(tag))
+
+
+def _package(
+    dist_info: Path, known: dict[tuple[str, str], list[dict[str, Any]]]
+) -> tuple[dict[str, Any], bool]:
+    """One ``[[packages]]`` entry and whether its origin is known."""
+    meta = BytesHeaderParser().parsebytes((dist_info / "METADATA").read_bytes())
+    name, version = str(meta["Name"]), str(meta["Version"])
+    entry: dict[str, Any] = {"name": name, "version": version}
+    tool: dict[str, Any] = {}
+    record = dist_info / "RECORD"
+    if record.is_file():
+        tool["record-sha256"] = hashlib.sha256(record.read_bytes()).hexdigest()
+    installer = dist_info / "INSTALLER"
+    if installer.is_file():
+        tool["installer"] = installer.read_text("utf-8").strip()
+    origin = True
+    direct = dist_info / "direct_url.json"
+    tags = _wheel_tags(dist_info)
+    wheels = [
+        w
+        for w in known.get((canonicalize_name(name), version), [])
+        if parse_wheel_filename(str(w.get("name") or w["url"].rsplit("/", 1)[-1]))[3]
+        == tags
+    ]
+    if wheels:
+        entry["wheels"] = wheels
+    elif direct.is_file():
+        info = json.loads(direct.read_text("utf-8"))
+        if "vcs_info" in info:
+            vcs = info["vcs_info"]
+            entry["vcs"] = {
+                "type": vcs["vcs"],
+                "url": info["url"],
+                "commit-id": vcs["commit_id"],
+            }
+        elif "dir_info" in info:
+            editable = bool(info["dir_info"].get("editable"))
+            entry["directory"] = {
+                "path": info["url"].removeprefix("file://"),
+                "editable": editable,
+            }
+        else:
+            hashes = info.get("archive_info", {}).get("hashes") or {}
+            legacy = info.get("archive_info", {}).get("hash", "")
+            if not hashes and "=" in legacy:
+                algo, _, value = legacy.partition("=")
+                hashes = {algo: value}
+            entry["archive"] = {"url": info["url"], "hashes": hashes}
+            origin = bool(hashes)
+    else:
+        origin = False
+    if not origin:
+        entry.pop("archive", None)
+        entry["directory"] = {"path": str(dist_info)}
+        tool["origin"] = "unknown"
+    entry["tool"] = {"stacklock": tool}
+    return entry, origin
+
+
+def _toolkit(venv: Path) -> dict[str, str] | None:
+    """The toolkit this venv's activation file names, else $CUDA_HOME, else
+    /usr/local/cuda; its version from version.json."""
+    candidates = []
+    activate = venv / "stacklock-activate.sh"
+    if activate.is_file():
+        for line in activate.read_text("utf-8").splitlines():
+            if line.startswith("export CUDA_HOME="):
+                candidates.append(line.split("=", 1)[1].strip("'\""))
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(os.environ["CUDA_HOME"])
+    candidates.append("/usr/local/cuda")
+    for prefix in candidates:
+        try:
+            data = json.loads((Path(prefix) / "version.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        version = str(data.get("cuda", {}).get("version", ""))
+        if version:
+            return {"version": version, "prefix": str(Path(prefix).resolve())}
+    return None
+
+
+def _driver() -> str | None:
+    try:
+        from stacklock.cuda.driver import read_driver
+    except ImportError:  # pragma: no cover - cuda/ not present
+        return None
+    try:
+        return read_driver().version
+    except CudaError:
+        return None
+
+
+def make_snapshot(venv: Path) -> dict[str, Any]:
+    """The PEP 751 document for ``venv`` (a dict ``packaging.pylock`` accepts)."""
+    site = site_packages(venv)
+    known = _known_wheels(venv)
+    packages = []
+    unknown = []
+    for dist_info in sorted(site.glob("*.dist-info")):
+        if not (dist_info / "METADATA").is_file():
+            continue
+        entry, origin = _package(dist_info, known)
+        packages.append(entry)
+        if not origin:
+            unknown.append(entry["name"])
+    packages.sort(key=lambda p: canonicalize_name(p["name"]))
+    doc: dict[str, Any] = {"lock-version": "1.0", "created-by": "stacklock"}
+    python = _python_version(venv)
+    if python:
+        doc["requires-python"] = f"=={python}"
+    doc["packages"] = packages
+    tool: dict[str, Any] = {
+        "snapshot": True,
+        "venv": str(venv),
+        "stacklock-version": __version__,
+    }
+    toolkit = _toolkit(venv)
+    if toolkit:
+        tool["toolkit"] = toolkit
+    driver = _driver()
+    if driver:
+        tool["driver"] = driver
+    tool["unknown-origin"] = sorted(unknown, key=canonicalize_name)
+    doc["tool"] = {"stacklock": tool}
+    return doc
+
+
+def render_snapshot(doc: dict[str, Any]) -> str:
+    header = (
+        f"# snapshot of {doc['tool']['stacklock']['venv']} by stacklock {__version__}\n"
+        "# regenerate with: stacklock snapshot --venv "
+        f"{doc['tool']['stacklock']['venv']}\n"
+    )
+    return header + tomlkit.dumps(doc)
+
+
+def write_snapshot(venv: Path, path: Path) -> Path:
+    return atomic_write_text(path, render_snapshot(make_snapshot(venv)))
