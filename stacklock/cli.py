@@ -191,6 +191,57 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_install(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stacklock.install import (
+        install_lock,
+        render_install,
+        render_rollback,
+        rollback_install,
+    )
+
+    if args.rollback:
+        back = rollback_install(Path(args.venv))
+        _print_json(back.to_dict()) if args.json else print(render_rollback(back))
+        return 0
+    if args.lock is None:
+        raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
+
+    def progress(done: int, total: int | None) -> None:
+        if not args.json:
+            share = f"{100 * done / total:5.1f}%" if total else ""
+            print(f"\rrunfile {done / 1e6:9.1f} MB {share}", end="", file=sys.stderr)
+
+    result = install_lock(
+        Path(args.lock),
+        venv=Path(args.venv),
+        python=args.python,
+        toolkit_prefix=Path(args.toolkit_prefix) if args.toolkit_prefix else None,
+        no_toolkit=args.no_toolkit,
+        dry_run=args.dry_run,
+        allow_no_gpu=args.allow_no_gpu,
+        link_cuda_at=Path("/usr/local/cuda") if args.link_cuda else None,
+        validate=not args.no_validate,
+        progress=progress,
+    )
+    _print_json(result.to_dict()) if args.json else print(render_install(result))
+    return 0
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from stacklock.snapshot import make_snapshot, render_snapshot, write_snapshot
+
+    venv = Path(args.venv)
+    if args.output:
+        print(write_snapshot(venv, Path(args.output)))
+    else:
+        print(render_snapshot(make_snapshot(venv)), end="")
+    return 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stacklock",
@@ -268,6 +319,27 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="write the refreshed catalog (JSON) to PATH")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_cuda_refresh)
+
+    p = sub.add_parser("install", help="install a lock: wheels (uv) and toolkit")
+    p.add_argument("lock", metavar="LOCK", nargs="?", help="the pylock file")
+    p.add_argument("--venv", default=".venv", help="the venv path (a symlink)")
+    p.add_argument("--python", help="interpreter to build the venv from")
+    p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
+    p.add_argument("--no-toolkit", action="store_true", help="wheels only")
+    p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--rollback", action="store_true", help="restore the previous venv")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="install without a driver (e.g. to build an image)")
+    p.add_argument("--link-cuda", action="store_true",
+                   help="also point /usr/local/cuda at the new toolkit")
+    p.add_argument("--no-validate", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_install)
+
+    p = sub.add_parser("snapshot", help="a PEP 751 lock of what a venv holds")
+    p.add_argument("--venv", default=".venv")
+    p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
+    p.set_defaults(func=_cmd_snapshot)
 
     return parser
 
