@@ -44,6 +44,7 @@ __all__ = [
     "DriverReport",
     "NvccVersion",
     "Runner",
+    "ToolkitVersion",
     "check_driver",
     "check_toolkit_driver",
     "load_lock_cuda",
@@ -93,13 +94,29 @@ def parse_nvidia_smi(text: str) -> tuple[str, str]:
     return parse_driver_version(m.group(1), where="nvidia-smi"), m.group(2)
 
 
-def parse_nvidia_smi_csv(text: str) -> str:
-    """The driver from ``nvidia-smi --query-gpu=driver_version --format=csv,noheader``
-    (one line per GPU; every GPU of a host runs the same driver)."""
-    values = {ln.strip() for ln in text.splitlines() if ln.strip()}
+def parse_nvidia_smi_csv(text: str, *, fields: Sequence[str] = ("driver_version",)
+                         ) -> str:
+    """The driver from ``nvidia-smi --query-gpu=<fields> --format=csv[,noheader]``:
+    one line per GPU (a host runs one driver on all of them). With a header line
+    (``--format=csv``) the header names the columns, else ``fields`` does."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    columns = [f.strip() for f in fields]
+    if lines and "driver_version" in [c.strip() for c in lines[0].split(",")]:
+        columns = [c.strip() for c in lines[0].split(",")]
+        lines = lines[1:]
+    if "driver_version" not in columns:
+        raise CudaError("nvidia-smi --query-gpu: driver_version was not queried")
+    at = columns.index("driver_version")
+    values = set()
+    for line in lines:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(columns):
+            raise CudaError(f"nvidia-smi --query-gpu: {line.strip()!r} does not have "
+                            f"the {len(columns)} columns {', '.join(columns)}")
+        values.add(cells[at])
     if len(values) != 1:
-        raise CudaError(f"nvidia-smi --query-gpu=driver_version: expected one driver "
-                        f"version, got {sorted(values)!r}")
+        raise CudaError(f"nvidia-smi --query-gpu: expected one driver version, got "
+                        f"{sorted(values)!r}")
     return parse_driver_version(values.pop(), where="nvidia-smi --query-gpu")
 
 
@@ -121,21 +138,45 @@ def parse_nvcc_version(text: str) -> NvccVersion:
     return NvccVersion(release=m.group(1), version=m.group(2))
 
 
-def parse_version_json(content: bytes | str) -> dict[str, str]:
-    """``<toolkit>/version.json`` -> component name -> version; ``"cuda"`` is the
-    toolkit release (``{"cuda": {"name": "CUDA SDK", "version": "13.0.1"}, ...}``)."""
+@dataclass(frozen=True, kw_only=True)
+class ToolkitVersion:
+    """A toolkit on disk, from its ``version.json``."""
+
+    release: str                 # "13.0.1"; "12.6" when the file carries a date stamp
+    raw: str                     # as written: "13.0.1", "12.6.20241114"
+    components: dict[str, str]   # cuda_nvcc -> 13.0.88, ...
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"release": self.release, "raw": self.raw,
+                "components": dict(self.components)}
+
+
+def parse_version_json(content: bytes | str) -> ToolkitVersion:
+    """``<toolkit>/version.json``: ``{"cuda": {"name": "CUDA SDK", "version": ...},
+    "cuda_nvcc": {...}, ...}``. Some releases write a build date as the third field
+    of the ``cuda`` version (``12.6.20241114``); then only X.Y is the release."""
     try:
         data = json.loads(content)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CudaError(f"version.json is not JSON: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cuda"), dict):
-        raise CudaError("version.json has no 'cuda' entry",
+    cuda = data.get("cuda") if isinstance(data, dict) else None
+    if not isinstance(cuda, dict) or "version" not in cuda:
+        raise CudaError("version.json has no 'cuda' version",
                         hint="expected the version.json of a CUDA toolkit")
-    return {
+    raw = str(cuda["version"])
+    try:
+        parsed = Version(raw)
+    except InvalidVersion:
+        raise CudaError(f"version.json: cuda {raw!r} is not a version") from None
+    release = raw
+    if len(parsed.release) >= 3 and parsed.release[2] >= 10_000_000:
+        release = f"{parsed.major}.{parsed.minor}"
+    components = {
         name: str(entry["version"])
         for name, entry in sorted(data.items())
-        if isinstance(entry, dict) and "version" in entry
+        if name != "cuda" and isinstance(entry, dict) and "version" in entry
     }
+    return ToolkitVersion(release=release, raw=raw, components=components)
 
 
 def run_command(argv: Sequence[str]) -> str:
