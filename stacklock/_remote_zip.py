@@ -73,7 +73,14 @@ class RangeReader:
 
     def open_tail(self, length: int, *, size_hint: int | None = None) -> bool:
         """Read the last ``length`` bytes; False when the server ignores ``Range``."""
-        result = self._request(f"bytes=-{length}")
+        try:
+            result = self._request(f"bytes=-{length}")
+        except ZipReadError:
+            if size_hint is None or size_hint <= 0:
+                raise
+            # Some servers refuse suffix ranges; ask for the same bytes explicitly.
+            first = max(size_hint - length, 0)
+            result = self._request(f"bytes={first}-{size_hint - 1}")
         if result is None:
             return False
         start, body, total = result

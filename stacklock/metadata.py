@@ -180,8 +180,9 @@ class MetadataFetcher:
             self.bytes_read += n
 
     def _fetch(self, link: Link) -> bytes:
-        local = self._store.path_for(link.sha256) if link.sha256 else None
-        if local is None:
+        if link.sha256:
+            local = self._store.path_for(link.sha256)
+        else:  # no hash from the index: what this URL gave last time
             found = self._store.sha256_for_url(link.url)
             local = self._store.path_for(found) if found else None
         if local is not None:

@@ -33,7 +33,7 @@ from stacklock.index.pages import redact_url, strip_credentials
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["ArtifactStore", "DownloadError"]
+__all__ = ["ArtifactStore", "DownloadError", "redact_url"]  # re-exported for install
 
 _CHUNK = 1 << 20
 _ATTEMPTS = 4

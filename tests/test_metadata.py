@@ -231,6 +231,39 @@ def test_server_ignoring_range_falls_back_to_one_download(tmp_path: Path) -> Non
     assert again.bytes_read == 0 and len(server.requests) == before
 
 
+def test_server_refusing_suffix_ranges_gets_an_explicit_one(tmp_path: Path) -> None:
+    filename, data = make_wheel(members=300)
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["range"])
+        if request.headers["range"].startswith("bytes=-"):
+            return httpx.Response(416)
+        return range_response(request, data)
+
+    link = link_for(filename, data, size=len(data))
+    assert fetcher_for(handler, tmp_path).get(link).name == "demo"
+    assert seen[:2] == ["bytes=-65536", f"bytes={len(data) - 65536}-{len(data) - 1}"]
+
+
+def test_flaky_server_is_retried(tmp_path: Path) -> None:
+    filename, data = make_wheel(members=300)
+    calls = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return httpx.Response(503)
+        if calls == 2:
+            raise httpx.ReadTimeout("timed out", request=request)
+        return range_response(request, data)
+
+    fetcher = fetcher_for(handler, tmp_path)
+    assert fetcher.get(link_for(filename, data)).name == "demo"
+    assert calls == 3  # the 503 and the timeout were each retried
+
+
 def test_pep658_file_good_and_bad_hash(tmp_path: Path) -> None:
     filename, data = make_wheel()
     raw = zipfile.ZipFile(io.BytesIO(data)).read("demo-1.0.dist-info/METADATA")
