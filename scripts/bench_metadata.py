@@ -33,8 +33,8 @@ JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 
 # (project, filename pattern): the newest final release whose wheel matches.
 WHEELS = [
-    ("torch", r"-cp312-cp312-manylinux_2_28_x86_64\.whl$"),
-    ("numpy", r"-cp312-cp312-manylinux_2_27_x86_64\.manylinux_2_28_x86_64\.whl$"),
+    ("torch", r"-cp312-cp312-manylinux_[0-9_]+_x86_64\.whl$"),
+    ("numpy", r"-cp312-cp312-manylinux_[0-9a-z_.]*x86_64\.whl$"),
     ("sglang", r"-py3-none-any\.whl$"),
     ("flashinfer-python", r"-py3-none-any\.whl$"),
     ("six", r"-py2\.py3-none-any\.whl$"),
