@@ -133,6 +133,8 @@ class RangeReader:
                         return None  # closed unread: the caller downloads it whole
                     if response.status_code >= 500 and attempt < _ATTEMPTS - 1:
                         continue
+                    if response.status_code != 416:
+                        response.raise_for_status()  # 4xx/5xx: an HTTP error
                     if response.status_code != 206:
                         raise ZipReadError(
                             f"range read {spec} got HTTP {response.status_code}"

@@ -41,7 +41,7 @@ from stacklock import _remote_zip
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError
 from stacklock.index.pages import redact_url, strip_credentials
-from stacklock.store import ArtifactStore
+from stacklock.store import ArtifactStore, describe_http_error
 
 if TYPE_CHECKING:
     from stacklock.index.pages import Link
@@ -209,14 +209,15 @@ class MetadataFetcher:
             )
         except httpx.HTTPError as exc:
             raise MetadataError(
-                f"{link.redacted_url}: cannot read METADATA: {type(exc).__name__}: "
-                f"{redact_url(str(exc))}",
-                hint="check the network or the index, or use --offline",
+                f"{link.redacted_url}: cannot read METADATA "
+                f"({describe_http_error(exc)})",
+                hint=_hint_for(exc),
             ) from exc
         except _remote_zip.ZipReadError as exc:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read METADATA: {exc}",
-                hint="the wheel is not a valid zip; exclude this version",
+                hint="the wheel or the server's range answers are broken; "
+                "exclude this version or use another index",
             ) from exc
         except StacklockError:
             raise
@@ -262,6 +263,15 @@ class MetadataFetcher:
             if response.status_code < 500 or attempt == _ATTEMPTS - 1:
                 return response
         raise AssertionError("unreachable")
+
+
+def _hint_for(exc: httpx.HTTPError) -> str:
+    status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else 0
+    if status in (401, 403):
+        return "check the index credentials (in the URL or ~/.netrc)"
+    if status in (404, 410):
+        return "the file is gone from the index; re-resolve with --refresh"
+    return "check the network or the index, or use --offline with a filled cache"
 
 
 def _read_local(path: Path, link: Link) -> bytes:

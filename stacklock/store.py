@@ -33,11 +33,12 @@ from stacklock.index.pages import redact_url, strip_credentials
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["ArtifactStore", "DownloadError", "redact_url"]  # re-exported for install
+__all__ = ["ArtifactStore", "DownloadError", "describe_http_error", "redact_url"]
 
 _CHUNK = 1 << 20
 _ATTEMPTS = 4
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_USERINFO = re.compile(r"//[^/@\s]+@")
 
 
 class DownloadError(StacklockError):
@@ -46,6 +47,14 @@ class DownloadError(StacklockError):
     def __init__(self, message: str, *, url: str, hint: str | None = None) -> None:
         super().__init__(f"{url}: {message}", hint=hint)
         self.url = url
+
+
+def describe_http_error(exc: httpx.HTTPError) -> str:
+    """A one-line cause for an error message, with no credentials in it."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return _USERINFO.sub("//***@", text)
 
 
 def _url_key(url: str) -> str:
@@ -180,7 +189,7 @@ class ArtifactStore:
                 last_error = f"HTTP {status}"
                 continue
             except httpx.HTTPError as exc:
-                last_error = f"{type(exc).__name__}: {exc}"
+                last_error = describe_http_error(exc)
                 continue
             if finished is not None:
                 return finished

@@ -317,6 +317,21 @@ def test_truncated_response_caches_nothing(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.metadata"))
 
 
+@pytest.mark.parametrize(("status", "hint"), [(404, "--refresh"), (403, "netrc")])
+def test_http_errors_name_the_redacted_url(
+    tmp_path: Path, status: int, hint: str
+) -> None:
+    filename, data = make_wheel()
+    with pytest.raises(MetadataError) as caught:
+        fetcher_for(lambda request: httpx.Response(status), tmp_path).get(
+            link_for(filename, data)
+        )
+    message = str(caught.value)
+    assert f"HTTP {status}" in message and hint in message
+    assert "user:***@files.example.org/w/demo-1.0" in message
+    assert "s3cret" not in message
+
+
 def test_cache_second_get_reads_no_network(tmp_path: Path) -> None:
     filename, data = make_wheel(members=100)
     fetcher_for(WheelServer(data), tmp_path).get(link_for(filename, data))
