@@ -1,0 +1,75 @@
+"""``stacklock links`` end to end: a folder, a file:// URL, a loopback https-like
+index, and an unreachable index."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from stacklock.cli import main
+from tests.conftest import SGL_PAGES
+
+SGL_CU130 = SGL_PAGES / "cu130"
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _json_links(capsys, *argv):
+    assert main(["links", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("index", [str(SGL_CU130), SGL_CU130.as_uri()])
+def test_json_lists_every_link_with_a_verdict(capsys, index):
+    rows = _json_links(capsys, "sgl-kernel", "--index", index)
+    raw = (SGL_CU130 / "sgl-kernel/index.html").read_bytes()
+    expected = re.findall(rb'#sha256=([0-9a-f]{64})"', raw)
+    assert len(rows) == len(expected) == 50
+    assert sorted(r["sha256"] for r in rows) == sorted(h.decode() for h in expected)
+    for row in rows:
+        assert {"filename", "version", "url", "sha256", "compatible",
+                "reason"} <= set(row)
+        assert isinstance(row["compatible"], bool)
+        assert (row["reason"] is None) == row["compatible"]
+        assert row["url"].startswith("https://github.com/sgl-project/whl/")
+    assert sum(r["filename"] == "sgl_kernel-0.3.21+cu130-cp310-abi3-"
+               "manylinux2014_x86_64.whl" for r in rows) == 5
+
+
+def test_target_options_change_the_verdict(capsys):
+    arm = _json_links(capsys, "sgl-kernel", "--index", str(SGL_CU130),
+                      "--platform", "linux_aarch64", "--python", "3.12")
+    assert {r["compatible"] for r in arm if "aarch64" in r["filename"]} == {True}
+    assert {r["compatible"] for r in arm if "x86_64" in r["filename"]} == {False}
+
+
+def test_text_table_over_http(capsys, local_index):
+    url = f"{local_index}/real/sgl-project-whl-gh-pages/cu130"
+    assert main(["links", "sgl-kernel", "--index", f"sgl={url}"]) == 0
+    out = capsys.readouterr().out
+    assert "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl" in out
+    assert "no tag fits cp312/manylinux_2_28_x86_64" in out
+    assert out.splitlines()[0].startswith(f"sgl-kernel on sgl ({url})")
+    assert re.search(r"50 link\(s\), (\d+) fit", out).group(1) == str(
+        out.count("│ yes  │"))
+
+
+def test_unreachable_index_is_one_line_with_redacted_url(capsys):
+    code = main(["links", "torch", "--index",
+                 "mirror=http://bob:pa55@127.0.0.1:9/simple"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "pa55" not in err
+    assert "index 'mirror' (http://bob:***@127.0.0.1:9/simple/torch/)" in err
+    assert "--index NAME=URL" in err
+
+
+def test_bad_target_is_a_user_error(capsys):
+    assert main(["links", "torch", "--index", str(SGL_CU130),
+                 "--python", "2.7"]) == 2
+    assert "python '2.7'" in capsys.readouterr().err
