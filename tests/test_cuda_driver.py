@@ -179,17 +179,15 @@ def test_driver_below_the_floor_is_too_old():
 
 
 def test_check_driver_against_wheels_uses_the_ga_release():
-    report = check_driver(load_catalog(), DriverInfo(version="580.159.04",
-                                                     source="test"),
-                          toolkit="13.0.1", wheels={"torch": "13.0", "sgl-kernel": "13"})
+    h200 = DriverInfo(version="580.159.04", source="test")
+    report = check_driver(load_catalog(), h200, toolkit="13.0.1",
+                          wheels={"torch": "13.0", "sgl-kernel": "13"})
     assert report.ok
     assert [c.cuda for c in report.checks] == ["13.0.1", "13.0.0", "13.0.0"]
-    report = check_driver(load_catalog(), DriverInfo(version="580.159.04",
-                                                     source="test"),
-                          wheels={"torch": "13.1"})
+    report = check_driver(load_catalog(), h200, wheels={"torch": "13.1"})
     assert not report.ok and report.checks[0].cuda == "13.1.0"
     with pytest.raises(CudaError, match="nothing to check"):
-        check_driver(load_catalog(), DriverInfo(version="580.159.04", source="t"))
+        check_driver(load_catalog(), h200)
 
 
 LOCK = """\

@@ -1,0 +1,175 @@
+"""Stack coherence on real wheels: filenames from the recorded sgl-kernel and PyTorch
+pages, Requires-Dist from real PyPI METADATA and the H200 probe."""
+
+from __future__ import annotations
+
+import ast
+from email.parser import BytesParser
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+
+from stacklock.cuda.coherence import (
+    CudaMixError,
+    PackageInfo,
+    check_coherence,
+    render_coherence,
+    wheel_cuda,
+)
+from stacklock.index.pages import Link, parse_html_page
+
+DATA = Path(__file__).resolve().parent / "data"
+REAL = DATA / "real"
+SGL = REAL / "sgl-project-whl-gh-pages"
+SGL_CU130 = "https://docs.sglang.io/whl/cu130"
+SGL_CU128 = "https://docs.sglang.io/whl/cu128"
+TORCH_CU128_PAGE = (REAL / "pytorch-index-anchor-excerpts"
+                    / "cu128-torch-2.11.0_pytorch-issue-181056.html")
+
+
+def _links(path: Path, base: str) -> dict[str, Link]:
+    return {link.filename: link
+            for link in parse_html_page(path.read_bytes(), base).links}
+
+
+def _package(link: Link, index_url: str, requires: tuple[str, ...] = ()
+             ) -> PackageInfo:
+    name, version, _build, _tags = parse_wheel_filename(link.filename)
+    return PackageInfo(name=str(name), version=str(version), filename=link.filename,
+                       index_url=index_url, requires_dist=requires)
+
+
+def _requires(metadata: Path) -> tuple[str, ...]:
+    msg = BytesParser().parsebytes(metadata.read_bytes())
+    return tuple(msg.get_all("Requires-Dist") or ())
+
+
+@pytest.fixture(scope="module")
+def sgl_cu130() -> PackageInfo:
+    links = _links(SGL / "cu130" / "sgl-kernel" / "index.html",
+                   f"{SGL_CU130}/sgl-kernel/")
+    name = "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl"
+    return _package(links[name], SGL_CU130)
+
+
+@pytest.fixture(scope="module")
+def torch_cu128() -> PackageInfo:
+    links = _links(TORCH_CU128_PAGE, "https://download.pytorch.org/whl/cu128/torch/")
+    name = "torch-2.11.0+cu128-cp310-cp310-manylinux_2_28_x86_64.whl"
+    return _package(links[name], "https://download.pytorch.org/whl/cu128")
+
+
+@pytest.fixture(scope="module")
+def torch_pypi_cu128() -> PackageInfo:
+    meta = DATA / "cuda" / "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl.METADATA"
+    return PackageInfo(name="torch", version="2.9.1",
+                       filename="torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl",
+                       index_url="https://pypi.org/simple",
+                       requires_dist=_requires(meta))
+
+
+def test_cu128_torch_with_cu130_sgl_kernel_is_rejected_naming_both(
+        torch_cu128: PackageInfo, sgl_cu130: PackageInfo):
+    with pytest.raises(CudaMixError) as info:
+        check_coherence([torch_cu128, sgl_cu130], "13.0.1")
+    message = info.value.message
+    assert "torch-2.11.0+cu128-cp310-cp310-manylinux_2_28_x86_64.whl" in message
+    assert "sgl_kernel-0.3.21+cu130-cp310-abi3-manylinux2014_x86_64.whl" in message
+    assert set(info.value.wheels) == {12, 13}
+    assert info.value.hint is not None and "one CUDA major" in info.value.hint
+
+
+def test_pypi_torch_known_by_requires_dist_is_cuda_12_8(
+        torch_pypi_cu128: PackageInfo, sgl_cu130: PackageInfo):
+    target = wheel_cuda(torch_pypi_cu128)
+    assert target is not None and target.cuda == "12.8"
+    assert "nvidia-cuda" in target.evidence
+    with pytest.raises(CudaMixError) as info:
+        check_coherence([torch_pypi_cu128, sgl_cu130], None)
+    assert "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl" in info.value.message
+    assert "sgl_kernel-0.3.21+cu130" in info.value.message
+
+
+def test_torch_of_the_h200_targets_13_0_by_its_cuda_toolkit_requirement():
+    line = next(ln for ln in (REAL / "device" / "h200-environment-probe.txt")
+                .read_text().splitlines() if ln.startswith("['filelock'"))
+    requires = tuple(ast.literal_eval(line))
+    pkg = PackageInfo(name="torch", version="2.11.0", requires_dist=requires)
+    target = wheel_cuda(pkg)
+    assert target is not None and target.cuda == "13.0"
+    assert target.evidence.startswith("Requires-Dist cuda-toolkit[")
+
+
+def test_coherent_cu130_stack_gives_one_finding_per_gpu_wheel(sgl_cu130: PackageInfo):
+    torch = PackageInfo(name="torch", version="2.11.0+cu130",
+                        filename="torch-2.11.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl",
+                        index_url="https://download.pytorch.org/whl/cu130")
+    filelock = PackageInfo(name="filelock", version="3.20.0",
+                           filename="filelock-3.20.0-py3-none-any.whl",
+                           index_url="https://download.pytorch.org/whl/cu130")
+    findings = check_coherence([torch, sgl_cu130, filelock], "13.0.1")
+    assert [(f.package, f.cuda, f.level) for f in findings] == [
+        ("torch", "13.0", "ok"), ("sgl-kernel", "13.0", "ok")]
+    assert "+cu130 label" in render_coherence(findings)
+
+
+def test_toolkit_of_another_major_names_the_wheel_and_the_toolkit(
+        sgl_cu130: PackageInfo):
+    with pytest.raises(CudaMixError) as info:
+        check_coherence([sgl_cu130], "12.8.1")
+    assert "toolkit 12.8.1" in info.value.message
+    assert sgl_cu130.filename is not None
+    assert sgl_cu130.filename in info.value.message
+
+
+def test_wheel_newer_minor_than_toolkit_is_a_warning():
+    meta = DATA / "metadata" / "torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    torch = PackageInfo(name="torch", version="2.15.0",
+                        filename="torch-2.15.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+                        requires_dist=_requires(meta / "METADATA"))
+    (finding,) = check_coherence([torch], "13.0.1")
+    assert (finding.cuda, finding.level) == ("13.2", "warning")
+    assert "newer than toolkit 13.0.1" in finding.message
+
+
+def test_label_beats_the_index_it_came_from():
+    # the real cu128 sgl page also serves +cu124 and +cu129 wheels
+    links = _links(SGL / "cu128" / "sgl-kernel" / "index.html",
+                   f"{SGL_CU128}/sgl-kernel/")
+    cu124 = links["sgl_kernel-0.3.9.post1+cu124-cp310-abi3-manylinux2014_x86_64.whl"]
+    target = wheel_cuda(_package(cu124, SGL_CU128))
+    assert target is not None and target.cuda == "12.4"
+
+
+def test_index_is_evidence_only_for_platform_wheels():
+    unlabelled = PackageInfo(
+        name="sgl-kernel", version="0.3.21",
+        filename="sgl_kernel-0.3.21-cp310-abi3-manylinux2014_x86_64.whl",
+        index_url=SGL_CU130)
+    target = wheel_cuda(unlabelled)
+    assert target is not None and (target.cuda, target.evidence) == (
+        "13.0", "index .../cu130")
+    pure = PackageInfo(name="filelock", version="3.20.0",
+                       filename="filelock-3.20.0-py3-none-any.whl",
+                       index_url="https://download.pytorch.org/whl/cu130")
+    assert wheel_cuda(pure) is None
+    cpu = PackageInfo(name="torch", version="2.11.0+cpu",
+                      filename="torch-2.11.0+cpu-cp312-cp312-manylinux_2_28_x86_64.whl")
+    assert wheel_cuda(cpu) is None
+
+
+def test_optional_dependencies_do_not_count():
+    pkg = PackageInfo(name="x", version="1.0",
+                      requires_dist=('nvidia-nccl-cu12; extra == "gpu"',
+                                     "nvidia-nccl-cu13==2.28.9"))
+    target = wheel_cuda(pkg)
+    assert target is not None and target.cuda == "13"
+
+
+def test_wheel_requiring_two_majors_is_an_error():
+    pkg = PackageInfo(name="x", version="1.0",
+                      requires_dist=("nvidia-cuda-runtime-cu12==12.8.90",
+                                     "nvidia-nccl-cu13==2.28.9"))
+    with pytest.raises(CudaMixError, match="two majors"):
+        wheel_cuda(pkg)
