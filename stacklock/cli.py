@@ -242,6 +242,16 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from stacklock.diff import diff_lock_files
+    from stacklock.diff_render import render_diff
+
+    result = diff_lock_files(args.old, args.new)
+    color = args.format == "text" and sys.stdout.isatty()
+    print(render_diff(result, args.format, color=color), end="")
+    return 1 if args.exit_code and result.differs else 0
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stacklock",
@@ -340,6 +350,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--venv", default=".venv")
     p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
     p.set_defaults(func=_cmd_snapshot)
+
+    p = sub.add_parser("diff", help="what changed between two PEP 751 locks")
+    p.add_argument("old", metavar="OLD", help="a lock, a uv pylock.toml or a snapshot")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when the locks differ"
+    )
+    p.set_defaults(func=_cmd_diff)
 
     return parser
 

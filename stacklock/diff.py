@@ -1,0 +1,387 @@
+"""Diff two PEP 751 locks: what moved, not which lines changed.
+
+Reviewers of a new GPU stack ask "torch 2.9.1+cu128 became 2.11.0+cu130, CUDA 12.8.1
+became 13.0.1, the minimum driver rose, three packages now come from another index,
+one wheel changed its hash under the same name". This module answers exactly that for
+any PEP 751 lock: stacklock's own, uv's ``pylock.toml`` or a ``stacklock snapshot`` of
+an installed environment. :mod:`stacklock.diff_read` reads and validates the files
+(``tomllib`` + ``packaging.pylock``); :mod:`stacklock.diff_render` renders the result.
+
+Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice)
+the change is one of, by precedence:
+
+``added`` / ``removed``
+``upgraded`` / ``downgraded``  the version differs beyond its local label
+``rebuilt``      same public version, another local label (``cu128`` -> ``cu130``),
+                 or, at the very same version, a wheel for the same tags with another
+                 build tag
+``replaced``     a package without a version (vcs, directory, archive) points elsewhere
+``moved-index``  only the index changed (``index-name``, else the package ``index`` URL,
+                 else the domain its files are served from)
+``hash-changed`` the same filename has another hash: a red flag, also in ``warnings``
+
+A package of another kind can also have moved index or changed hash; both are shown on
+its entry. Files found on one side only (an sdist uv records, another platform's wheel)
+are not a change. Unchanged packages are only counted.
+
+The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
+``cuda`` table goes to ``toolkit``, everything else to ``stack``) plus the lock's
+``requires-python`` and ``environments``. Bookkeeping keys (``lock-version``,
+``stacklock-version``, ``snapshot``, ``validate``) are ignored. When a side has no
+``[tool.stacklock]`` (a uv lock) the stack is not compared and a note says so; when a
+side is a snapshot, keys found on one side only are skipped (a snapshot records what
+it found, not the profile).
+
+``LockDiff.to_dict()`` is stable and sorted, for scripts::
+
+    {"old": "path", "new": "path",
+     "packages": [                                  # sorted by name
+        {"name": "torch", "change": "upgraded",
+         "old": "2.9.1", "new": "2.11.0",           # versions; null when absent
+         "index": {"old": "pypi", "new": "pytorch-cu130"} | null,
+         "cuda": {"old": "12.8", "new": "13.0"} | null,
+         "hash": {"file": "x.whl", "old": "sha256:..", "new": "sha256:.."} | null,
+         "detail": "local cu128 -> cu130" | null}],
+     "toolkit": {"version": {"old": "12.8.1", "new": "13.0.1"}, ...},  # changed only
+     "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
+     "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
+                 "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
+                 "unchanged": 0, "index-moves": 0, "hash-changes": 0,
+                 "toolkit-changes": 0, "stack-changes": 0,
+                 "old-packages": 0, "new-packages": 0, "differs": false},
+     "notes": ["..."], "warnings": ["..."]}
+
+``summary`` counts each package once under its ``change``; ``index-moves`` and
+``hash-changes`` count every package with that aspect, whatever its kind.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from stacklock.diff_read import LockView, PackageView, load_lock_view, parse_lock_view
+from stacklock.errors import LockError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = [
+    "CHANGE_KINDS",
+    "FieldChange",
+    "LockDiff",
+    "LockView",
+    "PackageChange",
+    "PackageView",
+    "diff_lock_files",
+    "diff_locks",
+    "load_lock_view",
+    "parse_lock_view",
+]
+
+CHANGE_KINDS = (
+    "added",
+    "removed",
+    "upgraded",
+    "downgraded",
+    "rebuilt",
+    "replaced",
+    "moved-index",
+    "hash-changed",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FieldChange:
+    key: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageChange:
+    name: str
+    change: str
+    old: str | None
+    new: str | None
+    index: tuple[str | None, str | None] | None = None
+    cuda: tuple[str | None, str | None] | None = None
+    hash: tuple[str, str, str] | None = None  # filename, old, new ("algo:digest")
+    detail: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "change": self.change,
+            "old": self.old,
+            "new": self.new,
+            "index": _pair(self.index),
+            "cuda": _pair(self.cuda),
+            "hash": None
+            if self.hash is None
+            else {"file": self.hash[0], "old": self.hash[1], "new": self.hash[2]},
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockDiff:
+    old_path: str
+    new_path: str
+    packages: tuple[PackageChange, ...]
+    toolkit: tuple[FieldChange, ...]
+    stack: tuple[FieldChange, ...]
+    unchanged: int
+    old_count: int
+    new_count: int
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.packages or self.toolkit or self.stack)
+
+    def summary(self) -> dict[str, Any]:
+        kinds = Counter(p.change for p in self.packages)
+        out: dict[str, Any] = {kind: kinds.get(kind, 0) for kind in CHANGE_KINDS}
+        out.update(
+            {
+                "unchanged": self.unchanged,
+                "index-moves": sum(p.index is not None for p in self.packages),
+                "hash-changes": sum(p.hash is not None for p in self.packages),
+                "toolkit-changes": len(self.toolkit),
+                "stack-changes": len(self.stack),
+                "old-packages": self.old_count,
+                "new-packages": self.new_count,
+                "differs": self.differs,
+            }
+        )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old_path,
+            "new": self.new_path,
+            "packages": [p.to_dict() for p in self.packages],
+            "toolkit": {f.key: {"old": f.old, "new": f.new} for f in self.toolkit},
+            "stack": {f.key: {"old": f.old, "new": f.new} for f in self.stack},
+            "summary": self.summary(),
+            "notes": list(self.notes),
+            "warnings": list(self.warnings),
+        }
+
+
+def _pair(value: tuple[Any, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else {"old": value[0], "new": value[1]}
+
+
+# -- comparing -------------------------------------------------------------------
+
+
+def diff_lock_files(old: str | Path, new: str | Path) -> LockDiff:
+    """Load both locks (strictly) and diff them; the CLI's single call."""
+    return diff_locks(load_lock_view(old), load_lock_view(new))
+
+
+def diff_locks(old: LockView, new: LockView) -> LockDiff:
+    """Pure: compare two lock views package by package, then their stack tables."""
+    changes: list[PackageChange] = []
+    unchanged = 0
+    warnings: list[str] = [*old.warnings, *new.warnings]
+    for key in sorted(old.packages.keys() | new.packages.keys()):
+        before, after = old.packages.get(key), new.packages.get(key)
+        change = _diff_package(key, before, after)
+        if change is None:
+            unchanged += 1
+            continue
+        changes.append(change)
+        if change.hash is not None:
+            filename, was, now = change.hash
+            warnings.append(
+                f"{key} {change.new}: {filename} changed its hash at the same version "
+                f"and filename ({_short(was)} -> {_short(now)}); the file was replaced "
+                "upstream or tampered with: verify it before installing"
+            )
+    toolkit, stack, notes = _diff_stack(old, new)
+    return LockDiff(
+        old_path=old.path,
+        new_path=new.path,
+        packages=tuple(changes),
+        toolkit=toolkit,
+        stack=stack,
+        unchanged=unchanged,
+        old_count=len(old.packages),
+        new_count=len(new.packages),
+        notes=notes,
+        warnings=tuple(warnings),
+    )
+
+
+def _short(hash_text: str) -> str:
+    algo, _, digest = hash_text.partition(":")
+    return f"{algo}:{digest[:12]}"
+
+
+def _show_version(view: PackageView) -> str | None:
+    return str(view.version) if view.version is not None else view.source
+
+
+def _diff_package(
+    key: str, old: PackageView | None, new: PackageView | None
+) -> PackageChange | None:
+    if old is None or new is None:
+        only = new if old is None else old
+        assert only is not None
+        version = _show_version(only)
+        return PackageChange(
+            name=key,
+            change="added" if old is None else "removed",
+            old=None if old is None else version,
+            new=version if old is None else None,
+            cuda=None if only.cuda is None else _side_pair(old, new, only.cuda),
+        )
+    kind, detail = _version_change(old, new)
+    index = None
+    if old.index != new.index and _index_moved(old, new):
+        index = (old.index, new.index)
+        kind = kind or "moved-index"
+    hash_change = _hash_change(old, new)
+    if hash_change is not None:
+        kind = kind or "hash-changed"
+    if kind is None:
+        return None
+    return PackageChange(
+        name=key,
+        change=kind,
+        old=_show_version(old),
+        new=_show_version(new),
+        index=index,
+        cuda=(old.cuda, new.cuda) if old.cuda != new.cuda else None,
+        hash=hash_change,
+        detail=detail,
+    )
+
+
+def _side_pair(
+    old: PackageView | None, new: PackageView | None, value: str
+) -> tuple[str | None, str | None]:
+    return (None, value) if old is None else (value, None)
+
+
+def _version_change(
+    old: PackageView, new: PackageView
+) -> tuple[str | None, str | None]:
+    a, b = old.version, new.version
+    if a is None or b is None:
+        if a is None and b is None and old.source == new.source:
+            return None, None
+        return "replaced", None
+    if a.public != b.public:
+        return ("upgraded" if b > a else "downgraded"), None
+    if a.local != b.local:
+        return "rebuilt", f"local {a.local or '(none)'} -> {b.local or '(none)'}"
+    return _build_change(old, new)
+
+
+def _build_change(old: PackageView, new: PackageView) -> tuple[str | None, str | None]:
+    """Same version: a wheel for the same tags under another build tag is a rebuild."""
+    if old.files.keys() == new.files.keys():
+        return None, None
+    before = _builds_by_tags(old)
+    after = _builds_by_tags(new)
+    for tags in sorted(before.keys() & after.keys(), key=sorted):
+        if before[tags] != after[tags]:
+            return "rebuilt", (
+                f"build tag {_build_text(before[tags])} -> {_build_text(after[tags])}"
+            )
+    return None, None
+
+
+def _builds_by_tags(view: PackageView) -> dict[frozenset[Any], tuple[Any, ...]]:
+    out: dict[frozenset[Any], tuple[Any, ...]] = {}
+    for filename in view.files:
+        if not filename.endswith(".whl"):
+            continue
+        try:
+            _, _, build, tags = parse_wheel_filename(filename)
+        except InvalidWheelFilename as exc:
+            raise LockError(f"{view.key_path}: {filename!r}: {exc}") from exc
+        out[tags] = build
+    return out
+
+
+def _build_text(build: tuple[Any, ...]) -> str:
+    return "".join(str(part) for part in build) or "(none)"
+
+
+def _index_moved(old: PackageView, new: PackageView) -> bool:
+    """Compare the most precise origin both sides record."""
+    for attr in ("index_name", "index_url", "domain"):
+        a, b = getattr(old, attr), getattr(new, attr)
+        if a and b:
+            return bool(a != b)
+    return False
+
+
+def _hash_change(old: PackageView, new: PackageView) -> tuple[str, str, str] | None:
+    for filename in sorted(old.files.keys() & new.files.keys()):
+        before, after = old.files[filename], new.files[filename]
+        common = sorted(before.keys() & after.keys())
+        algo = "sha256" if "sha256" in common else (common[0] if common else None)
+        if algo is not None and before[algo].lower() != after[algo].lower():
+            return filename, f"{algo}:{before[algo]}", f"{algo}:{after[algo]}"
+    return None
+
+
+_FIRST_KEYS = (
+    "cuda.version",
+    "cuda.min-driver",
+    "cuda.compat-floor",
+    "cuda.bundled-driver",
+    "target",
+    "profile",
+    "profile-sha256",
+    "overrides",
+    "indexes",
+)
+
+
+def _stack_order(key: str) -> tuple[int, str]:
+    """Most telling keys first (toolkit version, minimum driver), then by name."""
+    for rank, first in enumerate(_FIRST_KEYS):
+        if key == first or key.startswith(first + "."):
+            return rank, key
+    return len(_FIRST_KEYS), key
+
+
+def _diff_stack(
+    old: LockView, new: LockView
+) -> tuple[tuple[FieldChange, ...], tuple[FieldChange, ...], tuple[str, ...]]:
+    if old.stack is None or new.stack is None:
+        missing = [v.path for v in (old, new) if v.stack is None]
+        note = (
+            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no "
+            "[tool.stacklock] table: toolkit and stack not compared"
+        )
+        return (), (), (note,)
+    notes: tuple[str, ...] = ()
+    keys = old.stack.keys() | new.stack.keys()
+    if old.snapshot or new.snapshot:
+        keys = old.stack.keys() & new.stack.keys()
+        notes = ("a snapshot is involved: keys recorded on one side only are skipped",)
+    toolkit: list[FieldChange] = []
+    stack: list[FieldChange] = []
+    for key in sorted(keys, key=_stack_order):
+        before, after = old.stack.get(key), new.stack.get(key)
+        if before == after:
+            continue
+        if key.startswith("cuda."):
+            toolkit.append(
+                FieldChange(key=key.removeprefix("cuda."), old=before, new=after)
+            )
+        else:
+            stack.append(FieldChange(key=key, old=before, new=after))
+    return tuple(toolkit), tuple(stack), notes

@@ -1,0 +1,234 @@
+"""Render a :class:`~stacklock.diff.LockDiff` as text, Markdown or JSON.
+
+Text is for a terminal (rich tables, rendered into a string: the CLI prints it),
+Markdown fits a pull-request comment (a summary line, warnings first, a table of
+changes, the toolkit and stack), JSON is the stable, sorted ``LockDiff.to_dict()``
+documented in :mod:`stacklock.diff`. Text and Markdown list the most telling changes
+first (a changed hash, a rebuild, an index move, then upgrades, ..., additions and
+removals); JSON keeps the name order.
+"""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from stacklock.diff import FieldChange, LockDiff, PackageChange
+
+__all__ = ["FORMATS", "render_diff", "render_json", "render_markdown", "render_text"]
+
+FORMATS = ("text", "markdown", "json")
+_REVIEW_ORDER = (
+    "hash-changed",
+    "rebuilt",
+    "moved-index",
+    "upgraded",
+    "downgraded",
+    "replaced",
+    "added",
+    "removed",
+)
+_STYLES = {
+    "hash-changed": "bold red",
+    "rebuilt": "magenta",
+    "moved-index": "yellow",
+    "upgraded": "green",
+    "downgraded": "yellow",
+    "added": "green",
+    "removed": "red",
+}
+_MARKDOWN_OPEN_ROWS = 40  # longer package tables fold into <details>
+
+
+def render_diff(diff: LockDiff, fmt: str, *, color: bool = False) -> str:
+    if fmt == "markdown":
+        return render_markdown(diff)
+    if fmt == "json":
+        return render_json(diff)
+    return render_text(diff, color=color)
+
+
+def render_json(diff: LockDiff) -> str:
+    return json.dumps(diff.to_dict(), indent=2, sort_keys=True)
+
+
+def summary_line(diff: LockDiff) -> str:
+    """``42 packages changed (8 upgraded, 16 added, ...), 127 unchanged; ...``"""
+    if not diff.differs:
+        return f"no differences: {diff.unchanged} packages unchanged"
+    counts = diff.summary()
+    kinds = [f"{counts[k]} {k}" for k in _REVIEW_ORDER if counts[k]]
+    moves = counts["index-moves"] - counts["moved-index"]
+    if moves:
+        kinds.append(f"{moves} more moved index")
+    parts = [
+        f"{len(diff.packages)} packages changed"
+        + (f" ({', '.join(kinds)})" if kinds else ""),
+        f"{diff.unchanged} unchanged",
+    ]
+    line = ", ".join(parts)
+    stack = [
+        f"{n} {what} change{'s' if n != 1 else ''}"
+        for n, what in ((len(diff.toolkit), "toolkit"), (len(diff.stack), "stack"))
+        if n
+    ]
+    return line + ("; " + ", ".join(stack) if stack else "")
+
+
+def _review_sorted(diff: LockDiff) -> list[PackageChange]:
+    rank = {kind: i for i, kind in enumerate(_REVIEW_ORDER)}
+    return sorted(diff.packages, key=lambda p: (rank.get(p.change, 99), p.name))
+
+
+def _note(change: PackageChange) -> str:
+    bits = []
+    if change.detail:
+        bits.append(change.detail)
+    if change.cuda is not None:
+        bits.append(f"cuda {_show(change.cuda[0])} -> {_show(change.cuda[1])}")
+    if change.hash is not None:
+        bits.append(f"HASH CHANGED: {change.hash[0]}")
+    return "; ".join(bits)
+
+
+def _index_cell(change: PackageChange) -> str:
+    if change.index is None:
+        return ""
+    return f"{_show(change.index[0])} -> {_show(change.index[1])}"
+
+
+def _show(value: Any) -> str:
+    """One readable cell: lists joined, index tables as ``name=url``."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, list):
+        return ", ".join(_show(v) for v in value) or "(empty)"
+    if isinstance(value, dict):
+        if "name" in value and "url" in value:
+            return f"{value['name']}={value['url']}"
+        return " ".join(f"{k}={_show(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _package_rows(
+    diff: LockDiff,
+) -> tuple[tuple[str, ...], list[PackageChange], list[tuple[str, ...]]]:
+    """Header and rows; the index and note columns only when a row fills them."""
+    changes = _review_sorted(diff)
+    full = [
+        (c.name, c.change, c.old or "", c.new or "", _index_cell(c), _note(c))
+        for c in changes
+    ]
+    keep = [i for i in range(6) if i < 4 or any(row[i] for row in full)]
+    header = tuple(
+        ("package", "change", "old", "new", "index", "note")[i] for i in keep
+    )
+    return header, changes, [tuple(row[i] for i in keep) for row in full]
+
+
+def _field_rows(diff: LockDiff) -> list[tuple[str, FieldChange]]:
+    rows = [(f"cuda.{f.key}", f) for f in diff.toolkit]
+    rows += [(f.key, f) for f in diff.stack]
+    return rows
+
+
+# -- text ------------------------------------------------------------------------
+
+
+def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str:
+    console = Console(
+        file=StringIO(),
+        width=width,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        highlight=False,
+        markup=False,
+        emoji=False,
+    )
+    console.print(Text(f"stacklock diff {diff.old_path} -> {diff.new_path}", "bold"))
+    console.print(summary_line(diff))
+    for warning in diff.warnings:
+        console.print(Text(f"warning: {warning}", "bold red"))
+    if diff.packages:
+        header, changes, rows = _package_rows(diff)
+        table = Table(title="packages", box=box.SIMPLE_HEAD, title_justify="left")
+        for column in header:
+            table.add_column(column, overflow="fold")
+        for change, row in zip(changes, rows, strict=True):
+            style = _STYLES.get(change.change, "")
+            table.add_row(row[0], Text(row[1], style), *row[2:])
+        console.print(table)
+    fields = _field_rows(diff)
+    if fields:
+        table = Table(
+            title="toolkit and stack", box=box.SIMPLE_HEAD, title_justify="left"
+        )
+        for column in ("key", "old", "new"):
+            table.add_column(column, overflow="fold")
+        for key, field in fields:
+            table.add_row(key, _show(field.old), _show(field.new))
+        console.print(table)
+    for note in diff.notes:
+        console.print(f"note: {note}")
+    file = console.file
+    assert isinstance(file, StringIO)
+    return "\n".join(line.rstrip() for line in file.getvalue().splitlines()) + "\n"
+
+
+# -- markdown --------------------------------------------------------------------
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def render_markdown(diff: LockDiff) -> str:
+    out = [
+        f"### stacklock diff: `{diff.old_path}` → `{diff.new_path}`",
+        "",
+        f"**{summary_line(diff)}**",
+    ]
+    if diff.warnings:
+        out += ["", "> [!WARNING]"]
+        out += [f"> - {_cell(w)}" for w in diff.warnings]
+    if diff.packages:
+        header, changes, rows = _package_rows(diff)
+        rows = [
+            (f"`{row[0]}`", f"**{row[1]}**" if c.hash else row[1], *row[2:])
+            for c, row in zip(changes, rows, strict=True)
+        ]
+        table = _md_table(header, rows)
+        if len(rows) > _MARKDOWN_OPEN_ROWS:
+            summary = f"{len(rows)} package changes"
+            table = ["<details>", f"<summary>{summary}</summary>", "", *table]
+            table += ["", "</details>"]
+        out += ["", *table]
+    fields = _field_rows(diff)
+    if fields:
+        rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
+        out += [
+            "",
+            "#### toolkit and stack",
+            "",
+            *_md_table(("key", "old", "new"), rows),
+        ]
+    if diff.notes:
+        out += ["", *(f"_note: {_cell(n)}_" for n in diff.notes)]
+    return "\n".join(out) + "\n"
