@@ -144,20 +144,22 @@ class MetadataFetcher:
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
+        self._memo: dict[str, WheelMetadata] = {}
         self.bytes_read = 0
 
     def get(self, link: Link) -> WheelMetadata:
         """The METADATA of the wheel ``link`` points to (see the module docstring)."""
         key = _cache_key(link)
+        memo = f"{key} {link.filename}"
         with self._lock:
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one fetch per wheel, however many threads ask
-            cached = self._from_cache(key, link)
-            if cached is not None:
-                return cached
-            raw = self._fetch(link)
-            meta = _parse(raw, link.filename, where=link.redacted_url)
-            atomic_write_bytes(self._entry(key), raw)
+            meta = self._memo.get(memo) or self._from_cache(key, link)
+            if meta is None:
+                raw = self._fetch(link)
+                meta = _parse(raw, link.filename, where=link.redacted_url)
+                atomic_write_bytes(self._entry(key), raw)
+            self._memo[memo] = meta
             return meta
 
     def _entry(self, key: str) -> Path:
