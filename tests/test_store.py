@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -215,3 +217,25 @@ def test_path_for_rejects_what_is_not_a_sha256(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path)
     assert store.path_for("../../etc/passwd") is None
     assert not store.has("ab" * 32)
+
+
+def test_racing_fetches_of_one_url_download_once(
+    tmp_path: Path, payload: bytes
+) -> None:
+    requests = 0
+    lock = threading.Lock()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal requests
+        with lock:
+            requests += 1
+        return httpx.Response(200, content=payload)
+
+    def one(_i: int) -> tuple[Path, str]:
+        # A store object per worker, as separate processes would have.
+        with client(handler) as http:
+            return ArtifactStore(tmp_path).fetch(http, URL)
+
+    with ThreadPoolExecutor(4) as pool:
+        results = set(pool.map(one, range(8)))
+    assert len(results) == 1 and requests == 1
