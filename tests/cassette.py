@@ -112,6 +112,12 @@ class ReplayTransport(httpx.BaseTransport):
         return httpx.Response(entry["status"], headers=headers, content=body,
                               request=request)
 
+    def unused(self) -> list[tuple[str, str, str | None]]:
+        """Recorded requests no test asked for (a sign the cassette is stale)."""
+        asked = set(self.served)
+        return [(e["method"], e["url"], e["range"]) for e in self.entries
+                if (e["method"], e["url"], e["range"]) not in asked]
+
 
 class RecordingTransport(httpx.BaseTransport):
     """Sends through ``inner`` and records each response into ``root``."""

@@ -358,7 +358,8 @@ class IndexClient:
                     problem += f"; gave up after the {self.total_timeout:g} s total"
                     break
                 self._sleep(delay)
-            self.requests += 1
+            with self._lock:
+                self.requests += 1
             log.debug("GET %s (attempt %d)", shown, attempt + 1)
             try:
                 kwargs: dict[str, Any] = {"headers": headers, "follow_redirects": True}
@@ -393,7 +394,7 @@ class IndexClient:
     def _cache_path(self, url: str) -> Path | None:
         if self.cache_dir is None:
             return None
-        key = hashlib.sha256(url.encode()).hexdigest()
+        key = hashlib.sha256(strip_credentials(url).encode()).hexdigest()
         return self.cache_dir / key[:2] / f"{key}.page"
 
     def _read_cache(self, url: str) -> tuple[bytes, str, dict[str, Any]] | None:

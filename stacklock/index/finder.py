@@ -168,7 +168,11 @@ def _skipped(entry: SkippedLink, index: str) -> Evaluation:
 
 
 class Finder:
-    """Evaluates the links of one project against ``target`` across ``indexes``."""
+    """Evaluates the links of one project against ``target`` across ``indexes``.
+
+    Safe to share between threads: pages are fetched once (the client memoises
+    them under a lock); at worst two threads evaluate the same page twice.
+    """
 
     def __init__(
         self,
