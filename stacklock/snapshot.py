@@ -88,6 +88,32 @@ def _wheel_tags(dist_info: Path) -> frozenset[Any]:
     return frozenset(t for tag in headers.get_all("Tag", []) for t in parse_tag(tag))
 
 
+def _archive(
+    entry: dict[str, Any], info: dict[str, Any], tool: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """A URL install: its hashes from direct_url.json, else (uv leaves them out)
+    from the file itself when it is still on this disk."""
+    url = str(info["url"])
+    archive_info = info.get("archive_info") or {}
+    hashes = dict(archive_info.get("hashes") or {})
+    legacy = str(archive_info.get("hash", ""))
+    if not hashes and "=" in legacy:
+        algo, _, value = legacy.partition("=")
+        hashes = {algo: value}
+    local = Path(url.removeprefix("file://")) if url.startswith("file://") else None
+    if not hashes and local is not None and local.is_file():
+        hashes = {"sha256": hashlib.sha256(local.read_bytes()).hexdigest()}
+    if not hashes:
+        tool["url"] = url
+        return entry, False
+    filename = url.rsplit("/", 1)[-1]
+    if filename.endswith(".whl"):
+        entry["wheels"] = [{"name": filename, "url": url, "hashes": hashes}]
+    else:
+        entry["archive"] = {"url": url, "hashes": hashes}
+    return entry, True
+
+
 def _package(
     dist_info: Path, known: dict[tuple[str, str], list[dict[str, Any]]]
 ) -> tuple[dict[str, Any], bool]:
@@ -129,13 +155,7 @@ def _package(
                 "editable": editable,
             }
         else:
-            hashes = info.get("archive_info", {}).get("hashes") or {}
-            legacy = info.get("archive_info", {}).get("hash", "")
-            if not hashes and "=" in legacy:
-                algo, _, value = legacy.partition("=")
-                hashes = {algo: value}
-            entry["archive"] = {"url": info["url"], "hashes": hashes}
-            origin = bool(hashes)
+            entry, origin = _archive(entry, info, tool)
     else:
         origin = False
     if not origin:

@@ -1,0 +1,201 @@
+"""Real uv, real wheels (recorded from PyPI), served from a loopback server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.pylock import Pylock
+
+from stacklock.errors import InstallError
+from stacklock.install import install_lock, render_install, rollback_install
+from stacklock.snapshot import make_snapshot, render_snapshot
+from stacklock.store import ArtifactStore
+from tests.test_install_server import Served, local_lock, server, sha256, tree_state
+
+__all__ = ["server"]  # the fixture, imported for pytest
+
+PY = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _isolated_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+
+
+def _run_py(venv: Path, code: str) -> str:
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+def _names(lock: Path) -> dict[str, str]:
+    data = tomllib.loads(lock.read_text("utf-8"))
+    return {p["name"]: p["version"] for p in data["packages"]}
+
+
+def test_install_imports_and_snapshot_matches(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv = tmp_path / "env"
+    result = install_lock(lock, venv=venv, python=PY, cache=tmp_path / "cache")
+    assert venv.is_symlink() and venv.resolve() == tmp_path / "env.stacklock" / "1"
+    out = _run_py(
+        venv, "import six, idna, iniconfig; print(six.__version__, idna.__version__)"
+    )
+    assert out == "1.17.0 3.20"
+    assert {Path(p).name for p in result.logs.values()} >= {
+        p.name for p in (tmp_path / "cache" / "logs").iterdir()
+    }
+    assert "uv-pip-sync" in result.logs and result.logs["uv-pip-sync"].is_file()
+    # every wheel came from the loopback server, once
+    assert sorted(p for p, _ in served.requests) == sorted(served.files)
+    doc = make_snapshot(venv)
+    snap = Pylock.from_dict(tomllib.loads(render_snapshot(doc)))
+    assert {str(p.name): str(p.version) for p in snap.packages} == _names(lock)
+    locked = tomllib.loads(lock.read_text("utf-8"))
+    want = {p["name"]: p["wheels"][0]["hashes"]["sha256"] for p in locked["packages"]}
+    got = {p["name"]: p["wheels"][0]["hashes"]["sha256"] for p in doc["packages"]}
+    assert got == want
+    assert doc["tool"]["stacklock"]["unknown-origin"] == []
+    assert "generation 1" in render_install(result)
+
+
+def test_reinstall_snapshots_old_and_rollback_restores(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv = tmp_path / "env"
+    install_lock(lock, venv=venv, python=PY)
+    marker = venv / "lib" / "marker-gen1"
+    marker.write_text("1")
+    second = install_lock(lock, venv=venv, python=PY)
+    assert second.replaced_generation == 1
+    assert second.snapshot == tmp_path / "env.stacklock" / "pylock.snapshot-1.toml"
+    assert _names(second.snapshot) == _names(lock)
+    assert venv.resolve().name == "2" and not (venv / "lib" / "marker-gen1").exists()
+    back = rollback_install(venv)
+    assert (back.from_generation, back.to_generation) == (2, 1)
+    assert (venv / "lib" / "marker-gen1").read_text() == "1"
+    with pytest.raises(InstallError, match="no environment before generation 1"):
+        rollback_install(venv)
+
+
+def test_tampered_wheel_aborts_and_old_venv_is_intact(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    venv = tmp_path / "env"
+    good = local_lock(base, served, tmp_path / "good" / "pylock.small.toml")
+    install_lock(good, venv=venv, python=PY)
+    before = tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv)
+    bad = local_lock(base, served, tmp_path / "bad" / "pylock.small.toml", tamper="six")
+    with pytest.raises(InstallError, match="uv-pip-sync failed") as info:
+        install_lock(bad, venv=venv, python=PY)
+    log = Path(str(info.value.hint).rsplit(" ", 1)[-1])
+    assert "Hash mismatch" in log.read_text()
+    assert tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv) == before
+    assert not (tmp_path / "env.stacklock" / "2").exists()
+    assert _run_py(venv, "import six; print(six.__version__)") == "1.17.0"
+
+
+def test_killed_install_leaves_old_venv_intact(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    venv = tmp_path / "env"
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    install_lock(lock, venv=venv, python=PY)
+    before = tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv)
+    # a second lock whose wheels trickle in: kill stacklock (and its uv) mid-way
+    slow = local_lock(base, served, tmp_path / "slow" / "pylock.small.toml")
+    for path in served.files:
+        served.delay[path] = 0.05
+    proc = subprocess.Popen(
+        [PY, "-m", "stacklock.cli", "install", str(slow), "--venv", str(venv),
+         "--python", PY, "--no-validate"],
+        start_new_session=True, env=os.environ.copy(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert served.started.wait(timeout=120), "uv never asked for a wheel"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv) == before
+    assert venv.resolve().name == "1"
+    # the next run clears the unfinished generation and succeeds
+    served.delay.clear()
+    result = install_lock(slow, venv=venv, python=PY)
+    assert any("removed unfinished generation 2" in n for n in result.notes)
+    assert venv.resolve().name == "3"
+
+
+def test_plain_venv_is_adopted_snapshotted_and_restorable(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv = tmp_path / "env"
+    uv = str(Path(PY).parent / "uv")
+    subprocess.run([uv, "venv", "-q", "--python", PY, str(venv)], check=True)
+    wheel = (
+        Path(__file__).parent / "data/install/wheels/six-1.17.0-py2.py3-none-any.whl"
+    )
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin/python"), str(wheel)],
+        check=True,
+    )
+    result = install_lock(lock, venv=venv, python=PY)
+    assert result.replaced_generation == 1 and result.plan.generation == 2
+    snap = tomllib.loads(Path(str(result.snapshot)).read_text())
+    six = next(p for p in snap["packages"] if p["name"] == "six")
+    # uv's direct_url.json names the file but no hash: snapshot hashes the file
+    assert six["wheels"][0]["url"] == wheel.as_uri()
+    assert six["wheels"][0]["hashes"]["sha256"] == sha256(wheel)
+    assert _run_py(venv, "import idna; print(idna.__version__)") == "3.20"
+    rollback_install(venv)
+    assert _run_py(venv, "import six; print(six.__version__)") == "1.17.0"
+    with pytest.raises(subprocess.CalledProcessError):
+        _run_py(venv, "import idna")
+
+
+def test_dry_run_changes_nothing(server: tuple[str, Served], tmp_path: Path) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "in" / "pylock.small.toml")
+    before = tree_state(tmp_path)
+    result = install_lock(lock, venv=tmp_path / "env", python=PY, dry_run=True)
+    assert tree_state(tmp_path) == before
+    assert served.requests == []
+    text = render_install(result)
+    assert "would install" in text and "uv pip sync" in text.replace(
+        "/uv pip", " uv pip"
+    )
+    assert result.plan.download_bytes == sum(len(b) for b in served.files.values())
+
+
+def test_wheels_already_in_the_store_are_not_downloaded(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    store = ArtifactStore(tmp_path / "cache" / "artifacts")
+    import httpx
+
+    with httpx.Client() as http:
+        for path in served.files:
+            store.fetch(http, base + path)
+    served.requests.clear()
+    served.files.clear()  # the server now has nothing: the store must be used
+    result = install_lock(lock, venv=tmp_path / "env", python=PY)
+    assert all(d.cached for d in result.plan.downloads)
+    assert served.requests == []
+    assert _run_py(tmp_path / "env", "import six; print(six.__version__)") == "1.17.0"
