@@ -76,7 +76,10 @@ def _cmd_links(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_dict())
     else:
-        print(render_links(report), end="")
+        import shutil
+
+        width = max(100, shutil.get_terminal_size((160, 24)).columns)
+        print(render_links(report, width=width), end="")
     return 0
 
 

@@ -325,26 +325,34 @@ def find_links(
                        evaluations=tuple(finder.evaluate_index(index, project)))
 
 
-def render_links(report: LinksReport) -> str:
-    """A rich table as plain text: one row per link, the reason when it does not
-    fit, and a one-line summary."""
+def render_links(report: LinksReport, *, width: int = 160) -> str:
+    """A rich table as plain text: per link its file name with the (redacted) URL
+    and sha256 under it, the version, whether it fits and why not; then a summary
+    line."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{report.project} on {report.index.name} "
-                        f"({redact_url(report.index.url)})", title_justify="left")
-    for column in ("filename", "version", "fits", "sha256", "reason / note"):
-        table.add_column(column, overflow="fold")
+                        f"({redact_url(report.index.url)})", title_justify="left",
+                  show_lines=True, expand=True)
+    table.add_column("file / url / sha256", overflow="fold", ratio=3)
+    table.add_column("version", no_wrap=True)
+    table.add_column("fits", no_wrap=True)
+    table.add_column("reason / note", overflow="fold", ratio=2)
     for ev in report.evaluations:
         table.add_row(
-            ev.link.filename,
+            f"{ev.link.filename}\n{ev.link.redacted_url or '-'}\n"
+            f"sha256: {ev.link.sha256 or 'null'}",
             str(ev.version) if ev.version is not None else "-",
             "yes" if ev.compatible else "no",
-            ev.link.sha256[:12] if ev.link.sha256 else "null",
             ev.reason or ev.note or "",
         )
     fits = sum(ev.compatible for ev in report.evaluations)
-    console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    if not report.evaluations:
+        return (f"{report.project} is not on index {report.index.name} "
+                f"({redact_url(report.index.url)}): no project page there\n")
+    console = Console(width=width, record=True, file=io.StringIO(),
+                      color_system=None)
     console.print(table)
     console.print(f"{len(report.evaluations)} link(s), {fits} fit "
                   f"python {report.target.python} {report.target.platform} "
