@@ -18,7 +18,8 @@ the change is one of, by precedence:
 ``replaced``     a package without a version (vcs, directory, archive) points elsewhere
 ``moved-index``  only the index changed (``index-name``, else the package ``index`` URL,
                  else the domain its files are served from)
-``hash-changed`` the same filename has another hash: a red flag, also in ``warnings``
+``hash-changed`` the same filename has another hash, or (two snapshots) the same
+                 version's installed RECORD changed: a red flag, also in ``warnings``
 
 A package of another kind can also have moved index or changed hash; both are shown on
 its entry. Files found on one side only (an sdist uv records, another platform's wheel)
@@ -27,10 +28,12 @@ are not a change. Unchanged packages are only counted.
 The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
 ``cuda`` table goes to ``toolkit``, everything else to ``stack``) plus the lock's
 ``requires-python`` and ``environments``. Bookkeeping keys (``lock-version``,
-``stacklock-version``, ``snapshot``, ``validate``) are ignored. When a side has no
-``[tool.stacklock]`` (a uv lock) the stack is not compared and a note says so; when a
-side is a snapshot, keys found on one side only are skipped (a snapshot records what
-it found, not the profile).
+``stacklock-version``, ``snapshot``, ``validate``, a snapshot's ``venv`` and
+``unknown-origin``) are ignored; a snapshot's ``toolkit`` (found) is compared with a
+lock's ``cuda`` (wanted), its exact ``requires-python`` with the lock's range. When a
+side has no ``[tool.stacklock]`` (a uv lock) the stack is not compared and a note
+says so; when a side is a snapshot, keys found on one side only are skipped (a
+snapshot records what it found, not the profile).
 
 ``LockDiff.to_dict()`` is stable and sorted, for scripts::
 
@@ -61,6 +64,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from stacklock.diff_read import LockView, PackageView, load_lock_view, parse_lock_view
@@ -199,13 +203,9 @@ def diff_locks(old: LockView, new: LockView) -> LockDiff:
             continue
         changes.append(change)
         if change.hash is not None:
-            filename, was, now = change.hash
-            warnings.append(
-                f"{key} {change.new}: {filename} changed its hash at the same version "
-                f"and filename ({_short(was)} -> {_short(now)}); the file was replaced "
-                "upstream or tampered with: verify it before installing"
-            )
+            warnings.append(_hash_warning(key, change))
     toolkit, stack, notes = _diff_stack(old, new)
+    warnings += _toolkit_warnings(toolkit)
     return LockDiff(
         old_path=old.path,
         new_path=new.path,
@@ -217,6 +217,26 @@ def diff_locks(old: LockView, new: LockView) -> LockDiff:
         new_count=len(new.packages),
         notes=notes,
         warnings=tuple(warnings),
+    )
+
+
+_RECORD = "RECORD"  # the file name a snapshot's installed-files fingerprint stands for
+
+
+def _hash_warning(key: str, change: PackageChange) -> str:
+    assert change.hash is not None
+    filename, was, now = change.hash
+    moved = f"{_short(was)} -> {_short(now)}"
+    if filename == _RECORD:
+        return (
+            f"{key} {change.new}: its installed files changed in place (RECORD "
+            f"{moved}) at the same version: reinstalled from another build or "
+            "edited: reinstall from the lock"
+        )
+    return (
+        f"{key} {change.new}: {filename} changed its hash at the same version and "
+        f"filename ({moved}); the file was replaced upstream or tampered with: "
+        "verify it before installing"
     )
 
 
@@ -292,7 +312,7 @@ def _build_change(old: PackageView, new: PackageView) -> tuple[str | None, str |
         return None, None
     before = _builds_by_tags(old)
     after = _builds_by_tags(new)
-    for tags in sorted(before.keys() & after.keys(), key=sorted):
+    for tags in sorted(before.keys() & after.keys(), key=lambda t: sorted(map(str, t))):
         if before[tags] != after[tags]:
             return "rebuilt", (
                 f"build tag {_build_text(before[tags])} -> {_build_text(after[tags])}"
@@ -333,6 +353,9 @@ def _hash_change(old: PackageView, new: PackageView) -> tuple[str, str, str] | N
         algo = "sha256" if "sha256" in common else (common[0] if common else None)
         if algo is not None and before[algo].lower() != after[algo].lower():
             return filename, f"{algo}:{before[algo]}", f"{algo}:{after[algo]}"
+    same = old.version is not None and old.version == new.version
+    if same and old.record and new.record and old.record != new.record:
+        return _RECORD, f"sha256:{old.record}", f"sha256:{new.record}"
     return None
 
 
@@ -369,14 +392,17 @@ def _diff_stack(
         return (), (), (note,)
     notes: tuple[str, ...] = ()
     keys = old.stack.keys() | new.stack.keys()
-    if old.snapshot or new.snapshot:
+    snapshot = old.snapshot or new.snapshot
+    if snapshot:
         keys = old.stack.keys() & new.stack.keys()
         notes = ("a snapshot is involved: keys recorded on one side only are skipped",)
     toolkit: list[FieldChange] = []
     stack: list[FieldChange] = []
     for key in sorted(keys, key=_stack_order):
         before, after = old.stack.get(key), new.stack.get(key)
-        if before == after:
+        if before == after or (
+            snapshot and key == "requires-python" and _python_fits(before, after)
+        ):
             continue
         if key.startswith("cuda."):
             toolkit.append(
@@ -385,3 +411,36 @@ def _diff_stack(
         else:
             stack.append(FieldChange(key=key, old=before, new=after))
     return tuple(toolkit), tuple(stack), notes
+
+
+def _toolkit_warnings(toolkit: tuple[FieldChange, ...]) -> list[str]:
+    """The runfile's bytes changed under the same runfile name: the same red flag
+    as a wheel whose hash changed."""
+    changed = {f.key: f for f in toolkit}
+    if "runfile" in changed:
+        return []
+    return [
+        f"toolkit runfile: {key} changed under the same runfile name "
+        f"({_show_hash(f.old)} -> {_show_hash(f.new)}): NVIDIA replaced the file "
+        "or it was tampered with: verify it before installing"
+        for key, f in changed.items()
+        if key in ("sha256", "md5") and f.old is not None and f.new is not None
+    ]
+
+
+def _show_hash(value: Any) -> str:
+    return str(value)[:12]
+
+
+def _python_fits(a: Any, b: Any) -> bool:
+    """A snapshot records the exact Python (``==3.12.7``); it matches a lock's
+    ``==3.12.*`` when the lock's specifier contains that version."""
+    for exact, spec in ((a, b), (b, a)):
+        if isinstance(exact, str) and isinstance(spec, str):
+            pinned = exact.removeprefix("==")
+            if exact.startswith("==") and "*" not in pinned:
+                try:
+                    return SpecifierSet(spec).contains(pinned, prereleases=True)
+                except InvalidSpecifier:
+                    return False
+    return False

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from packaging.pylock import Pylock, PylockValidationError
 from packaging.version import Version
 
 from stacklock.errors import LockError
+from stacklock.index.pages import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -29,7 +30,14 @@ if TYPE_CHECKING:
 __all__ = ["LockView", "PackageView", "load_lock_view", "parse_lock_view"]
 
 TOOL_LOCK_VERSIONS = (1,)
-_IGNORED_TOOL_KEYS = frozenset({"lock-version", "stacklock-version", "snapshot"})
+# Bookkeeping, not the stack: a snapshot's venv path and the names it could not
+# trace are facts about the machine, derived from the packages already compared.
+_IGNORED_TOOL_KEYS = frozenset(
+    {"lock-version", "stacklock-version", "snapshot", "venv", "unknown-origin"}
+)
+# A snapshot records the toolkit it found under ``toolkit``; a lock the one it
+# wants under ``cuda``: the same fact, so they are compared with each other.
+_RENAMED_TOOL_TABLES = {"toolkit": "cuda"}
 _IGNORED_TOOL_TABLES = frozenset({"validate"})
 
 
@@ -45,6 +53,7 @@ class PackageView:
     domain: str | None
     cuda: str | None
     files: Mapping[str, Mapping[str, str]]  # filename -> {algorithm: digest}
+    record: str | None  # a snapshot's sha256 of the installed RECORD file
     key_path: str  # "locks/x.toml: packages[3]", for messages
 
     @property
@@ -147,7 +156,7 @@ def _read_stack(tool: Mapping[str, Any], *, path: str) -> dict[str, Any]:
     for key, value in tool.items():
         if key in _IGNORED_TOOL_KEYS or key in _IGNORED_TOOL_TABLES:
             continue
-        _flatten(key, value, flat)
+        _flatten(_RENAMED_TOOL_TABLES.get(key, key), value, flat)
     return flat
 
 
@@ -206,10 +215,11 @@ def _read_package(package: Package, key_path: str, path: str) -> PackageView:
         version=package.version,
         source=_source_identity(package),
         index_name=_opt_str(tool, "index-name"),
-        index_url=_redact(package.index) if package.index else None,
+        index_url=strip_credentials(package.index) if package.index else None,
         domain=_domain(url),
         cuda=_opt_str(tool, "cuda"),
         files=files,
+        record=_opt_str(tool, "record-sha256"),
         key_path=f"{path}: {key_path}",
     )
 
@@ -235,20 +245,12 @@ def _opt_str(table: Mapping[str, Any] | None, key: str) -> str | None:
 def _source_identity(package: Package) -> str | None:
     if package.vcs is not None:
         where = package.vcs.url or package.vcs.path or ""
-        return f"{_redact(where)}@{package.vcs.commit_id}"
+        return f"{strip_credentials(where)}@{package.vcs.commit_id}"
     if package.archive is not None:
         return _hash_text(package.archive.hashes)
     if package.directory is not None:
         return package.directory.path
     return None
-
-
-def _redact(url: str) -> str:
-    """Drop user:password from a URL before it reaches any output."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def _domain(url: str | None) -> str | None:

@@ -94,7 +94,11 @@ def _note(change: PackageChange) -> str:
     if change.detail:
         bits.append(change.detail)
     if change.cuda is not None:
-        bits.append(f"cuda {_show(change.cuda[0])} -> {_show(change.cuda[1])}")
+        old, new = change.cuda
+        if old is None or new is None:
+            bits.append(f"cuda {old or new}")
+        else:
+            bits.append(f"cuda {old} -> {new}")
     if change.hash is not None:
         bits.append(f"HASH CHANGED: {change.hash[0]}")
     return "; ".join(bits)
@@ -118,7 +122,10 @@ def _show(value: Any) -> str:
         return " ".join(f"{k}={_show(v)}" for k, v in value.items())
     if isinstance(value, bool):
         return str(value).lower()
-    return str(value)
+    text = str(value)
+    if len(text) >= 40 and all(c in "0123456789abcdef" for c in text):
+        return text[:12] + "…"  # a digest: the head tells them apart
+    return text
 
 
 def _package_rows(
@@ -137,10 +144,38 @@ def _package_rows(
     return header, changes, [tuple(row[i] for i in keep) for row in full]
 
 
-def _field_rows(diff: LockDiff) -> list[tuple[str, FieldChange]]:
-    rows = [(f"cuda.{f.key}", f) for f in diff.toolkit]
+_RUNFILE_DETAILS = ("url", "md5", "sha256", "size")
+
+
+def _field_rows(diff: LockDiff) -> tuple[list[tuple[str, FieldChange]], str | None]:
+    """Rows of the toolkit and stack table, and a line naming the rows left out:
+    a new runfile brings a new url, md5, sha256 and size, and a new prefix new
+    install arguments; repeating them hides what matters (JSON keeps them)."""
+    changed = {f.key: f for f in diff.toolkit}
+    hidden: set[str] = set()
+    if "runfile" in changed:
+        hidden.update(k for k in _RUNFILE_DETAILS if k in changed)
+    prefix = changed.get("prefix")
+    args = changed.get("install-args")
+    if prefix is not None and args is not None and _only_prefix(prefix, args):
+        hidden.add("install-args")
+    rows = [(f"cuda.{f.key}", f) for f in diff.toolkit if f.key not in hidden]
     rows += [(f.key, f) for f in diff.stack]
-    return rows
+    if not hidden:
+        return rows, None
+    names = ", ".join(f"cuda.{k}" for k in sorted(hidden))
+    return (
+        rows,
+        f"{names} changed with the runfile and prefix (--format json lists them)",
+    )
+
+
+def _only_prefix(prefix: FieldChange, args: FieldChange) -> bool:
+    old, new = args.old, args.new
+    if not (isinstance(old, list) and isinstance(new, list)):
+        return False
+    swapped = [str(a).replace(str(prefix.old), str(prefix.new)) for a in old]
+    return swapped == [str(a) for a in new]
 
 
 # -- text ------------------------------------------------------------------------
@@ -169,7 +204,7 @@ def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str
             style = _STYLES.get(change.change, "")
             table.add_row(row[0], Text(row[1], style), *row[2:])
         console.print(table)
-    fields = _field_rows(diff)
+    fields, hidden = _field_rows(diff)
     if fields:
         table = Table(
             title="toolkit and stack", box=box.SIMPLE_HEAD, title_justify="left"
@@ -179,6 +214,8 @@ def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str
         for key, field in fields:
             table.add_row(key, _show(field.old), _show(field.new))
         console.print(table)
+    if hidden:
+        console.print(hidden)
     for note in diff.notes:
         console.print(f"note: {note}")
     file = console.file
@@ -220,15 +257,13 @@ def render_markdown(diff: LockDiff) -> str:
             table = ["<details>", f"<summary>{summary}</summary>", "", *table]
             table += ["", "</details>"]
         out += ["", *table]
-    fields = _field_rows(diff)
+    fields, hidden = _field_rows(diff)
     if fields:
-        rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
-        out += [
-            "",
-            "#### toolkit and stack",
-            "",
-            *_md_table(("key", "old", "new"), rows),
-        ]
+        stack_rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
+        out += ["", "#### toolkit and stack", ""]
+        out += _md_table(("key", "old", "new"), stack_rows)
+        if hidden:
+            out += ["", f"_{hidden}_"]
     if diff.notes:
         out += ["", *(f"_note: {_cell(n)}_" for n in diff.notes)]
     return "\n".join(out) + "\n"
