@@ -123,16 +123,24 @@ def test_yanked_is_skipped_unless_pinned_exactly(finder_for):
 
 def test_exclude_newer_cut_off(finder_for):
     cutoff = datetime(2025, 1, 1, tzinfo=UTC)
-    finder = finder_for([PYPI], Target(python="3.12"), exclude_newer=cutoff)
-    evaluations = finder.evaluate("torch")
-    late = [ev for ev in evaluations if ev.link.upload_time
-            and ev.link.upload_time > cutoff and ev.link.is_wheel]
-    assert late
-    for ev in late:
-        assert not ev.compatible
-        if ev.tag_rank is not None and ev.link.requires_python is None:
-            assert "after the exclude-newer cut-off 2025-01-01" in ev.reason
-    candidates = finder.find_candidates("torch")
+    free = finder_for([PYPI], Target(python="3.12")).evaluate("torch")
+    cut = finder_for([PYPI], Target(python="3.12"),
+                     exclude_newer=cutoff).evaluate("torch")
+    assert [ev.link for ev in free] == [ev.link for ev in cut]
+    newly_blocked = 0
+    for before, after in zip(free, cut, strict=True):
+        late = before.link.upload_time > cutoff
+        if before.compatible and late:
+            newly_blocked += 1
+            assert not after.compatible
+            assert after.reason == (
+                f"uploaded {before.link.upload_time.isoformat()}, after the "
+                "exclude-newer cut-off 2025-01-01T00:00:00+00:00")
+        else:
+            assert (after.compatible, after.reason) == (before.compatible,
+                                                        before.reason)
+    assert newly_blocked > 0
+    candidates = [ev for ev in cut if ev.compatible]
     assert candidates and all(ev.link.upload_time <= cutoff for ev in candidates)
     assert str(candidates[0].version).startswith("2.5.")
 

@@ -25,13 +25,7 @@ from urllib.parse import urlsplit
 from urllib.request import pathname2url, url2pathname
 
 import httpx
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name
 
 from stacklock import __version__
 from stacklock._fs import atomic_write_bytes
@@ -39,10 +33,12 @@ from stacklock.errors import IndexError_
 from stacklock.index.pages import (
     Link,
     ParsedPage,
+    only_project,
     parse_file_listing,
     parse_flat_page,
     parse_html_page,
     parse_json_page,
+    project_of,
     redact_url,
     strip_credentials,
 )
@@ -93,21 +89,6 @@ def _local_path(url: str) -> Path:
 
 def _file_url(path: Path) -> str:
     return "file://" + pathname2url(str(path.resolve()))
-
-
-def _project_of(filename: str) -> str | None:
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)[0]
-        return parse_sdist_filename(filename)[0]
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
-
-
-def _only_project(page: ParsedPage, project: str) -> ParsedPage:
-    """A flat page lists many projects; keep the files of one."""
-    links = tuple(li for li in page.links if _project_of(li.filename) == project)
-    return ParsedPage(links=links, anchors=len(links), problem=page.problem)
 
 
 def _sha256_file(path: Path) -> str:
@@ -225,7 +206,7 @@ class IndexClient:
         if index.kind == "flat":
             page = self._memo((index.url, ""),
                               lambda: self._fetch(index, index.url, flat=True))
-            return _only_project(page, project)
+            return only_project(page, project)
         return self._fetch(index, self.project_url(index, project), flat=False)
 
     def _load_local(self, index: IndexSpec, project: str) -> ParsedPage:
@@ -236,7 +217,7 @@ class IndexClient:
                               hint="check the path, or give an https index URL")
         if root.is_file():
             page = parse_flat_page(root.read_bytes(), _file_url(root))
-            return _only_project(page, project)
+            return only_project(page, project)
         for name in dict.fromkeys((project, project.replace("-", "_"))):
             sub = root / name
             if (sub / "index.html").is_file():
@@ -251,7 +232,7 @@ class IndexClient:
         for path in sorted(folder.iterdir()):
             if not path.is_file() or not path.name.endswith(_DIST_SUFFIXES):
                 continue
-            if _project_of(path.name) != project:
+            if project_of(path.name) != project:
                 continue
             entries.append((path.name, path.stat().st_size, _sha256_file(path)))
         return parse_file_listing(entries, _file_url(folder))

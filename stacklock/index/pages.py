@@ -23,6 +23,8 @@ from bs4 import BeautifulSoup
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
 )
@@ -34,10 +36,12 @@ __all__ = [
     "Link",
     "ParsedPage",
     "SkippedLink",
+    "only_project",
     "parse_file_listing",
     "parse_flat_page",
     "parse_html_page",
     "parse_json_page",
+    "project_of",
     "redact_url",
     "strip_credentials",
 ]
@@ -326,3 +330,21 @@ def parse_file_listing(
         _make(urljoin(base, quote(name)), links, skipped,
               filename=name, sha256=sha, size=size)
     return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=count)
+
+
+def project_of(filename: str) -> NormalizedName | None:
+    """The normalized project name of a wheel or sdist file name, else None."""
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[0]
+        return parse_sdist_filename(filename)[0]
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def only_project(page: ParsedPage, project: str) -> ParsedPage:
+    """The files of one project from a page that lists many (a find-links page);
+    entries that belong to no project are dropped."""
+    name = canonicalize_name(project)
+    links = tuple(li for li in page.links if project_of(li.filename) == name)
+    return ParsedPage(links=links, anchors=len(links), problem=page.problem)
