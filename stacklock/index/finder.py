@@ -152,8 +152,9 @@ def evaluate_link(
         return replace(ev, reason=f"yanked{why}")
     if exclude_newer is not None:
         if link.upload_time is None:
-            # Kept on purpose: PyTorch/GitHub-pages indexes publish no upload
-            # times, and dropping them would empty those indexes.
+            # Kept on purpose, unlike uv (which drops it: "has no publish
+            # time"): the PyTorch, sgl-kernel and flashinfer indexes publish
+            # no upload times, so dropping would empty them. ``note`` says so.
             note = NO_UPLOAD_TIME_NOTE
         elif link.upload_time > exclude_newer:
             return replace(ev, reason=(
