@@ -1,0 +1,270 @@
+"""Named checks of an installed venv against its lock: each a pass/fail/skip with a
+one-line reason, so a failing validate says which layer is wrong.
+
+What uv really records (checked with uv 0.13): ``INSTALLER`` ("uv"), ``RECORD`` (a
+sha256 per installed file) and, for direct URLs only, ``direct_url.json`` with an
+empty ``archive_info``. No wheel hash survives an install, so the wheel-hash check
+compares the installed ``RECORD`` with the ``RECORD`` inside the locked wheel (found by
+its sha256 in the artifact cache): equal entries mean the files came from that wheel.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stacklock._fs import cache_dir
+from stacklock.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from stacklock.validate.lockview import LockView
+
+__all__ = [
+    "FAIL",
+    "PASS",
+    "SKIP",
+    "CheckResult",
+    "check_distributions",
+    "check_uv_pip_check",
+    "check_wheel_hashes",
+    "parse_uv_pip_check",
+]
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+BOOTSTRAP = {"pip", "setuptools", "wheel"}   # seeded by `uv venv --seed`: noted only
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    name: str
+    status: str                      # "pass" | "fail" | "skip"
+    reason: str
+    notes: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "status": self.status,
+                               "reason": self.reason}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        if self.details:
+            out["details"] = self.details
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CheckResult:
+        return cls(name=data["name"], status=data["status"], reason=data["reason"],
+                   notes=tuple(data.get("notes", ())),
+                   details=dict(data.get("details", {})))
+
+
+def _installed(dists: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {canonicalize_name(d["name"]): d for d in dists.get("distributions", [])}
+
+
+def _same_version(a: str, b: Version | None) -> bool:
+    try:
+        return b is not None and Version(a) == b
+    except InvalidVersion:
+        return False
+
+
+def check_distributions(lock: LockView, dists: dict[str, Any]) -> CheckResult:
+    """Names and versions installed equal the lock, nothing missing, nothing extra."""
+    installed = _installed(dists)
+    missing = sorted(n for n in lock.packages if n not in installed)
+    wrong = sorted(
+        f"{n} {installed[n]['version']} (locked {p.version})"
+        for n, p in lock.packages.items()
+        if n in installed and not _same_version(installed[n]["version"], p.version)
+    )
+    extra = sorted(n for n in installed if n not in lock.packages)
+    notes = tuple(f"{n} is installed but not locked (venv bootstrap tool)"
+                  for n in extra if n in BOOTSTRAP)
+    extra = [n for n in extra if n not in BOOTSTRAP]
+    details = {"locked": len(lock.packages), "installed": len(installed),
+               "missing": missing, "wrong_version": wrong, "not_locked": extra}
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} missing ({', '.join(missing[:5])}"
+                        f"{', ...' if len(missing) > 5 else ''})")
+    if wrong:
+        problems.append(f"{len(wrong)} at another version ({'; '.join(wrong[:3])}"
+                        f"{'; ...' if len(wrong) > 3 else ''})")
+    if extra:
+        problems.append(f"{len(extra)} not in the lock ({', '.join(extra[:5])}"
+                        f"{', ...' if len(extra) > 5 else ''})")
+    if problems:
+        return CheckResult(name="distributions", status=FAIL,
+                           reason="; ".join(problems), notes=notes, details=details)
+    return CheckResult(name="distributions", status=PASS,
+                       reason=f"all {len(lock.packages)} locked distributions "
+                       "installed at the locked versions", notes=notes, details=details)
+
+
+def _artifact_path(sha256: str) -> Path | None:
+    """The locked wheel in the content-addressed store, if it was ever downloaded."""
+    return ArtifactStore(cache_dir() / "artifacts").path_for(sha256)
+
+
+def _record(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        parts = line.rsplit(",", 2)
+        if len(parts) == 3 and parts[1]:
+            out[parts[0]] = parts[1]
+    return out
+
+
+def _compare_record(wheel: Path, dist_info: Path) -> list[str]:
+    """Paths whose installed hash differs from the wheel's RECORD (``*.data`` and
+    RECORD itself are rewritten by installers and left out)."""
+    installed = _record((dist_info / "RECORD").read_text(encoding="utf-8"))
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist()
+                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
+        expected = _record(zf.read(name).decode("utf-8"))
+    return sorted(
+        path for path, digest in expected.items()
+        if ".data/" not in path and not path.endswith(".dist-info/RECORD")
+        and installed.get(path) != digest
+    )
+
+
+def check_wheel_hashes(lock: LockView, dists: dict[str, Any]) -> CheckResult:
+    """Installed files came from the locked wheel (by RECORD), where it is cached."""
+    installed = _installed(dists)
+    verified: list[str] = []
+    mismatched: list[str] = []
+    uncached: list[str] = []
+    not_uv: list[str] = []
+    for name, pkg in sorted(lock.packages.items()):
+        dist = installed.get(name)
+        if dist is None or not dist.get("dist_info"):
+            continue
+        if dist.get("installer") not in (None, "uv"):
+            not_uv.append(f"{name} ({dist['installer']})")
+        wheels = [(f, h) for f, h in pkg.wheels if h]
+        paths = [(f, p) for f, h in wheels if (p := _artifact_path(h)) is not None]
+        if not paths:
+            uncached.append(name)
+            continue
+        results = {f: _compare_record(p, Path(dist["dist_info"])) for f, p in paths}
+        if any(not diff for diff in results.values()):
+            verified.append(name)
+        else:
+            filename, diff = next(iter(results.items()))
+            mismatched.append(f"{name}: {len(diff)} files differ from {filename} "
+                              f"(first: {diff[0]})")
+    details = {"verified": verified, "mismatched": mismatched,
+               "not_in_artifact_cache": uncached, "other_installer": not_uv}
+    notes = []
+    if uncached:
+        notes.append(f"{len(uncached)} wheels not in the artifact cache; uv keeps no "
+                     "wheel hash in dist-info, so they cannot be traced to a hash")
+    if not_uv:
+        notes.append("installed by another tool: " + ", ".join(not_uv[:5]))
+    if mismatched:
+        return CheckResult(name="wheel-hashes", status=FAIL,
+                           reason="; ".join(mismatched[:3]), notes=tuple(notes),
+                           details=details)
+    if not verified:
+        return CheckResult(name="wheel-hashes", status=SKIP,
+                           reason="no locked wheel is in the artifact cache to compare "
+                           "RECORD with", notes=tuple(notes), details=details)
+    return CheckResult(name="wheel-hashes", status=PASS,
+                       reason=f"{len(verified)} distributions match the RECORD of the "
+                       "wheel with the locked sha256", notes=tuple(notes),
+                       details=details)
+
+
+_CONFLICT = re.compile(
+    r"The package `(?P<pkg>[^`]+)` requires `(?P<req>[^`]+)`, but "
+    r"(?:`(?P<ver>[^`]+)` is installed|it's not installed)"
+)
+
+
+def parse_uv_pip_check(text: str) -> tuple[list[dict[str, str | None]], list[str]]:
+    """uv's report lines -> (conflicts, lines it does not recognise)."""
+    conflicts: list[dict[str, str | None]] = []
+    other: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        match = _CONFLICT.search(line)
+        if match:
+            conflicts.append({"package": match["pkg"], "requirement": match["req"],
+                              "installed": match["ver"]})
+        elif line and not line.startswith(("Using Python", "Checked ", "Found ",
+                                           "All installed", "warning:")):
+            other.append(line)
+    return conflicts, other
+
+
+def find_uv() -> str | None:
+    try:
+        from uv import find_uv_bin
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def _explained(conflict: dict[str, str | None], lock: LockView) -> str | None:
+    """The override that makes this reported conflict intended, as a note."""
+    try:
+        req = Requirement(str(conflict["requirement"]))
+    except InvalidRequirement:
+        return None
+    installed = conflict["installed"]
+    for override in lock.overrides:
+        if canonicalize_name(override.name) != canonicalize_name(req.name):
+            continue
+        if installed is None:
+            continue
+        if override.specifier.contains(installed, prereleases=True):
+            return (f"{conflict['package']} asks for {req}, {req.name} {installed} is "
+                    f"installed as the lock's override {override} intends")
+    return None
+
+
+def check_uv_pip_check(lock: LockView | None, python: Path, *,
+                       uv: str | None = None, timeout: float = 120.0) -> CheckResult:
+    uv = uv or find_uv()
+    if uv is None:
+        return CheckResult(name="uv-pip-check", status=SKIP,
+                           reason="uv is not installed here")
+    proc = subprocess.run([uv, "pip", "check", "--python", str(python)],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    conflicts, other = parse_uv_pip_check(proc.stdout + "\n" + proc.stderr)
+    if proc.returncode != 0 and not conflicts:
+        return CheckResult(name="uv-pip-check", status=FAIL,
+                           reason=f"uv pip check exited {proc.returncode}: "
+                           + (other[-1] if other else "no output"))
+    notes, unexplained = [], []
+    for conflict in conflicts:
+        note = _explained(conflict, lock) if lock is not None else None
+        if note:
+            notes.append(note)
+        else:
+            what = conflict["installed"] or "nothing"
+            unexplained.append(f"{conflict['package']} requires "
+                               f"{conflict['requirement']}, {what} installed")
+    details = {"conflicts": conflicts}
+    if unexplained:
+        return CheckResult(name="uv-pip-check", status=FAIL,
+                           reason=f"{len(unexplained)} unexplained: "
+                           + "; ".join(unexplained[:3]), notes=tuple(notes),
+                           details=details)
+    reason = ("no conflicts" if not conflicts else
+              f"{len(conflicts)} reported conflicts, each intended by an override")
+    return CheckResult(name="uv-pip-check", status=PASS, reason=reason,
+                       notes=tuple(notes), details=details)

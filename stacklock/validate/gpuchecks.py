@@ -1,0 +1,286 @@
+"""Checks of the layers under the wheels: the toolkit at the prefix, the driver, and
+what torch inside the venv sees (CUDA, GPUs, compute capabilities, NCCL), plus the
+probe numbers against the profile's thresholds.
+
+Toolkit and driver facts are read and judged by ``stacklock.cuda`` (nvcc/version.json
+parsing, the driver table); this module only turns them into named results.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
+
+from stacklock.cuda import (
+    check_driver,
+    load_catalog,
+    parse_nvcc_version,
+    parse_version_json,
+    read_driver,
+)
+from stacklock.errors import CudaError
+from stacklock.validate.checks import FAIL, PASS, SKIP, CheckResult
+from stacklock.validate.probes import format_size
+
+if TYPE_CHECKING:
+    from stacklock.validate.config import ProbeConfig
+    from stacklock.validate.lockview import LockView
+    from stacklock.validate.probes import ProbeResult
+
+__all__ = [
+    "check_driver_runs_toolkit",
+    "check_probes",
+    "check_toolkit",
+    "check_torch",
+]
+
+
+def _major_minor(text: str) -> str | None:
+    try:
+        v = Version(text)
+    except InvalidVersion:
+        return None
+    return f"{v.major}.{v.minor}"
+
+
+def _nvcc_text(prefix: Path) -> str | None:
+    nvcc = prefix / "bin" / "nvcc"
+    if not nvcc.is_file():
+        return None
+    proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def check_toolkit(lock: LockView | None, *, prefix: Path | None = None) -> CheckResult:
+    """The toolkit at the locked prefix is the locked version (version.json, nvcc)."""
+    name = "toolkit"
+    cuda = lock.cuda if lock is not None else {}
+    want = cuda.get("version")
+    where = prefix or (Path(str(cuda["prefix"])) if cuda.get("prefix") else None)
+    if want is None and prefix is None:
+        return CheckResult(name=name, status=SKIP,
+                           reason="the lock has no [tool.stacklock.cuda] toolkit")
+    if where is None or not where.is_dir():
+        return CheckResult(name=name, status=FAIL,
+                           reason=f"no toolkit at {where} (locked CUDA {want})")
+    details: dict[str, Any] = {"prefix": str(where), "locked": want}
+    notes: list[str] = []
+
+    def done(status: str, reason: str) -> CheckResult:
+        return CheckResult(name=name, status=status, reason=reason,
+                           notes=tuple(notes), details=details)
+
+    found: str | None = None
+    vj = where / "version.json"
+    if vj.is_file():
+        try:
+            toolkit = parse_version_json(vj.read_bytes())
+        except CudaError as exc:
+            return CheckResult(name=name, status=FAIL, reason=f"{vj}: {exc}")
+        found = toolkit.release
+        details["version_json"] = toolkit.raw
+    else:
+        notes.append(f"{vj} is absent (not a runfile install)")
+    text = _nvcc_text(where)
+    nvcc = None
+    if text is not None:
+        try:
+            nvcc = parse_nvcc_version(text)
+        except CudaError as exc:
+            notes.append(str(exc))
+    if nvcc is not None:
+        details["nvcc"] = nvcc.to_dict()
+    else:
+        notes.append(f"{where}/bin/nvcc is missing or does not run")
+    if found is None and nvcc is None:
+        return done(FAIL, f"{where} has neither version.json nor a working nvcc")
+    if want is None:
+        seen = found or (f"release {nvcc.release}" if nvcc else "")
+        return done(PASS, f"toolkit {seen} at {where} (nothing locked)")
+    if found is not None and found != want:
+        return done(FAIL, f"version.json says {found}, the lock says {want}")
+    if nvcc is not None and nvcc.release != _major_minor(str(want)):
+        return done(FAIL, f"nvcc is release {nvcc.release}, the lock says {want}")
+    try:
+        expected_nvcc = load_catalog().get(str(want)).nvcc_version
+    except CudaError:
+        expected_nvcc = None
+    if nvcc is not None and expected_nvcc and nvcc.version != expected_nvcc:
+        return done(FAIL, f"nvcc {nvcc.version} is not the {expected_nvcc} that "
+                           f"ships with CUDA {want}")
+    how = "version.json" if found else f"nvcc {nvcc.version if nvcc else ''}"
+    return CheckResult(name=name, status=PASS, notes=tuple(notes), details=details,
+                       reason=f"CUDA {want} at {where} ({how})")
+
+
+def check_driver_runs_toolkit(lock: LockView | None, torch_cuda: str | None
+                              ) -> CheckResult:
+    """The driver can run the locked toolkit and the CUDA the torch wheel targets."""
+    name = "driver"
+    toolkit = lock.cuda.get("version") if lock is not None else None
+    wheels = {"torch": _major_minor(torch_cuda) or torch_cuda} if torch_cuda else {}
+    if toolkit is None and not wheels:
+        return CheckResult(name=name, status=SKIP,
+                           reason="no toolkit locked and no CUDA build of torch")
+    try:
+        driver = read_driver()
+    except CudaError as exc:
+        return CheckResult(name=name, status=FAIL, reason=str(exc))
+    try:
+        report = check_driver(load_catalog(), driver, toolkit=toolkit, wheels=wheels)
+    except CudaError as exc:
+        return CheckResult(name=name, status=FAIL, reason=str(exc))
+    details = report.to_dict()
+    bad = [c for c in report.checks if not c.ok]
+    if bad:
+        return CheckResult(name=name, status=FAIL, details=details,
+                           reason="; ".join(f"{c.subject}: {c.reason}" for c in bad))
+    return CheckResult(name=name, status=PASS, details=details,
+                       reason=f"driver {driver.version} ({driver.source}) runs "
+                       + ", ".join(c.subject for c in report.checks))
+
+
+def _family(arch: str) -> str:
+    """``sm_90a`` / ``sm_100f`` -> ``sm_90`` / ``sm_100`` (arch-specific variants)."""
+    return arch.rstrip("af") if arch.startswith("sm_") else arch
+
+
+def _locked_cuda(lock: LockView | None, name: str) -> str | None:
+    pkg = lock.package(name) if lock is not None else None
+    if pkg is None:
+        return None
+    if pkg.cuda:
+        return _major_minor(pkg.cuda)
+    local = pkg.version.local if pkg.version is not None else None
+    if local and local.startswith("cu") and local[2:].isdigit():
+        digits = local[2:]
+        return f"{digits[:-1]}.{digits[-1]}"
+    return None
+
+
+def check_torch(info: dict[str, Any], lock: LockView | None, *,
+                min_gpus: int | None) -> list[CheckResult]:
+    """torch-cuda, gpu-count, gpu-arch, nccl: what torch in the venv sees."""
+    if "error" in info:
+        absent = str(info["error"]).startswith("ModuleNotFoundError")
+        locked = lock is not None and lock.package("torch") is not None
+        if absent and not locked:
+            return [CheckResult(name="torch", status=SKIP,
+                                reason="torch is neither installed nor locked")]
+        return [CheckResult(name="torch", status=FAIL,
+                            reason=f"torch probe failed: {info['error']}")]
+    out: list[CheckResult] = []
+    torch_cuda = info.get("torch_cuda")
+    want = _locked_cuda(lock, "torch")
+    if torch_cuda is None:
+        out.append(CheckResult(name="torch-cuda", status=FAIL,
+                               reason=f"torch {info.get('torch_version')} is a CPU "
+                               "build"))
+    elif want is not None and _major_minor(str(torch_cuda)) != want:
+        out.append(CheckResult(name="torch-cuda", status=FAIL,
+                               reason=f"torch {info.get('torch_version')} is built for "
+                               f"CUDA {torch_cuda}, the lock says {want}"))
+    else:
+        extra = " as locked" if want else " (the lock names no CUDA for torch)"
+        out.append(CheckResult(name="torch-cuda", status=PASS,
+                               reason=f"torch {info.get('torch_version')} built for "
+                               f"CUDA {torch_cuda}{extra}"))
+    count = int(info.get("device_count") or 0)
+    need = min_gpus if min_gpus is not None else 1
+    names = sorted({d["name"] for d in info.get("devices", [])})
+    status = PASS if count >= need else FAIL
+    out.append(CheckResult(name="gpu-count", status=status,
+                           reason=f"torch sees {count} GPU(s) "
+                           f"({', '.join(names) or 'none'}); {need} needed",
+                           details={"device_count": count, "needed": need}))
+    arch_list = [str(a) for a in info.get("arch_list", [])]
+    locked_arch = {_family(a) for a in (lock.gpu_arch if lock is not None else ())}
+    bad: list[str] = []
+    for dev in info.get("devices", []):
+        sm = str(dev["sm"])
+        if sm not in {_family(a) for a in arch_list}:
+            bad.append(f"GPU {dev['index']} {dev['name']} is {sm}, torch has kernels "
+                       f"for {' '.join(arch_list) or 'none'}")
+        if locked_arch and sm not in locked_arch:
+            bad.append(f"GPU {dev['index']} is {sm}, the profile's gpu-arch is "
+                       f"{' '.join(sorted(locked_arch))}")
+    sms = sorted({str(d["sm"]) for d in info.get("devices", [])})
+    if not info.get("devices"):
+        out.append(CheckResult(name="gpu-arch", status=SKIP, reason="no GPU visible"))
+    elif bad:
+        out.append(CheckResult(name="gpu-arch", status=FAIL, reason="; ".join(bad)))
+    else:
+        where = " and the profile's gpu-arch" if locked_arch else ""
+        out.append(CheckResult(name="gpu-arch", status=PASS,
+                               reason=f"{', '.join(sms)} in torch's arch list{where}"))
+    out.append(_check_nccl(info, lock))
+    return out
+
+
+def _check_nccl(info: dict[str, Any], lock: LockView | None) -> CheckResult:
+    nccl = info.get("nccl_version")
+    if nccl is None:
+        status = FAIL if info.get("device_count") else SKIP
+        return CheckResult(name="nccl", status=status,
+                           reason=str(info.get("nccl_error", "torch reports no NCCL")))
+    pkgs = [p for n, p in (lock.packages.items() if lock is not None else ())
+            if n.startswith("nvidia-nccl")]
+    if not pkgs:
+        return CheckResult(name="nccl", status=PASS,
+                           reason=f"torch uses NCCL {nccl} (no nvidia-nccl wheel "
+                           "locked)")
+    pkg = pkgs[0]
+    locked = pkg.version.release[:3] if pkg.version is not None else ()
+    if tuple(int(p) for p in str(nccl).split(".")) != tuple(locked):
+        return CheckResult(name="nccl", status=FAIL,
+                           reason=f"torch loads NCCL {nccl}, the lock has {pkg.name} "
+                           f"{pkg.version}")
+    return CheckResult(name="nccl", status=PASS,
+                       reason=f"NCCL {nccl} from {pkg.name} {pkg.version}")
+
+
+def check_probes(result: ProbeResult, config: ProbeConfig) -> list[CheckResult]:
+    """allreduce and matmul against the profile's thresholds (reported when none)."""
+    out: list[CheckResult] = []
+    rows = {r.bytes: r for r in result.allreduce}
+    row42 = rows.get(43008)
+    summary = (f"42 KB: {row42.eager_us:.1f} us eager, "
+               f"{row42.graph_us:.2f} us in a CUDA graph" if row42 and
+               row42.graph_us is not None else "")
+    if result.errors and not result.allreduce:
+        out.append(CheckResult(name="allreduce", status=FAIL,
+                               reason="; ".join(result.errors[:2])))
+    elif not result.allreduce_correct:
+        out.append(CheckResult(name="allreduce", status=FAIL,
+                               reason="all-reduce over NCCL gave a wrong sum"))
+    else:
+        slow = []
+        for size, limit in sorted(config.max_allreduce_us.items()):
+            row = rows.get(size)
+            got: float | None = None
+            if row is not None:
+                got = row.graph_us if row.graph_us is not None else row.eager_us
+            if got is None or got > limit:
+                shown = "not measured" if got is None else f"{got:.2f} us"
+                slow.append(f"{format_size(size)} {shown} > {limit} us")
+        status = FAIL if slow else PASS
+        reason = "; ".join(slow) if slow else (
+            f"{len(rows)} sizes on {result.world} GPU(s), correct sum"
+            + (f"; {summary}" if summary else ""))
+        out.append(CheckResult(name="allreduce", status=status, reason=reason,
+                               details={"limits_us": {format_size(k): v for k, v in
+                                                      config.max_allreduce_us.items()}}))
+    if result.matmul_tflops:
+        low = min(result.matmul_tflops)
+        floor = config.min_matmul_tflops
+        status = FAIL if floor is not None and low < floor else PASS
+        rel = (f" (< {floor})" if status == FAIL else f" (>= {floor})") if floor else ""
+        out.append(CheckResult(
+            name="matmul", status=status,
+            reason=f"bf16 {result.matmul_n}^3: {low:.0f} TFLOP/s on the slowest of "
+            f"{len(result.matmul_tflops)} GPU(s){rel}"))
+    return out

@@ -1,0 +1,151 @@
+"""Import each module named in ``[validate] imports`` inside the venv, one process
+each, and explain a failure.
+
+The failure the seeds lost days to: ``sgl_kernel`` (or ``flashinfer``) raising
+``ImportError: .../common_ops.abi3.so: undefined symbol: _ZN3c10...``. The extension
+was compiled against another torch than the one installed; the C++ ABI of libtorch
+changes between releases, so the fix is a pair of wheels that agree, not a rebuild of
+the venv. The diagnosis names both wheels, their versions and CUDA labels, and the
+torch the extension's metadata asks for.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stacklock.validate.checks import FAIL, PASS, CheckResult
+from stacklock.validate.probes import PROBE_SCRIPT, last_json, probe_env
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from stacklock.validate.lockview import LockView
+
+__all__ = ["check_imports", "diagnose_import"]
+
+_UNDEFINED = re.compile(r"(?P<lib>[^\s:]+\.so[^\s:]*): undefined symbol: (?P<sym>\S+)")
+TORCH_EXTENSIONS = ("sgl_kernel", "sglang_kernel", "flashinfer", "flash_attn",
+                    "vllm", "deep_gemm", "torchvision", "torchaudio")
+
+
+def _demangle(symbol: str) -> str | None:
+    tool = shutil.which("c++filt")
+    if tool is None or not symbol.startswith("_Z"):
+        return None
+    proc = subprocess.run([tool, symbol], capture_output=True, text=True, check=False)
+    text = proc.stdout.strip()
+    return text if proc.returncode == 0 and text and text != symbol else None
+
+
+def _label(version: str | None) -> str:
+    """``2.11.0+cu130`` -> ``cu130``; ``0.3.21`` -> ``""``."""
+    try:
+        return Version(version).local or "" if version else ""
+    except InvalidVersion:
+        return ""
+
+
+def _describe(name: str, dists: dict[str, Any], lock: LockView | None) -> str:
+    installed = next((d for d in dists.get("distributions", [])
+                      if canonicalize_name(d["name"]) == canonicalize_name(name)), None)
+    version = installed["version"] if installed else None
+    locked = lock.package(name) if lock is not None else None
+    text = f"{name} {version or '(not installed)'}"
+    cuda = locked.cuda if locked and locked.cuda else None
+    label = _label(version)
+    if cuda:
+        text += f" (CUDA {cuda})"
+    elif label:
+        text += f" ({label})"
+    if locked is not None and locked.version is not None and version is not None \
+            and str(locked.version) != version:
+        text += f", locked {locked.version}"
+    return text
+
+
+def _torch_pin(dist_name: str, dists: dict[str, Any]) -> str | None:
+    """The torch requirement in the extension's own METADATA, if it states one."""
+    for dist in dists.get("distributions", []):
+        if canonicalize_name(dist["name"]) != canonicalize_name(dist_name):
+            continue
+        for text in dist.get("requires", []):
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if canonicalize_name(req.name) == "torch" and req.marker is None:
+                return str(req)
+    return None
+
+
+def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
+                    lock: LockView | None) -> str:
+    """One line saying why the import failed, and which wheels disagree."""
+    module = str(result["module"])
+    message = str(result.get("message", ""))
+    match = _UNDEFINED.search(message)
+    root = module.split(".")[0]
+    owners = dists.get("modules", {}).get(root, [])
+    owner = owners[0] if owners else root.replace("_", "-")
+    if match is None:
+        first = message.splitlines()[0] if message else ""
+        return f"import {module} failed: {result.get('error_type')}: {first}"
+    library = match["lib"].rsplit("/", 1)[-1]
+    symbol = match["sym"]
+    demangled = _demangle(symbol)
+    sym_text = f"{symbol} ({demangled})" if demangled else symbol
+    suspect = any(part in match["lib"] or root == part for part in TORCH_EXTENSIONS)
+    if not suspect:
+        return (f"import {module} failed: {library} needs {sym_text}, which no loaded "
+                f"library defines ({_describe(owner, dists, lock)})")
+    pin = _torch_pin(owner, dists)
+    pin_text = f", its metadata asks for {pin}" if pin else ""
+    return (f"ABI mismatch: {library} from {_describe(owner, dists, lock)}{pin_text} "
+            f"was built against another torch than {_describe('torch', dists, lock)}: "
+            f"undefined symbol {sym_text}; lock a {owner} wheel built for this torch, "
+            f"or the torch it was built for")
+
+
+def _run_import(python: Path, module: str, timeout: float) -> dict[str, Any]:
+    try:
+        proc = subprocess.run(
+            [str(python), str(PROBE_SCRIPT), "import", module], capture_output=True,
+            text=True, timeout=timeout, env=probe_env(), check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {"module": module, "ok": False, "error_type": "Timeout",
+                "message": f"import took over {timeout:.0f} s"}
+    data = last_json(proc.stdout)
+    if data is not None:
+        return data
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"module": module, "ok": False, "error_type": f"exit {proc.returncode}",
+            "message": tail}
+
+
+def check_imports(python: Path, modules: tuple[str, ...], dists: dict[str, Any],
+                  lock: LockView | None, *,
+                  timeout: float = 300.0) -> list[CheckResult]:
+    """One named check per module: ``import:<module>``."""
+    results = []
+    for module in modules:
+        outcome = _run_import(python, module, timeout)
+        if outcome.get("ok"):
+            where = outcome.get("version") or outcome.get("file") or "built-in"
+            results.append(CheckResult(name=f"import:{module}", status=PASS,
+                                       reason=f"imports ({where})"))
+            continue
+        results.append(CheckResult(
+            name=f"import:{module}", status=FAIL,
+            reason=diagnose_import(outcome, dists, lock),
+            details={"error_type": outcome.get("error_type"),
+                     "message": str(outcome.get("message", ""))[:2000]},
+        ))
+    return results
