@@ -255,6 +255,18 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     return 1 if args.exit_code and result.differs else 0
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from stacklock.validate import render_text, validate
+
+    result = validate(
+        args.lock, venv=args.venv, python=args.python, gate=not args.no_gate,
+        probes=not args.no_probes, report_dir=args.report,
+        toolkit_prefix=args.toolkit_prefix,
+    )
+    _print_json(result.to_dict()) if args.json else print(render_text(result))
+    return result.exit_code
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stacklock",
@@ -362,6 +374,19 @@ def _build_parser() -> argparse.ArgumentParser:
         "--exit-code", action="store_true", help="exit 1 when the locks differ"
     )
     p.set_defaults(func=_cmd_diff)
+
+    p = sub.add_parser("validate", help="check an installed venv against its lock")
+    p.add_argument("lock", metavar="LOCK", nargs="?", help="the pylock file")
+    p.add_argument("--venv", default=".venv", help="the venv to check")
+    p.add_argument("--python", help="check this interpreter instead of --venv's")
+    p.add_argument("--toolkit-prefix", metavar="PATH",
+                   help="the toolkit to check (default: the lock's prefix)")
+    p.add_argument("--no-gate", action="store_true", help="skip the throughput gate")
+    p.add_argument("--no-probes", action="store_true", help="skip the GPU probes")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.json, report.md and plots here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_validate)
 
     return parser
 
