@@ -351,7 +351,8 @@ def render_links(report: LinksReport, *, width: int = 160) -> str:
     fits = sum(ev.compatible for ev in report.evaluations)
     if not report.evaluations:
         return (f"{report.project} is not on index {report.index.name} "
-                f"({redact_url(report.index.url)}): no project page there\n")
+                f"({redact_url(report.index.url)}): no project page there (give "
+                "the index root, e.g. .../simple, not the project's own page)\n")
     console = Console(width=width, record=True, file=io.StringIO(),
                       color_system=None)
     console.print(table)
