@@ -39,6 +39,7 @@ from stacklock.install.toolkit import (
 from stacklock.install.venv import (
     build_generation,
     current_generation,
+    discard_generation,
     locked_state,
     next_generation,
     recover,
@@ -224,17 +225,23 @@ def install_lock(
             finally:
                 if http is None:
                     own_http.close()
-        build_generation(plan, lock.raw, runner=runner, logs=logs, log_for=log_for)
-        if runfile is not None:
-            logs["runfile"] = log_for("runfile")
-            for kept in install_toolkit(
-                plan,
-                runfile,
-                runner=runner,
-                log=logs["runfile"],
-                installer_log=installer_log,
-            ):
-                logs[kept.stem.split("-", 2)[-1]] = kept
+        try:
+            build_generation(plan, lock.raw, runner=runner, logs=logs, log_for=log_for)
+            if runfile is not None:
+                logs["runfile"] = log_for("runfile")
+                logs.update(
+                    install_toolkit(
+                        plan,
+                        runfile,
+                        runner=runner,
+                        log=logs["runfile"],
+                        installer_log=installer_log,
+                    )
+                )
+        except BaseException:
+            discard_generation(layout, plan.generation)
+            shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
+            raise
         write_activation(plan.activation_path, venv=venv, prefix=plan.toolkit_prefix)
         replaced = swap_in(layout, plan.generation)
         shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)

@@ -88,7 +88,7 @@ def install_toolkit(
     runner: Runner,
     log: Path,
     installer_log: Path,
-) -> list[Path]:
+) -> dict[str, Path]:
     """Run the runfile into ``plan.toolkit_prefix``; returns the logs it kept.
 
     A run that fails removes the prefix it created, so the machine is left as it
@@ -98,11 +98,11 @@ def install_toolkit(
     """
     assert plan.toolkit is not None and plan.toolkit_prefix is not None
     prefix = plan.toolkit_prefix
-    kept: list[Path] = []
+    kept: dict[str, Path] = {}
     if installer_log.exists():
         old = log.with_name(log.stem + "-previous-cuda-installer.log")
         shutil.move(installer_log, old)
-        kept.append(old)
+        kept["previous-cuda-installer"] = old
     argv = runfile_argv(plan, runfile)
     tmpdir = next(Path(a.split("=", 1)[1]) for a in argv if a.startswith("--tmpdir="))
     tmpdir.mkdir(parents=True, exist_ok=True)
@@ -111,7 +111,7 @@ def install_toolkit(
     if installer_log.exists():
         new = log.with_name(log.stem + "-cuda-installer.log")
         shutil.move(installer_log, new)
-        kept.append(new)
+        kept["cuda-installer"] = new
     shutil.rmtree(tmpdir, ignore_errors=True)
     if rc != 0 or not toolkit_installed(prefix, plan.toolkit.version):
         if not existed:

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "build_generation",
     "current_generation",
+    "discard_generation",
     "locked_state",
     "next_generation",
     "recover",
@@ -168,6 +169,13 @@ def build_generation(
         state / f"{plan.generation}.ok",
         json.dumps({"lock": str(plan.lock_path)}) + "\n",
     )
+
+
+def discard_generation(layout: VenvLayout, n: int) -> None:
+    """Remove a built generation that will not be used (a later step failed)."""
+    shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+    (layout.state_dir / f"{n}.ok").unlink(missing_ok=True)
+    (layout.state_dir / f"pylock.generation-{n}.toml").unlink(missing_ok=True)
 
 
 def _point(layout: VenvLayout, n: int) -> None:

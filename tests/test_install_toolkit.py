@@ -1,0 +1,277 @@
+"""The runfile path, with a small self-extracting script in the runfile's shape.
+
+The test builds a makeself-like ``.run`` (a shell header, ``exit``, then an
+archive payload) that records the arguments it gets, refuses ``--driver`` the way
+a toolkit-only run must never need, writes the installer log, and "installs" a
+toolkit (bin/nvcc, version.json) into ``--toolkitpath``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from stacklock.errors import HashMismatchError, InstallError, LockError
+from stacklock.install import install_lock, render_install
+from stacklock.install.preflight import PreflightError
+from tests.test_install_server import Served, local_lock, server, tree_state
+
+__all__ = ["server"]
+
+PY = sys.executable
+VERSION = "13.0.1"
+
+RUNFILE = """#!/bin/sh
+# This script was generated using Makeself 2.4.5 (the shape of cuda_*_linux.run)
+ARGS_LOG='{args_log}'
+INSTALLER_LOG='{installer_log}'
+printf '%s\\n' "$@" > "$ARGS_LOG"
+toolkitpath=""
+for a in "$@"; do
+  case "$a" in
+    --driver) echo "a driver install was attempted" >&2; exit 3;;
+    --toolkitpath=*) toolkitpath="${{a#--toolkitpath=}}";;
+  esac
+done
+[ -n "$toolkitpath" ] || exit 4
+echo "[INFO]: Toolkit: Installed in $toolkitpath" > "$INSTALLER_LOG"
+mkdir -p "$toolkitpath/bin" "$toolkitpath/lib64"
+printf '#!/bin/sh\\necho "Cuda compilation tools"\\n' > "$toolkitpath/bin/nvcc"
+chmod +x "$toolkitpath/bin/nvcc"
+printf '{{"cuda": {{"name": "CUDA SDK", "version": "{version}"}}}}\\n' \\
+  > "$toolkitpath/version.json"
+exit {rc}
+__ARCHIVE_BELOW__
+"""
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")  # the H200's
+
+
+def make_runfile(tmp_path: Path, *, rc: int = 0) -> bytes:
+    header = RUNFILE.format(
+        args_log=tmp_path / "runfile-args.txt",
+        installer_log=tmp_path / "cuda-installer.log",
+        version=VERSION,
+        rc=rc,
+    )
+    payload = random.Random(13).randbytes(300_000)  # the "archive"
+    return header.encode() + payload
+
+
+def toolkit_lock(
+    tmp_path: Path,
+    base: str,
+    served: Served,
+    runfile: bytes,
+    **overrides: object,
+) -> Path:
+    lock = local_lock(base, served, tmp_path / "lock" / "pylock.small.toml")
+    served.files["/cuda/cuda_13.0.1_580.82.07_linux.run"] = runfile
+    prefix = tmp_path / "usr-local" / "cuda-13.0"
+    table: dict[str, object] = {
+        "version": VERSION,
+        "source": "runfile",
+        "platform": "linux-x86_64",
+        "runfile": "cuda_13.0.1_580.82.07_linux.run",
+        "url": f"{base}/cuda/cuda_13.0.1_580.82.07_linux.run",
+        "size": len(runfile),
+        "md5": hashlib.md5(runfile).hexdigest(),
+        "sha256": hashlib.sha256(runfile).hexdigest(),
+        "bundled-driver": "580.82.07",
+        "min-driver": "580.82.07",
+        "prefix": str(prefix),
+        "install-args": [
+            "--silent", "--toolkit", f"--toolkitpath={prefix}",
+            "--no-opengl-libs", "--no-man-page", "--no-drm",
+        ],
+    }  # fmt: skip
+    table.update(overrides)
+    data = tomllib.loads(lock.read_text())
+    data["tool"] = {"stacklock": {"cuda": table}}
+    lock.write_text(tomlkit.dumps(data))
+    return lock
+
+
+def _install(tmp_path: Path, lock: Path, **kw: object):  # type: ignore[no-untyped-def]
+    return install_lock(
+        lock,
+        venv=tmp_path / "env",
+        python=PY,
+        installer_log=tmp_path / "cuda-installer.log",
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_runfile_resumed_verified_and_run_toolkit_only(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    runfile = make_runfile(tmp_path)
+    lock = toolkit_lock(tmp_path, base, served, runfile)
+    served.cut_after["/cuda/cuda_13.0.1_580.82.07_linux.run"] = 100_000
+    (tmp_path / "cuda-installer.log").write_text("stale log of an earlier run\n")
+    progress: list[tuple[int, int | None]] = []
+    result = _install(tmp_path, lock, progress=lambda d, t: progress.append((d, t)))
+    prefix = tmp_path / "usr-local" / "cuda-13.0"
+    # resumed: a second request asked for the rest with a Range header
+    ranges = [r for p, r in served.requests if p.startswith("/cuda/")]
+    assert ranges[0] is None and ranges[1] is not None
+    assert int(ranges[1].removeprefix("bytes=").rstrip("-")) > 0
+    assert progress[-1] == (len(runfile), len(runfile))
+    args = (tmp_path / "runfile-args.txt").read_text().split()
+    assert "--silent" in args and "--toolkit" in args
+    assert f"--toolkitpath={prefix}" in args
+    assert not any(a.startswith(("--driver", "--kernelobjects")) for a in args)
+    assert any(a.startswith("--tmpdir=") for a in args)
+    assert (prefix / "bin" / "nvcc").is_file()
+    # the stale log was kept aside, the new one kept in the logs, /tmp left clean
+    assert not (tmp_path / "cuda-installer.log").exists()
+    assert result.logs["previous-cuda-installer"].read_text().startswith("stale")
+    assert "Installed in" in result.logs["cuda-installer"].read_text()
+    # the activation file sets up the venv and the toolkit
+    out = subprocess.run(
+        ["bash", "-c", f". {tmp_path / 'env' / 'stacklock-activate.sh'} && "
+         'echo "$CUDA_HOME" && command -v nvcc && command -v python'],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    assert out == [
+        str(prefix),
+        str(prefix / "bin" / "nvcc"),
+        str((tmp_path / "env").resolve() / "bin/python"),  # uv's activate: real path
+    ]
+
+
+def test_second_install_finds_the_toolkit_and_skips_the_runfile(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    _install(tmp_path, lock)
+    (tmp_path / "runfile-args.txt").unlink()
+    again = _install(tmp_path, lock)
+    assert again.plan.runfile_command is None
+    assert not (tmp_path / "runfile-args.txt").exists()
+    assert any("not reinstalled" in n for n in again.notes)
+
+
+@pytest.mark.parametrize("key", ["sha256", "md5"])
+def test_checksum_mismatch_never_runs_the_runfile(
+    server: tuple[str, Served], tmp_path: Path, key: str
+) -> None:
+    base, served = server
+    runfile = make_runfile(tmp_path)
+    wrong = hashlib.new(key, runfile + b"x").hexdigest()
+    lock = toolkit_lock(tmp_path, base, served, runfile, **{key: wrong})
+    error = HashMismatchError if key == "sha256" else InstallError
+    with pytest.raises(error, match=key):
+        _install(tmp_path, lock)
+    assert not (tmp_path / "runfile-args.txt").exists()
+    assert not os.path.lexists(tmp_path / "env")
+    assert not (tmp_path / "usr-local").exists()
+
+
+def test_a_driver_flag_in_the_lock_is_refused(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = toolkit_lock(
+        tmp_path, base, served, make_runfile(tmp_path),
+        **{"install-args": ["--silent", "--driver", "--toolkit"]},
+    )  # fmt: skip
+    with pytest.raises(LockError, match="--driver"):
+        _install(tmp_path, lock)
+    assert served.requests == []
+
+
+def test_failed_runfile_removes_its_prefix_and_keeps_the_venv(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    good = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    _install(tmp_path, good, no_toolkit=True)
+    gen1 = tmp_path / "env.stacklock" / "1"
+    before = tree_state(gen1) | tree_state(tmp_path / "env")
+    bad = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path, rc=1))
+    with pytest.raises(InstallError, match="runfile install failed"):
+        _install(tmp_path, bad)
+    assert not (tmp_path / "usr-local" / "cuda-13.0").exists()
+    assert tree_state(gen1) | tree_state(tmp_path / "env") == before
+    left = sorted(p.name for p in (tmp_path / "env.stacklock").iterdir())
+    assert left == [
+        ".lock",
+        "1",
+        "1.ok",
+        "pylock.generation-1.toml",
+        "pylock.snapshot-1.toml",
+    ]
+
+
+def test_link_cuda_only_when_asked(server: tuple[str, Served], tmp_path: Path) -> None:
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    old = tmp_path / "usr-local" / "cuda-12.8"
+    old.mkdir(parents=True)
+    link = tmp_path / "usr-local" / "cuda"
+    link.symlink_to(old)
+    _install(tmp_path, lock)
+    assert link.resolve() == old
+    shutil.rmtree(tmp_path / "usr-local" / "cuda-13.0")
+    _install(tmp_path, lock, link_cuda_at=link)
+    assert link.resolve() == tmp_path / "usr-local" / "cuda-13.0"
+
+
+def test_dry_run_shows_runfile_command_and_changes_nothing(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    before = tree_state(tmp_path)
+    result = _install(tmp_path, lock, dry_run=True)
+    assert tree_state(tmp_path) == before and served.requests == []
+    text = render_install(result)
+    assert "runfile cuda_13.0.1_580.82.07_linux.run" in text
+    assert "--toolkit" in text and "--driver" not in text
+    assert result.plan.to_dict()["runfile_command"][0] == "sh"
+
+
+def test_driver_too_old_fails_preflight(
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "450.80.02")
+    with pytest.raises(PreflightError) as info:
+        _install(tmp_path, lock)
+    assert [p.check for p in info.value.problems] == ["driver"]
+    assert "450.80.02" in str(info.value)
+    assert served.requests == []
+
+
+@pytest.mark.skipif(
+    Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi"),
+    reason="this machine has an NVIDIA driver",
+)
+def test_no_gpu_needs_allow_no_gpu(
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    monkeypatch.delenv("STACKLOCK_DRIVER_VERSION")
+    with pytest.raises(PreflightError, match="--allow-no-gpu"):
+        _install(tmp_path, lock, dry_run=True)
+    result = _install(tmp_path, lock, dry_run=True, allow_no_gpu=True)
+    assert any("--allow-no-gpu" in n for n in result.notes)
