@@ -14,6 +14,8 @@ from stacklock.resolve.resolution import Resolution, resolve_profile
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    import httpx
+
 __all__ = ["ResolveResult", "lock_profile", "render_resolve"]
 
 
@@ -36,6 +38,7 @@ def lock_profile(
     offline: bool = False,
     refresh: bool = False,
     cache_dir: Path | None = None,
+    http: httpx.Client | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
 ) -> ResolveResult:
@@ -45,8 +48,9 @@ def lock_profile(
     loaded = load_profile(profile)
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
-    resolution = resolve_profile(loaded, offline=offline, refresh=refresh,
-                                 cache_dir=cache_dir, on_status=on_status,
+    resolution = resolve_profile(loaded, http=http, offline=offline,
+                                 refresh=refresh, cache_dir=cache_dir,
+                                 on_status=on_status,
                                  on_download=on_download)
     path = Path(output) if output is not None else default_lock_path(loaded.name)
     dump_lock(make_lock(resolution), path)

@@ -38,7 +38,7 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
         for req in sorted(reqs, key=lambda r: (r.parent or "", r.text)):
             lines.append(f"    {_who(req)} requires {req.text or req.identifier}"
                          + (f" (override of {req.overridden})" if req.overridden
-                            else ""))
+                            else "") + _fits(req, source, rules))
         constraint = rules.constraint_for(name)
         if constraint:
             lines.append(f"    the profile's constraints allow {name}{constraint}")
@@ -57,6 +57,19 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
 
 def _who(req: Requirement) -> str:
     return req.parent or "the profile"
+
+
+def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:
+    """How many versions this requirement alone allows, and the newest."""
+    try:
+        found = source.candidates(req.name)
+    except Exception:  # reported by _available
+        return ""
+    allow = rules.allows_prerelease(req.name, [req])
+    ok = [c for c in found if req.specifier.contains(c.version, prereleases=allow)]
+    if not ok:
+        return ": no version with a wheel for the target allows it"
+    return f": {len(ok)} version(s) allow it, newest {ok[0].version}"
 
 
 def _loosest(reqs: Sequence[Requirement]) -> str:

@@ -174,7 +174,6 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
     except ResolutionImpossible as exc:
         raise ResolutionError(
             explain_conflict(list(exc.causes), source, rules, profile=profile),
-            hint="edit the profile as suggested, then run stacklock resolve again",
         ) from None
     except ResolutionTooDeep:
         raise ResolutionError(

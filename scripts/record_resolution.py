@@ -1,0 +1,80 @@
+"""Record the PyPI traffic of real resolutions, for hermetic resolver tests.
+
+Each case is a profile (a built-in name or a path); it is resolved against the real
+indexes with an empty cache, through ``tests/cassette.py``'s RecordingTransport, so
+the cassette holds every page and METADATA range read that resolution made. Tests
+replay it with ReplayTransport and get the same answer offline.
+
+    .venv/bin/python scripts/record_resolution.py pypi-small tests/data/resolve/cases/conflict.toml
+
+Writes ``tests/data/resolve/cassettes/<profile name>/`` and appends a line to
+``tests/data/resolve/cassettes/PROVENANCE.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stacklock.errors import ResolutionError  # noqa: E402
+from stacklock.index.client import make_http_client  # noqa: E402
+from stacklock.profile import load_profile  # noqa: E402
+from stacklock.resolve import resolve_profile  # noqa: E402
+from tests.cassette import RecordingTransport  # noqa: E402
+
+OUT = ROOT / "tests" / "data" / "resolve" / "cassettes"
+
+
+def record(profile_arg: str) -> str:
+    profile = load_profile(profile_arg)
+    folder = OUT / profile.name
+    transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
+    http = make_http_client(transport=transport)
+    with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache:
+        try:
+            result = resolve_profile(profile, http=http, cache_dir=Path(cache),
+                                     workers=8)
+            outcome = f"{len(result.packages)} packages"
+        except ResolutionError:
+            outcome = "no resolution (a conflict case)"
+        finally:
+            http.close()
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
+    line = (f"- `{profile.name}/`: {when}, `scripts/record_resolution.py "
+            f"{profile_arg}` against https://pypi.org/simple and "
+            f"files.pythonhosted.org; {len(transport.entries)} responses, "
+            f"{size // 1024} KiB; outcome: {outcome}\n")
+    with (OUT / "PROVENANCE.md").open("a", encoding="utf-8") as fh:
+        fh.write(line)
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("profiles", nargs="+")
+    args = parser.parse_args(argv)
+    OUT.mkdir(parents=True, exist_ok=True)
+    prov = OUT / "PROVENANCE.md"
+    if not prov.exists():
+        prov.write_text(
+            "# Recorded resolutions\n\nReal responses of https://pypi.org/simple "
+            "(PEP 691 JSON pages) and files.pythonhosted.org (METADATA range reads),"
+            " recorded by `scripts/record_resolution.py` through "
+            "`tests/cassette.py`; bodies over 32 KiB are gzip-compressed, nothing "
+            "else is changed.\n\n", encoding="utf-8")
+    for name in args.profiles:
+        sys.stdout.write(record(name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
