@@ -143,3 +143,12 @@ def test_catalog_round_trips_to_the_same_bytes():
 def test_unknown_schema_is_an_error():
     with pytest.raises(CudaError, match="schema"):
         parse_catalog({"schema": 2, "releases": []})
+
+
+def test_a_series_is_not_a_release_unless_asked_for():
+    catalog = load_catalog()
+    with pytest.raises(CudaError, match="names a series") as info:
+        catalog.get("13.0")
+    assert info.value.hint == "one of 13.0.3, 13.0.2, 13.0.1, 13.0.0"
+    assert catalog.get("13.1", series=True).version == "13.1.0"
+    assert catalog.get("12", series=True).version == "12.0.0"

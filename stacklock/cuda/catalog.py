@@ -122,19 +122,32 @@ class Catalog:
         return [r.version for r in self.releases]
 
     def find(self, version: str) -> CudaRelease | None:
+        """The release with exactly this X.Y.Z; "13.0" is not 13.0.0 here."""
         try:
             wanted = Version(version)
         except InvalidVersion:
             return None
+        if len(wanted.release) < 3:
+            return None
         return next((r for r in self.releases if r.parsed == wanted), None)
 
-    def get(self, version: str) -> CudaRelease:
-        """The release ``version``; an unknown one lists the releases that exist."""
+    def get(self, version: str, *, series: bool = False) -> CudaRelease:
+        """The release ``version``; an unknown one lists the releases that exist.
+        With ``series``, "13.1" means that series' GA release (13.1.0), the least
+        demanding one; without, an X.Y is ambiguous and an error."""
         found = self.find(version)
         if found is not None:
             return found
+        if series:
+            found = next((r for r in reversed(self.releases)
+                          if version in (r.major_minor, str(r.parsed.major))), None)
+            if found is not None:
+                return found
         same_series = [v for v in self.versions() if _series(v) == _series(version)]
         near = same_series or self.versions()[:8]
+        if same_series and version.count(".") == 1:
+            raise CudaError(f"CUDA toolkit {version!r} names a series, not a release",
+                            hint="one of " + ", ".join(same_series))
         raise CudaError(
             f"CUDA toolkit {version!r} is not in the {self.origin} catalog "
             f"({len(self.releases)} releases, {self.releases[-1].version} to "

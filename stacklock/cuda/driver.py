@@ -301,14 +301,18 @@ def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = 
     targets (``{"torch": "13.0"}``). Unknown versions raise CudaError."""
     checks = []
     if toolkit is not None:
-        checks.append(check_toolkit_driver(driver.version, catalog.get(toolkit)))
+        release = catalog.get(toolkit, series=True)
+        subject = f"toolkit {release.version}" + (
+            f" (for {toolkit}: its GA release)" if release.version != toolkit else "")
+        checks.append(check_toolkit_driver(driver.version, release, subject=subject))
     for name, cuda in sorted((wheels or {}).items()):
         # the oldest release of the series the wheel targets: "13.0" -> 13.0.0
-        ga = next((r for r in reversed(catalog.releases)
-                   if cuda in (r.major_minor, str(r.parsed.major))), None)
-        if ga is None:
-            raise CudaError(f"{name} targets CUDA {cuda}, which is not in the catalog",
-                            hint="stacklock cuda list shows the known releases")
+        try:
+            ga = catalog.get(cuda, series=True)
+        except CudaError:
+            raise CudaError(f"{name} targets CUDA {cuda}, not in the catalog",
+                            hint="stacklock cuda list shows the known releases"
+                            ) from None
         checks.append(check_toolkit_driver(driver.version, ga,
                                            subject=f"{name} (CUDA {cuda})"))
     if not checks:
