@@ -58,7 +58,7 @@ def render_diff(diff: LockDiff, fmt: str, *, color: bool = False) -> str:
 
 
 def render_json(diff: LockDiff) -> str:
-    return json.dumps(diff.to_dict(), indent=2, sort_keys=True)
+    return json.dumps(diff.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def summary_line(diff: LockDiff) -> str:
