@@ -5,7 +5,8 @@ indexes with an empty cache, through ``tests/cassette.py``'s RecordingTransport,
 the cassette holds every page and METADATA range read that resolution made. Tests
 replay it with ReplayTransport and get the same answer offline.
 
-    .venv/bin/python scripts/record_resolution.py pypi-small tests/data/resolve/cases/conflict.toml
+    .venv/bin/python scripts/record_resolution.py pypi-small \
+        tests/data/resolve/cases/conflict.toml
 
 Writes ``tests/data/resolve/cassettes/<profile name>/`` and appends a line to
 ``tests/data/resolve/cassettes/PROVENANCE.md``.

@@ -1,0 +1,85 @@
+"""``stacklock resolve`` end to end: offline from a cache filled by recorded real
+traffic, and (``live``) against real PyPI."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.pylock import Pylock
+
+from stacklock.cli import main
+from stacklock.errors import ResolutionError
+from stacklock.index.client import make_http_client
+from stacklock.lock import load_lock
+from stacklock.profile import load_profile
+from stacklock.resolve import resolve_profile
+from tests.cassette import ReplayTransport
+from tests.test_lock import uv_dry_run
+
+DATA = Path(__file__).resolve().parent / "data" / "resolve"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _fill_cache(profile: str, cache: Path) -> None:
+    """Resolve once over the cassette, which leaves the pages and METADATA in the
+    cache, so the CLI can run with --offline."""
+    case = DATA / "cases" / f"{profile}.toml"
+    loaded = load_profile(str(case) if case.exists() else profile)
+    transport = ReplayTransport(DATA / "cassettes" / loaded.name)
+    with make_http_client(transport=transport) as http:
+        try:
+            resolve_profile(loaded, http=http, cache_dir=cache)
+        except ResolutionError:
+            pass
+
+
+def test_cli_resolves_offline_from_the_cache(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    _fill_cache("pypi-small", cache)
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
+    out = tmp_path / "pylock.pypi-small.toml"
+    code = main(["resolve", "pypi-small", "-o", str(out), "--offline", "--json"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["lock"] == str(out)
+    assert summary["packages"] == len(load_lock(out).packages)
+    assert isinstance(summary["seconds"], float)
+    assert out.read_text() == (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+
+
+def test_cli_conflict_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    _fill_cache("conflict", cache)
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
+    out = tmp_path / "pylock.conflict.toml"
+    code = main(["resolve", str(DATA / "cases" / "conflict.toml"), "-o", str(out),
+                 "--offline"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "The conflict is caused by" in err and "urllib3" in err
+    assert not out.exists()
+
+
+def test_cli_bad_index_options_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["resolve", "pypi-small", "--index", "no-equals-sign"]) == 2
+    assert "is not NAME=URL" in capsys.readouterr().err
+    assert main(["resolve", "pypi-small", "--index", "nope=http://x"]) == 2
+    assert "no index named 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("profile", ["pypi-small", "pypi-cu130"])
+def test_live_pypi_profile_resolves_and_uv_accepts_the_lock(profile, tmp_path):
+    out = tmp_path / f"pylock.{profile}.toml"
+    from stacklock.resolve.command import lock_profile
+
+    result = lock_profile(profile, output=out, cache_dir=tmp_path / "cache")
+    pylock = Pylock.from_dict(tomllib.loads(out.read_text()))
+    assert len(pylock.packages) == len(result.resolution.packages) > 0
+    names = {p.name for p in pylock.packages}
+    assert {r.name for r in result.resolution.profile.requirements.packages} <= names
+    uv_dry_run(out, tmp_path, offline=False)
