@@ -72,6 +72,8 @@ def main() -> int:
             (HERE / filename).write_text("\n".join(lines) + "\n")
             args += ["--override", filename] if "overrides" in filename else [filename]
         args += ["-o", f"pylock.{name}.toml"]
+        # uv prefers the pins of an existing output file; start from nothing
+        (HERE / f"pylock.{name}.toml").unlink(missing_ok=True)
         print("+", " ".join(args[1:]), flush=True)
         subprocess.run(args, cwd=HERE, check=True)
     return 0
