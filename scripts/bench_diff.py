@@ -25,6 +25,10 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from record_diff_locks import compile_args, find_uv
+
 from stacklock._fs import cache_dir
 from stacklock.diff import diff_lock_files
 from stacklock.diff_render import render_json, render_markdown, render_text
@@ -67,32 +71,13 @@ GOAL_S = 0.3
 def build_locks(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "bench.in").write_text("\n".join(REQUIREMENTS) + "\n")
-    uv = Path(sys.executable).with_name("uv")
     out = {}
     for name, cutoff in CUTOFFS.items():
         lock = folder / f"pylock.{name}.toml"
         out[name] = lock
         if lock.exists():
             continue
-        args = [
-            str(uv),
-            "pip",
-            "compile",
-            "--quiet",
-            "--format",
-            "pylock.toml",
-            "--python-version",
-            "3.12",
-            "--python-platform",
-            "x86_64-manylinux_2_28",
-            "--exclude-newer",
-            cutoff,
-            "--index-url",
-            "https://pypi.org/simple",
-            "bench.in",
-            "-o",
-            lock.name,
-        ]
+        args = [find_uv(), *compile_args(cutoff), "bench.in", "-o", lock.name]
         print("+ uv", " ".join(args[1:]), flush=True)
         subprocess.run(args, cwd=folder, check=True)
     return out

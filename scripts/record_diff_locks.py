@@ -18,21 +18,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent / "tests" / "data" / "diff"
 EXCLUDE_NEWER = "2026-12-01T00:00:00Z"
-COMMON = [
-    "pip",
-    "compile",
-    "--quiet",
-    "--format",
-    "pylock.toml",
-    "--python-version",
-    "3.12",
-    "--python-platform",
-    "x86_64-manylinux_2_28",
-    "--exclude-newer",
-    EXCLUDE_NEWER,
-    "--index-url",
-    "https://pypi.org/simple",
-]
+
+
+def compile_args(exclude_newer: str) -> list[str]:
+    """``uv pip compile`` for stacklock's default target against real PyPI."""
+    return [
+        "pip", "compile", "--quiet", "--format", "pylock.toml",
+        "--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_28",
+        "--exclude-newer", exclude_newer, "--index-url", "https://pypi.org/simple",
+    ]  # fmt: skip
+
+
 STACKS = {
     "cu128": {
         "requirements-cu128.in": [
@@ -56,7 +52,7 @@ STACKS = {
 }
 
 
-def _uv() -> str:
+def find_uv() -> str:
     beside = Path(sys.executable).with_name("uv")
     found = str(beside) if beside.exists() else shutil.which("uv")
     if found is None:
@@ -67,7 +63,7 @@ def _uv() -> str:
 def main() -> int:
     HERE.mkdir(parents=True, exist_ok=True)
     for name, files in STACKS.items():
-        args = [_uv(), *COMMON]
+        args = [find_uv(), *compile_args(EXCLUDE_NEWER)]
         for filename, lines in files.items():
             (HERE / filename).write_text("\n".join(lines) + "\n")
             args += ["--override", filename] if "overrides" in filename else [filename]
