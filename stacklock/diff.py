@@ -64,10 +64,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from stacklock.diff_read import LockView, PackageView, load_lock_view, parse_lock_view
+from stacklock.diff_stack import FieldChange, diff_stack, toolkit_warnings
 from stacklock.errors import LockError
 
 if TYPE_CHECKING:
@@ -99,14 +99,10 @@ CHANGE_KINDS = (
 
 
 @dataclass(frozen=True, kw_only=True)
-class FieldChange:
-    key: str
-    old: Any
-    new: Any
-
-
-@dataclass(frozen=True, kw_only=True)
 class PackageChange:
+    """One package that differs; ``index`` and ``hash`` are set whenever that
+    aspect changed, whatever ``change`` (the most telling aspect) says."""
+
     name: str
     change: str
     old: str | None
@@ -133,6 +129,8 @@ class PackageChange:
 
 @dataclass(frozen=True, kw_only=True)
 class LockDiff:
+    """Everything two locks disagree on; ``differs`` drives ``--exit-code``."""
+
     old_path: str
     new_path: str
     packages: tuple[PackageChange, ...]
@@ -204,8 +202,8 @@ def diff_locks(old: LockView, new: LockView) -> LockDiff:
         changes.append(change)
         if change.hash is not None:
             warnings.append(_hash_warning(key, change))
-    toolkit, stack, notes = _diff_stack(old, new)
-    warnings += _toolkit_warnings(toolkit)
+    toolkit, stack, notes = diff_stack(old, new)
+    warnings += toolkit_warnings(toolkit)
     return LockDiff(
         old_path=old.path,
         new_path=new.path,
@@ -357,90 +355,3 @@ def _hash_change(old: PackageView, new: PackageView) -> tuple[str, str, str] | N
     if same and old.record and new.record and old.record != new.record:
         return _RECORD, f"sha256:{old.record}", f"sha256:{new.record}"
     return None
-
-
-_FIRST_KEYS = (
-    "cuda.version",
-    "cuda.min-driver",
-    "cuda.compat-floor",
-    "cuda.bundled-driver",
-    "target",
-    "profile",
-    "profile-sha256",
-    "overrides",
-    "indexes",
-)
-
-
-def _stack_order(key: str) -> tuple[int, str]:
-    """Most telling keys first (toolkit version, minimum driver), then by name."""
-    for rank, first in enumerate(_FIRST_KEYS):
-        if key == first or key.startswith(first + "."):
-            return rank, key
-    return len(_FIRST_KEYS), key
-
-
-def _diff_stack(
-    old: LockView, new: LockView
-) -> tuple[tuple[FieldChange, ...], tuple[FieldChange, ...], tuple[str, ...]]:
-    if old.stack is None or new.stack is None:
-        missing = [v.path for v in (old, new) if v.stack is None]
-        note = (
-            f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no "
-            "[tool.stacklock] table: toolkit and stack not compared"
-        )
-        return (), (), (note,)
-    notes: tuple[str, ...] = ()
-    keys = old.stack.keys() | new.stack.keys()
-    snapshot = old.snapshot or new.snapshot
-    if snapshot:
-        keys = old.stack.keys() & new.stack.keys()
-        notes = ("a snapshot is involved: keys recorded on one side only are skipped",)
-    toolkit: list[FieldChange] = []
-    stack: list[FieldChange] = []
-    for key in sorted(keys, key=_stack_order):
-        before, after = old.stack.get(key), new.stack.get(key)
-        if before == after or (
-            snapshot and key == "requires-python" and _python_fits(before, after)
-        ):
-            continue
-        if key.startswith("cuda."):
-            toolkit.append(
-                FieldChange(key=key.removeprefix("cuda."), old=before, new=after)
-            )
-        else:
-            stack.append(FieldChange(key=key, old=before, new=after))
-    return tuple(toolkit), tuple(stack), notes
-
-
-def _toolkit_warnings(toolkit: tuple[FieldChange, ...]) -> list[str]:
-    """The runfile's bytes changed under the same runfile name: the same red flag
-    as a wheel whose hash changed."""
-    changed = {f.key: f for f in toolkit}
-    if "runfile" in changed:
-        return []
-    return [
-        f"toolkit runfile: {key} changed under the same runfile name "
-        f"({_show_hash(f.old)} -> {_show_hash(f.new)}): NVIDIA replaced the file "
-        "or it was tampered with: verify it before installing"
-        for key, f in changed.items()
-        if key in ("sha256", "md5") and f.old is not None and f.new is not None
-    ]
-
-
-def _show_hash(value: Any) -> str:
-    return str(value)[:12]
-
-
-def _python_fits(a: Any, b: Any) -> bool:
-    """A snapshot records the exact Python (``==3.12.7``); it matches a lock's
-    ``==3.12.*`` when the lock's specifier contains that version."""
-    for exact, spec in ((a, b), (b, a)):
-        if isinstance(exact, str) and isinstance(spec, str):
-            pinned = exact.removeprefix("==")
-            if exact.startswith("==") and "*" not in pinned:
-                try:
-                    return SpecifierSet(spec).contains(pinned, prereleases=True)
-                except InvalidSpecifier:
-                    return False
-    return False
