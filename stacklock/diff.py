@@ -5,7 +5,8 @@ became 13.0.1, the minimum driver rose, three packages now come from another ind
 one wheel changed its hash under the same name". This module answers exactly that for
 any PEP 751 lock: stacklock's own, uv's ``pylock.toml`` or a ``stacklock snapshot`` of
 an installed environment. :mod:`stacklock.diff_read` reads and validates the files
-(``tomllib`` + ``packaging.pylock``); :mod:`stacklock.diff_render` renders the result.
+(``tomllib`` + ``packaging.pylock``), :mod:`stacklock.diff_stack` compares the
+toolkit and stack tables, :mod:`stacklock.diff_render` renders the result.
 
 Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice)
 the change is one of, by precedence:
