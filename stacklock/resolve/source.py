@@ -69,7 +69,8 @@ class PackageSource:
     :class:`stacklock.index.finder.Finder`, ``fetcher`` a
     :class:`stacklock.metadata.MetadataFetcher`; ``overrides`` maps a name to the
     specifier that replaces every requirement on it, so prefetch guesses the
-    versions the resolver will actually pick."""
+    versions the resolver will actually pick. ``find_candidates`` replaces the
+    finder's own (worker processes, :mod:`stacklock.resolve.workers`)."""
 
     def __init__(
         self,
@@ -82,8 +83,10 @@ class PackageSource:
         workers: int = 24,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
+        find_candidates: Callable[[str], list[Any]] | None = None,
     ) -> None:
         self._finder = finder
+        self._find = find_candidates or finder.find_candidates
         self._fetcher = fetcher
         self._env = dict(environment)
         self._overrides = dict(overrides or {})
@@ -179,7 +182,7 @@ class PackageSource:
     def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
         by_version: dict[Any, list[Any]] = defaultdict(list)
         index = ""
-        for ev in self._finder.find_candidates(name):
+        for ev in self._find(name):
             by_version[ev.version].append(ev)
             index = ev.index
         self._count("pages")
