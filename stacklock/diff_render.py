@@ -71,7 +71,7 @@ def summary_line(diff: LockDiff) -> str:
     if moves:
         kinds.append(f"{moves} more moved index")
     parts = [
-        f"{len(diff.packages)} packages changed"
+        f"{len(diff.packages)} package{'s' if len(diff.packages) != 1 else ''} changed"
         + (f" ({', '.join(kinds)})" if kinds else ""),
         f"{diff.unchanged} unchanged",
     ]
@@ -100,7 +100,7 @@ def _note(change: PackageChange) -> str:
         else:
             bits.append(f"cuda {old} -> {new}")
     if change.hash is not None:
-        bits.append(f"HASH CHANGED: {change.hash[0]}")
+        bits.append("HASH CHANGED (see warnings)")
     return "; ".join(bits)
 
 

@@ -541,3 +541,24 @@ def test_duplicate_names_are_keyed_by_marker() -> None:
         'torch; sys_platform == "darwin"',
         'torch; sys_platform == "linux"',
     }
+
+
+def test_renderers_on_the_uv_stacks() -> None:
+    diff = diff_lock_files(UV_128, UV_130)
+    markdown = render_markdown(diff)
+    lines = markdown.splitlines()
+    assert lines[0].startswith("### stacklock diff:")
+    assert (
+        lines[2]
+        == f"**{len(diff.packages)} packages changed"
+        + lines[2][len(f"**{len(diff.packages)} packages changed") :]
+    )
+    rows = [line for line in lines if line.startswith("| `")]
+    assert len(rows) == len(diff.packages)
+    # a long table folds so the PR comment stays short
+    assert ("<details>" in markdown) == (len(rows) > 40)
+    plain = render_text(diff)
+    colored = render_text(diff, color=True)
+    assert "\x1b[" in colored and "\x1b[" not in plain
+    for change in diff.packages:
+        assert change.name in plain
