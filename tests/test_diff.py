@@ -548,11 +548,7 @@ def test_renderers_on_the_uv_stacks() -> None:
     markdown = render_markdown(diff)
     lines = markdown.splitlines()
     assert lines[0].startswith("### stacklock diff:")
-    assert (
-        lines[2]
-        == f"**{len(diff.packages)} packages changed"
-        + lines[2][len(f"**{len(diff.packages)} packages changed") :]
-    )
+    assert lines[2].startswith(f"**{len(diff.packages)} packages changed (")
     rows = [line for line in lines if line.startswith("| `")]
     assert len(rows) == len(diff.packages)
     # a long table folds so the PR comment stays short
