@@ -278,8 +278,11 @@ def render_lock(lock: Lock) -> str:
 
 
 def dump_lock(lock: Lock, path: str | Path) -> Path:
-    """Write ``lock`` to ``path``, replacing any old file atomically."""
-    return atomic_write_bytes(path, render_lock(lock).encode("utf-8"))
+    """Write ``lock`` to ``path``, replacing any old file atomically. A lock is
+    meant to be committed and shared: readable by all, like any checked-in file."""
+    written = atomic_write_bytes(path, render_lock(lock).encode("utf-8"))
+    written.chmod(0o644)
+    return written
 
 
 def load_lock(path: str | Path) -> Lock:
