@@ -1,9 +1,9 @@
 """Render a :class:`~stacklock.diff.LockDiff` as text, Markdown or JSON.
 
 Text is for a terminal (rich tables, rendered into a string: the CLI prints it),
-Markdown fits a pull-request comment (a summary line, warnings first, a table of
-changes, the toolkit and stack), JSON is the stable, sorted ``LockDiff.to_dict()``
-documented in :mod:`stacklock.diff`. Text and Markdown list the most telling changes
+Markdown fits a pull-request comment (a summary line, warnings, the toolkit and
+stack, then the package changes, folded when long), JSON is the stable, sorted
+``LockDiff.to_dict()`` documented in :mod:`stacklock.diff`. Text and Markdown list the most telling changes
 first (a changed hash, a rebuild, an index move, then upgrades, ..., additions and
 removals); JSON keeps the name order.
 """
@@ -195,17 +195,9 @@ def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str
     console.print(summary_line(diff))
     for warning in diff.warnings:
         console.print(Text(f"warning: {warning}", "bold red"))
-    if diff.packages:
-        header, changes, rows = _package_rows(diff)
-        table = Table(title="packages", box=box.SIMPLE_HEAD, title_justify="left")
-        for column in header:
-            table.add_column(column, overflow="fold")
-        for change, row in zip(changes, rows, strict=True):
-            style = _STYLES.get(change.change, "")
-            table.add_row(row[0], Text(row[1], style), *row[2:])
-        console.print(table)
     fields, hidden = _field_rows(diff)
     if fields:
+        console.print()
         table = Table(
             title="toolkit and stack", box=box.SIMPLE_HEAD, title_justify="left"
         )
@@ -216,6 +208,16 @@ def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str
         console.print(table)
     if hidden:
         console.print(hidden)
+    if diff.packages:
+        header, changes, rows = _package_rows(diff)
+        console.print()
+        table = Table(title="packages", box=box.SIMPLE_HEAD, title_justify="left")
+        for column in header:
+            table.add_column(column, overflow="fold")
+        for change, row in zip(changes, rows, strict=True):
+            style = _STYLES.get(change.change, "")
+            table.add_row(row[0], Text(row[1], style), *row[2:])
+        console.print(table)
     for note in diff.notes:
         console.print(f"note: {note}")
     file = console.file
@@ -245,6 +247,13 @@ def render_markdown(diff: LockDiff) -> str:
     if diff.warnings:
         out += ["", "> [!WARNING]"]
         out += [f"> - {_cell(w)}" for w in diff.warnings]
+    fields, hidden = _field_rows(diff)
+    if fields:
+        stack_rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
+        out += ["", "#### toolkit and stack", ""]
+        out += _md_table(("key", "old", "new"), stack_rows)
+        if hidden:
+            out += ["", f"_{hidden}_"]
     if diff.packages:
         header, changes, rows = _package_rows(diff)
         rows = [
@@ -256,14 +265,7 @@ def render_markdown(diff: LockDiff) -> str:
             summary = f"{len(rows)} package changes"
             table = ["<details>", f"<summary>{summary}</summary>", "", *table]
             table += ["", "</details>"]
-        out += ["", *table]
-    fields, hidden = _field_rows(diff)
-    if fields:
-        stack_rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
-        out += ["", "#### toolkit and stack", ""]
-        out += _md_table(("key", "old", "new"), stack_rows)
-        if hidden:
-            out += ["", f"_{hidden}_"]
+        out += ["", "#### packages", "", *table]
     if diff.notes:
         out += ["", *(f"_note: {_cell(n)}_" for n in diff.notes)]
     return "\n".join(out) + "\n"

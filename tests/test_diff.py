@@ -212,7 +212,9 @@ def test_stacklock_locks_12_8_to_13_toolkit_and_packages() -> None:
         f"| `cuda.version` | {old_cuda['version']} | {new_cuda['version']} |"
         in markdown
     )
-    assert "cuda.url" not in markdown.split("####")[-1].split("_cuda")[0]
+    toolkit_table = markdown.split("#### toolkit and stack")[1].split("####")[0]
+    assert "`cuda.min-driver`" in toolkit_table and "`cuda.url`" not in toolkit_table
+    assert markdown.index("#### toolkit and stack") < markdown.index("#### packages")
 
 
 def test_stacklock_lock_and_uv_lock_of_the_same_requirements() -> None:
