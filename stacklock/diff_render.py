@@ -3,9 +3,9 @@
 Text is for a terminal (rich tables, rendered into a string: the CLI prints it),
 Markdown fits a pull-request comment (a summary line, warnings, the toolkit and
 stack, then the package changes, folded when long), JSON is the stable, sorted
-``LockDiff.to_dict()`` documented in :mod:`stacklock.diff`. Text and Markdown list the most telling changes
-first (a changed hash, a rebuild, an index move, then upgrades, ..., additions and
-removals); JSON keeps the name order.
+``LockDiff.to_dict()`` documented in :mod:`stacklock.diff`. Text and Markdown list
+the most telling changes first (a changed hash, a rebuild, an index move, then
+upgrades, ..., additions and removals); JSON keeps the name order.
 """
 
 from __future__ import annotations
