@@ -246,12 +246,15 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    import shutil
+
     from stacklock.diff import diff_lock_files
     from stacklock.diff_render import render_diff
 
     result = diff_lock_files(args.old, args.new)
-    color = args.format == "text" and sys.stdout.isatty()
-    print(render_diff(result, args.format, color=color), end="")
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size((110, 24)).columns if tty else 110
+    print(render_diff(result, args.format, color=tty, width=width), end="")
     return 1 if args.exit_code and result.differs else 0
 
 
