@@ -151,6 +151,8 @@ def check_wheel_hashes(lock: LockView, dists: dict[str, Any]) -> CheckResult:
         dist = installed.get(name)
         if dist is None or not dist.get("dist_info"):
             continue
+        if not _same_version(dist["version"], pkg.version):
+            continue  # the distributions check reports it
         if dist.get("installer") not in (None, "uv"):
             not_uv.append(f"{name} ({dist['installer']})")
         wheels = [(f, h) for f, h in pkg.wheels if h]

@@ -80,8 +80,14 @@ class SglangServer:
         except OSError as exc:
             raise ServerError(f"cannot start {self.argv[0]}: {exc.strerror}") from exc
 
-    def exited(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
+    def exited(self, grace: float = 0.0) -> int | None:
+        """The exit code once the server has died (waiting up to ``grace`` s)."""
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout=grace) if grace else self.proc.poll()
+        except subprocess.TimeoutExpired:
+            return None
 
     def wait_healthy(self, http: httpx.Client, timeout: float) -> float:
         """Seconds until ``GET /health`` answered 200."""
@@ -185,11 +191,13 @@ def _bench(http: httpx.Client, url: str, config: GateConfig, name: str,
                            output_tokens=config.output_tokens,
                            timeout=config.request_timeout, seed=i)
         levels.append(result)
-        code = alive.exited() if alive is not None else None
+        failed = result.completed < result.requests
+        # failed requests and a dying server arrive together: give it a moment
+        code = alive.exited(grace=5.0 if failed else 0.0) if alive else None
         if alive is not None and code is not None:
             return levels, (f"server exited with code {code} during concurrency "
                             f"{level} ({name}): {_tail(alive.log_path)}")
-        if result.completed < result.requests:
+        if failed:
             return levels, (f"{result.requests - result.completed} of "
                             f"{result.requests} requests failed at concurrency "
                             f"{level}: {result.errors[0]}")

@@ -106,8 +106,8 @@ def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
         return (f"import {module} failed: {library} needs {sym_text}, which no loaded "
                 f"library defines ({_describe(owner, dists, lock)})")
     pin = _torch_pin(owner, dists)
-    pin_text = f", its metadata asks for {pin}" if pin else ""
-    return (f"ABI mismatch: {library} from {_describe(owner, dists, lock)}{pin_text} "
+    pin_text = f" (its metadata asks for {pin})" if pin else ""
+    return (f"ABI mismatch: {library} in {_describe(owner, dists, lock)}{pin_text} "
             f"was built against another torch than {_describe('torch', dists, lock)}: "
             f"undefined symbol {sym_text}; lock a {owner} wheel built for this torch, "
             f"or the torch it was built for")

@@ -1,0 +1,85 @@
+"""Import checks inside a real venv, and the ABI diagnosis on a real extension that
+fails to load with ``undefined symbol`` (compiled here with gcc)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from stacklock.validate import read_distributions
+from stacklock.validate.imports import check_imports
+from stacklock.validate.lockview import load_lock_view
+from tests.data.validate.wheelkit import build_wheel, make_venv, uv_install, write_lock
+
+# c10::TensorImpl::release_resources(): a libtorch symbol whose ABI moved between
+# torch releases; here no library defines it at all.
+SYMBOL = "_ZN3c1010TensorImpl17release_resourcesEv"
+C_SOURCE = f"""
+extern void {SYMBOL}(void);
+void *PyInit_common_ops(void) {{ {SYMBOL}(); return 0; }}
+"""
+
+
+def _extension(folder: Path) -> bytes:
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / "common_ops.c"
+    source.write_text(C_SOURCE)
+    out = folder / "common_ops.abi3.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source)],
+                   check=True, capture_output=True)
+    return out.read_bytes()
+
+
+@pytest.fixture
+def broken_stack(tmp_path: Path) -> tuple[Path, Path]:
+    """A venv with torch 2.11.0+cu130 and an sgl-kernel built for torch 2.9.1."""
+    assert shutil.which("gcc"), "gcc is needed to build the test extension"
+    wheels = tmp_path / "wheels"
+    torch = build_wheel(wheels, "torch", "2.11.0+cu130",
+                        {"torch/__init__.py": b"__version__ = '2.11.0+cu130'\n"})
+    kernel = build_wheel(
+        wheels, "sgl-kernel", "0.3.21+cu130",
+        {"sgl_kernel/__init__.py": b"from sgl_kernel import common_ops\n",
+         "sgl_kernel/common_ops.abi3.so": _extension(tmp_path / "build")},
+        requires=("torch==2.9.1",), tag="cp310-abi3-linux_x86_64",
+    )
+    python = make_venv(tmp_path / "venv")
+    uv_install(python, torch, kernel)
+    lock = write_lock(tmp_path / "pylock.toml", [torch, kernel])
+    return python, lock
+
+
+def test_undefined_symbol_is_an_abi_mismatch(broken_stack: tuple[Path, Path]) -> None:
+    python, lock_path = broken_stack
+    lock = load_lock_view(lock_path)
+    dists = read_distributions(python)
+    assert dists["modules"]["sgl_kernel"] == ["sgl-kernel"]
+    results = check_imports(python, ("torch", "sgl_kernel"), dists, lock)
+    assert [(r.name, r.status) for r in results] == [
+        ("import:torch", "pass"), ("import:sgl_kernel", "fail")]
+    assert results[0].reason == "imports (2.11.0+cu130)"
+    failed = results[1]
+    assert failed.details["error_type"] == "ImportError"
+    assert f"undefined symbol: {SYMBOL}" in failed.details["message"]
+    assert failed.reason == (
+        "ABI mismatch: common_ops.abi3.so in sgl-kernel 0.3.21+cu130 (cu130) "
+        "(its metadata asks for torch==2.9.1) was built against another torch than "
+        "torch 2.11.0+cu130 (cu130): undefined symbol "
+        f"{SYMBOL} (c10::TensorImpl::release_resources()); lock a sgl-kernel wheel "
+        "built for this torch, or the torch it was built for")
+
+
+def test_other_import_failures_say_what(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path / "w", "badpkg", "1.0",
+                        {"badpkg/__init__.py": b"raise RuntimeError('no GPU here')\n"})
+    python = make_venv(tmp_path / "venv")
+    uv_install(python, wheel)
+    dists = read_distributions(python)
+    results = check_imports(python, ("badpkg", "not_there", "json"), dists, None)
+    assert [r.status for r in results] == ["fail", "fail", "pass"]
+    assert results[0].reason == "import badpkg failed: RuntimeError: no GPU here"
+    assert results[1].reason == ("import not_there failed: ModuleNotFoundError: "
+                                 "No module named 'not_there'")
