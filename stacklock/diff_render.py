@@ -49,12 +49,14 @@ _STYLES = {
 _MARKDOWN_OPEN_ROWS = 40  # longer package tables fold into <details>
 
 
-def render_diff(diff: LockDiff, fmt: str, *, color: bool = False) -> str:
+def render_diff(
+    diff: LockDiff, fmt: str, *, color: bool = False, width: int = 110
+) -> str:
     if fmt == "markdown":
         return render_markdown(diff)
     if fmt == "json":
         return render_json(diff)
-    return render_text(diff, color=color)
+    return render_text(diff, color=color, width=width)
 
 
 def render_json(diff: LockDiff) -> str:
