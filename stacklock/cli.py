@@ -229,7 +229,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         progress=progress,
     )
     _print_json(result.to_dict()) if args.json else print(render_install(result))
-    return 0
+    return 0 if getattr(result.validation, "ok", True) else 1
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

@@ -75,10 +75,13 @@ class _Handler(BaseHTTPRequestHandler):
         delay = served.delay.get(self.path)
         if delay:
             served.started.set()
-            for i in range(0, len(chunk), 1024):
-                self.wfile.write(chunk[i : i + 1024])
-                self.wfile.flush()
-                time.sleep(delay)
+            try:
+                for i in range(0, len(chunk), 1024):
+                    self.wfile.write(chunk[i : i + 1024])
+                    self.wfile.flush()
+                    time.sleep(delay)
+            except OSError:  # the client was killed: expected
+                self.close_connection = True
             return
         self.wfile.write(chunk)
 

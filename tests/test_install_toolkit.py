@@ -57,6 +57,7 @@ __ARCHIVE_BELOW__
 @pytest.fixture(autouse=True)
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # validate writes ./stacklock-validate
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")  # the H200's
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.pylock import Pylock
 
-from stacklock.errors import InstallError
+from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
 from stacklock.snapshot import make_snapshot, render_snapshot
 from stacklock.store import ArtifactStore
@@ -26,6 +26,7 @@ PY = sys.executable
 @pytest.fixture(autouse=True)
 def _isolated_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)  # validate writes ./stacklock-validate
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
 
 
@@ -68,6 +69,10 @@ def test_install_imports_and_snapshot_matches(
     assert got == want
     assert doc["tool"]["stacklock"]["unknown-origin"] == []
     assert "generation 1" in render_install(result)
+    # install ends with stacklock.validate: the lock's packages are all there
+    assert result.validation is not None
+    checks = {c.name: c.status for c in result.validation.checks}
+    assert checks["distributions"] == "pass" and checks["wheel-hashes"] == "pass"
 
 
 def test_reinstall_snapshots_old_and_rollback_restores(
@@ -91,52 +96,77 @@ def test_reinstall_snapshots_old_and_rollback_restores(
         rollback_install(venv)
 
 
+@pytest.mark.parametrize("prefetch", [True, False], ids=["store", "uv"])
 def test_tampered_wheel_aborts_and_old_venv_is_intact(
-    server: tuple[str, Served], tmp_path: Path
+    server: tuple[str, Served], tmp_path: Path, prefetch: bool
 ) -> None:
+    """Caught by the store's sha256 (default) or by uv's own hash check."""
     base, served = server
     venv = tmp_path / "env"
     good = local_lock(base, served, tmp_path / "good" / "pylock.small.toml")
-    install_lock(good, venv=venv, python=PY)
+    # the first install fills another store, so the second must download
+    install_lock(good, venv=venv, python=PY, validate=False, cache=tmp_path / "c1")
     before = tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv)
     bad = local_lock(base, served, tmp_path / "bad" / "pylock.small.toml", tamper="six")
-    with pytest.raises(InstallError, match="uv-pip-sync failed") as info:
-        install_lock(bad, venv=venv, python=PY)
-    log = Path(str(info.value.hint).rsplit(" ", 1)[-1])
-    assert "Hash mismatch" in log.read_text()
+    if prefetch:
+        with pytest.raises(HashMismatchError, match=r"six-1\.17\.0"):
+            install_lock(bad, venv=venv, python=PY)
+    else:
+        with pytest.raises(InstallError, match="uv-pip-sync failed") as info:
+            install_lock(bad, venv=venv, python=PY, prefetch=False)
+        log = Path(str(info.value.hint).rsplit(" ", 1)[-1])
+        assert "Hash mismatch" in log.read_text()
     assert tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv) == before
     assert not (tmp_path / "env.stacklock" / "2").exists()
     assert _run_py(venv, "import six; print(six.__version__)") == "1.17.0"
 
 
+_INSTALL_NO_PREFETCH = """
+import sys
+from pathlib import Path
+from stacklock.install import install_lock
+install_lock(Path(sys.argv[1]), venv=Path(sys.argv[2]), python=sys.executable,
+             prefetch=False, validate=False)
+"""
+
+
+@pytest.mark.parametrize("phase", ["download", "uv"])
 def test_killed_install_leaves_old_venv_intact(
-    server: tuple[str, Served], tmp_path: Path
+    server: tuple[str, Served], tmp_path: Path, phase: str
 ) -> None:
+    """SIGKILL stacklock (and its uv) while a slow server trickles the wheels:
+    during stacklock's own download, or while uv downloads (prefetch off)."""
     base, served = server
     venv = tmp_path / "env"
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")
-    install_lock(lock, venv=venv, python=PY)
+    install_lock(lock, venv=venv, python=PY, validate=False, cache=tmp_path / "c1")
     before = tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv)
-    # a second lock whose wheels trickle in: kill stacklock (and its uv) mid-way
     slow = local_lock(base, served, tmp_path / "slow" / "pylock.small.toml")
     for path in served.files:
         served.delay[path] = 0.05
+    served.requests.clear()
+    if phase == "download":
+        argv = [PY, "-m", "stacklock.cli", "install", str(slow), "--venv", str(venv),
+                "--python", PY, "--no-validate"]  # fmt: skip
+    else:
+        argv = [PY, "-c", _INSTALL_NO_PREFETCH, str(slow), str(venv)]
     proc = subprocess.Popen(
-        [PY, "-m", "stacklock.cli", "install", str(slow), "--venv", str(venv),
-         "--python", PY, "--no-validate"],
-        start_new_session=True, env=os.environ.copy(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        argv, start_new_session=True, env=os.environ.copy(),
+        stdout=subprocess.DEVNULL, stderr=(tmp_path / "killed.err").open("w"),
     )  # fmt: skip
-    assert served.started.wait(timeout=120), "uv never asked for a wheel"
+    assert served.started.wait(timeout=60), (tmp_path / "killed.err").read_text()
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv) == before
     assert venv.resolve().name == "1"
-    # the next run clears the unfinished generation and succeeds
+    # the next run cleans up and succeeds
     served.delay.clear()
-    result = install_lock(slow, venv=venv, python=PY)
-    assert any("removed unfinished generation 2" in n for n in result.notes)
-    assert venv.resolve().name == "3"
+    served.requests.clear()
+    result = install_lock(slow, venv=venv, python=PY, validate=False)
+    assert venv.resolve().name in {"2", "3"}
+    if phase == "uv":
+        assert any("removed unfinished generation 2" in n for n in result.notes)
+    assert _run_py(venv, "import idna; print(idna.__version__)") == "3.20"
 
 
 def test_plain_venv_is_adopted_snapshotted_and_restorable(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +50,8 @@ from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from stacklock.install.plan import LockInfo
 
 __all__ = [
     "InstallResult",
@@ -131,6 +133,21 @@ def _validator() -> Callable[..., Any] | None:
     return getattr(validate, "validate_install", None)
 
 
+def _prefetch_wheels(
+    lock: LockInfo, plan: InstallPlan, *, store: ArtifactStore, http: httpx.Client
+) -> InstallPlan:
+    """Fetch the plan's wheels into the store; uv then reads them by ``path``."""
+    urls = {w.sha256: w.url for p in lock.packages for w in p.wheels if w.url}
+    local = dict(plan.local_wheels)
+    for item in plan.downloads:
+        url = urls.get(item.sha256)
+        if item.kind != "wheel" or item.cached or url is None:
+            continue
+        path, _ = store.fetch(http, url, expected_sha256=item.sha256, size=item.size)
+        local[item.sha256] = str(path)
+    return replace(plan, local_wheels=local)
+
+
 def install_lock(
     lock_path: Path,
     *,
@@ -147,8 +164,14 @@ def install_lock(
     cache: Path | None = None,
     installer_log: Path = INSTALLER_LOG,
     progress: Callable[[int, int | None], None] | None = None,
+    prefetch: bool = True,
 ) -> InstallResult:
-    """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc."""
+    """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
+
+    ``prefetch`` downloads every wheel into the artifact store first (resumable,
+    sha256-checked, traceable later by validate) so uv installs from local files;
+    without it uv downloads them itself (still hash-checked).
+    """
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
     venv = Path(os.path.abspath(venv))
@@ -215,16 +238,18 @@ def install_lock(
             from stacklock.snapshot import write_snapshot
 
             snapshot = write_snapshot(venv, plan.snapshot_path)
-        runfile = None
-        if plan.runfile_command and plan.toolkit is not None:
-            own_http = http or httpx.Client(follow_redirects=True, timeout=60.0)
-            try:
+        own_http = http or httpx.Client(follow_redirects=True, timeout=60.0)
+        try:
+            if prefetch:
+                plan = _prefetch_wheels(lock, plan, store=store, http=own_http)
+            runfile = None
+            if plan.runfile_command and plan.toolkit is not None:
                 runfile = fetch_runfile(
                     plan.toolkit, store=store, http=own_http, progress=progress
                 )
-            finally:
-                if http is None:
-                    own_http.close()
+        finally:
+            if http is None:
+                own_http.close()
         try:
             build_generation(plan, lock.raw, runner=runner, logs=logs, log_for=log_for)
             if runfile is not None:
