@@ -120,7 +120,8 @@ def _package(
     """One ``[[packages]]`` entry and whether its origin is known."""
     meta = BytesHeaderParser().parsebytes((dist_info / "METADATA").read_bytes())
     name, version = str(meta["Name"]), str(meta["Version"])
-    entry: dict[str, Any] = {"name": name, "version": version}
+    # PEP 751 wants the normalized name ("Pygments" -> "pygments")
+    entry: dict[str, Any] = {"name": str(canonicalize_name(name)), "version": version}
     tool: dict[str, Any] = {}
     record = dist_info / "RECORD"
     if record.is_file():

@@ -90,7 +90,7 @@ class PreflightError(InstallError):
 
 def find_python(request: str | None, *, uv: str, runner: Runner) -> str:
     """uv's python discovery: ``uv python find <request>``."""
-    argv = [uv, "python", "find", *([request] if request else [])]
+    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
     rc, out = runner.capture(argv)
     path = out.strip().splitlines()[-1] if out.strip() else ""
     if rc != 0 or not path:
