@@ -65,6 +65,10 @@ def load_lock_view(path: str | Path) -> LockView:
     tool = data.get("tool", {}).get("stacklock", {})
     if not isinstance(tool, dict):
         raise LockError(f"{where}: tool.stacklock: expected a table")
+    if tool.get("lock-version", 1) != 1:
+        raise LockError(f"{where}: tool.stacklock.lock-version "
+                        f"{tool['lock-version']!r} is not supported",
+                        hint="this stacklock reads lock-version 1; upgrade stacklock")
     packages: dict[NormalizedName, LockedPackage] = {}
     raw_packages = data.get("packages", [])
     for i, pkg in enumerate(pylock.packages):

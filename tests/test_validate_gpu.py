@@ -1,0 +1,151 @@
+"""GPU-side checks on what the H200 machine really reported, and the probe merge."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from stacklock.validate.config import ProbeConfig
+from stacklock.validate.gpuchecks import (
+    check_driver_runs_toolkit,
+    check_probes,
+    check_toolkit,
+    check_torch,
+)
+from stacklock.validate.lockview import LockView, load_lock_view
+from stacklock.validate.probes import ProbeResult, _merge, probe_env
+from stacklock.validate.report import ValidateResult
+
+H200 = Path(__file__).parent / "data" / "validate" / "h200"
+
+
+@pytest.fixture
+def info() -> dict:
+    return json.loads((H200 / "venv-info.json").read_text())
+
+
+@pytest.fixture
+def lock() -> LockView:
+    return load_lock_view(H200 / "pylock.h200-cu130.toml")
+
+
+def _by_name(results: list) -> dict:
+    return {r.name: r for r in results}
+
+
+def test_h200_torch_facts_pass(info: dict, lock: LockView) -> None:
+    results = _by_name(check_torch(info, lock, min_gpus=1))
+    assert {n: r.status for n, r in results.items()} == {
+        "torch-cuda": "pass", "gpu-count": "pass", "gpu-arch": "pass", "nccl": "pass"}
+    assert results["nccl"].reason == "NCCL 2.28.9 from nvidia-nccl-cu13 2.28.9"
+    assert results["gpu-arch"].reason == ("sm_90 in torch's arch list and the "
+                                          "profile's gpu-arch")
+
+
+def test_profile_for_blackwell_fails_on_hopper(info: dict, lock: LockView) -> None:
+    blackwell = replace(lock, gpu_arch=("sm_120",))
+    results = _by_name(check_torch(info, blackwell, min_gpus=8))
+    assert results["gpu-arch"].status == "fail"
+    assert results["gpu-arch"].reason == ("GPU 0 is sm_90, the profile's gpu-arch is "
+                                          "sm_120")
+    assert results["gpu-count"].status == "fail"
+    assert results["gpu-count"].reason == ("torch sees 1 GPU(s) (NVIDIA H200); "
+                                           "8 needed")
+
+
+def test_torch_without_kernels_for_the_gpu(info: dict) -> None:
+    old = dict(info, arch_list=["sm_50", "sm_60"])
+    result = _by_name(check_torch(old, None, min_gpus=None))["gpu-arch"]
+    assert result.status == "fail"
+    assert result.reason == ("GPU 0 NVIDIA H200 is sm_90, torch has kernels for "
+                             "sm_50 sm_60")
+
+
+def test_torch_built_for_another_cuda(info: dict, lock: LockView) -> None:
+    cu128 = dict(info, torch_version="2.9.1+cu128", torch_cuda="12.8")
+    result = _by_name(check_torch(cu128, lock, min_gpus=None))["torch-cuda"]
+    assert result.status == "fail"
+    assert result.reason == ("torch 2.9.1+cu128 is built for CUDA 12.8, the lock "
+                             "says 13.0")
+
+
+def test_nccl_other_than_locked(info: dict, lock: LockView) -> None:
+    result = _by_name(check_torch(dict(info, nccl_version="2.27.3"), lock,
+                                  min_gpus=None))["nccl"]
+    assert result.status == "fail"
+    assert result.reason == ("torch loads NCCL 2.27.3, the lock has nvidia-nccl-cu13 "
+                             "2.28.9")
+
+
+def test_driver_from_env_against_locked_toolkit(lock: LockView,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")
+    assert check_driver_runs_toolkit(lock, "13.0").status == "pass"
+    monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "570.86.10")
+    old = check_driver_runs_toolkit(lock, "13.0")
+    assert old.status == "fail"
+    assert "570.86.10" in old.reason and "580" in old.reason
+
+
+def test_toolkit_missing_prefix(lock: LockView, tmp_path: Path) -> None:
+    result = check_toolkit(lock, prefix=tmp_path / "cuda-13.0")
+    assert result.status == "fail"
+    where = tmp_path / "cuda-13.0"
+    assert result.reason == f"no toolkit at {where} (locked CUDA 13.0.1)"
+
+
+def test_toolkit_version_json(lock: LockView, tmp_path: Path) -> None:
+    (tmp_path / "version.json").write_text(json.dumps(
+        {"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}))
+    result = check_toolkit(lock, prefix=tmp_path)
+    assert result.status == "fail"
+    assert result.reason == "version.json says 13.0.2, the lock says 13.0.1"
+    (tmp_path / "version.json").write_text(json.dumps(
+        {"cuda": {"name": "CUDA SDK", "version": "13.0.1"}}))
+    good = check_toolkit(lock, prefix=tmp_path)
+    assert good.status == "pass"
+    assert f"{tmp_path}/bin/nvcc is missing or does not run" in good.notes
+
+
+def test_probe_environment_never_allows_multicast(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NCCL_NVLS_ENABLE", "1")
+    env = probe_env()
+    assert env["NCCL_NVLS_ENABLE"] == "0"
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+    assert env["NVSHMEM_DISABLE_NVLS"] == "1"
+
+
+def _rank(rank: int, eager: float, graph: float, tflops: float) -> dict:
+    return {"rank": rank, "device": "NVIDIA H200", "allreduce_correct": True,
+            "allreduce": [{"bytes": 43008, "eager_us": eager, "graph_us": graph}],
+            "matmul_n": 8192, "matmul_tflops": tflops}
+
+
+def test_merge_takes_the_slowest_rank_and_nccl_bus_bandwidth() -> None:
+    merged = _merge(2, [_rank(0, 30.0, 10.0, 790.0), _rank(1, 35.0, 12.0, 780.0)], [])
+    row = merged.row(43008)
+    assert row is not None
+    assert (row.eager_us, row.graph_us) == (35.0, 12.0)
+    # NCCL's busbw for all-reduce: bytes / time * 2 (n - 1) / n
+    assert row.busbw_gbps == pytest.approx(43008 / 12e-6 * 2 * 1 / 2 / 1e9)
+    assert merged.matmul_tflops == (790.0, 780.0)
+    failed = _merge(2, [_rank(0, 30.0, 10.0, 790.0)], ["rank 1 exited 1: NCCL error"])
+    assert failed.allreduce == () and not failed.allreduce_correct
+
+
+def test_probe_thresholds_on_the_real_numbers() -> None:
+    result = ValidateResult.from_dict(json.loads((H200 / "report.json").read_text()))
+    probes = result.probes
+    assert isinstance(probes, ProbeResult)
+    strict = ProbeConfig(max_allreduce_us={43008: 0.01}, min_matmul_tflops=5000.0)
+    checks = _by_name(check_probes(probes, strict))
+    assert checks["allreduce"].status == "fail"
+    assert checks["allreduce"].reason.startswith("42 KB ")
+    assert checks["allreduce"].reason.endswith(" > 0.01 us")
+    assert checks["matmul"].status == "fail"
+    loose = _by_name(check_probes(probes, ProbeConfig()))
+    assert loose["allreduce"].status == "pass" and loose["matmul"].status == "pass"
