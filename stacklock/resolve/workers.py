@@ -76,13 +76,15 @@ class PagePool:
     def __init__(self, *, indexes: Sequence[IndexSpec], target: Target,
                  exclude_newer: datetime | None, cache_dir: Path, offline: bool,
                  refresh: bool, processes: int) -> None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["stacklock.index.finder",
-                                        "stacklock.index.client"])
+        # fork: no re-import of the caller's __main__ (a script without a main
+        # guard works) and no interpreter start-up. All workers start here, at
+        # once, before the resolver's threads exist (fork copies only this one).
+        context = multiprocessing.get_context("fork")
         self._pool = ProcessPoolExecutor(
             max_workers=processes, mp_context=context, initializer=_start,
             initargs=(tuple(indexes), target, exclude_newer, cache_dir, offline,
                       refresh))
+        self._pool.submit(int).result()
 
     def find_candidates(self, name: str) -> list[Any]:
         found, error = self._pool.submit(_find_candidates, name).result()
