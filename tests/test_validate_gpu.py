@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from stacklock.errors import ValidateError
 from stacklock.validate.config import ProbeConfig
 from stacklock.validate.gpuchecks import (
     check_driver_runs_toolkit,
@@ -16,8 +17,9 @@ from stacklock.validate.gpuchecks import (
     check_torch,
 )
 from stacklock.validate.lockview import LockView, load_lock_view
-from stacklock.validate.probes import ProbeResult, _merge, probe_env
+from stacklock.validate.probes import ProbeResult, _merge, probe_env, run_gpu_probes
 from stacklock.validate.report import ValidateResult
+from tests.data.validate.wheelkit import make_venv
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"
 
@@ -149,3 +151,18 @@ def test_probe_thresholds_on_the_real_numbers() -> None:
     assert checks["matmul"].status == "fail"
     loose = _by_name(check_probes(probes, ProbeConfig()))
     assert loose["allreduce"].status == "pass" and loose["matmul"].status == "pass"
+
+
+def test_probe_ranks_that_cannot_start_are_reported(tmp_path: Path) -> None:
+    """One real process per 'GPU' with an interpreter that has no torch: every rank
+    fails, and the failure reaches the allreduce check instead of hanging."""
+    python = make_venv(tmp_path / "venv")
+    result = run_gpu_probes(python, gpus=2, sizes=(4096,), timeout=120)
+    assert result.world == 2 and result.allreduce == ()
+    assert [e.split(":")[0] for e in result.errors] == ["rank 0 exited 1",
+                                                         "rank 1 exited 1"]
+    assert all("No module named 'torch'" in e for e in result.errors)
+    check = check_probes(result, ProbeConfig())[0]
+    assert (check.name, check.status) == ("allreduce", "fail")
+    with pytest.raises(ValidateError, match="at least one GPU"):
+        run_gpu_probes(python, gpus=0)

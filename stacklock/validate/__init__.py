@@ -13,6 +13,7 @@ from typing import Any
 
 from stacklock.errors import ValidateError
 from stacklock.validate.checks import (
+    FAIL,
     SKIP,
     CheckResult,
     check_distributions,
@@ -138,11 +139,15 @@ def validate(
         checks.append(CheckResult(name="allreduce", status=SKIP,
                                   reason="torch sees no GPU"))
     else:
-        probe_result = run_gpu_probes(exe, gpus=gpus, sizes=config.probes.sizes,
-                                      iters=config.probes.iters,
-                                      matmul_n=config.probes.matmul_n,
-                                      timeout=config.probes.timeout)
-        checks.extend(check_probes(probe_result, config.probes))
+        try:
+            probe_result = run_gpu_probes(exe, gpus=gpus, sizes=config.probes.sizes,
+                                          iters=config.probes.iters,
+                                          matmul_n=config.probes.matmul_n,
+                                          timeout=config.probes.timeout)
+        except ValidateError as exc:  # a hung NCCL group is a finding, not a crash
+            checks.append(CheckResult(name="allreduce", status=FAIL, reason=str(exc)))
+        else:
+            checks.extend(check_probes(probe_result, config.probes))
     gate_result = None
     folder = Path(report_dir) if report_dir is not None else None
     if config.gate is not None and gate:
