@@ -45,6 +45,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_HEAD(self) -> None:
+        body = self.served.files.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+
     def do_GET(self) -> None:
         served = self.served
         rng = self.headers.get("Range")
@@ -62,6 +71,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             self.send_response(200)
+        kind = "text/html" if self.path.endswith("/") else "application/octet-stream"
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body) - start))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()

@@ -1,0 +1,146 @@
+"""Preflight: every problem found before anything changes, one line each."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomlkit
+from uv import find_uv_bin
+
+from stacklock.cli import main
+from stacklock.errors import InstallError, LockError
+from stacklock.install import install_lock
+from stacklock.install.preflight import PreflightError, find_python, probe_interpreter
+from stacklock.install.runner import SubprocessRunner
+from tests.test_install_server import SMALL_LOCK, tree_state
+
+PY = sys.executable
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def edited_lock(tmp_path: Path, edit: Any) -> Path:
+    """The recorded lock, changed by ``edit(data)``, written as pylock.toml."""
+    data = tomllib.loads(SMALL_LOCK.read_text("utf-8"))
+    edit(data)
+    path = tmp_path / "pylock.toml"
+    path.write_text(tomlkit.dumps(data), "utf-8")
+    return path
+
+
+def problems(tmp_path: Path, lock: Path) -> list[str]:
+    before = tree_state(tmp_path)
+    with pytest.raises(PreflightError) as info:
+        install_lock(lock, venv=tmp_path / "env", python=PY)
+    assert tree_state(tmp_path) == before  # nothing changed
+    assert all("\n" not in str(p) for p in info.value.problems)
+    return [p.check for p in info.value.problems]
+
+
+def test_a_wheel_without_sha256_is_a_lock_error(tmp_path: Path) -> None:
+    def drop(data: dict[str, Any]) -> None:
+        data["packages"][1]["wheels"][0]["hashes"] = {"md5": "0" * 32}
+
+    with pytest.raises(LockError, match=r"packages\[1\] \(iniconfig\)\.wheels\[0\]"):
+        install_lock(edited_lock(tmp_path, drop), venv=tmp_path / "env", python=PY)
+
+
+def test_sdist_only_package_is_refused(tmp_path: Path) -> None:
+    def sdist_only(data: dict[str, Any]) -> None:
+        del data["packages"][2]["wheels"]
+
+    with pytest.raises(LockError, match=r"packages\[2\] \(six\): no wheel"):
+        install_lock(edited_lock(tmp_path, sdist_only), venv=tmp_path / "e", python=PY)
+
+
+def test_not_a_pep751_file(tmp_path: Path) -> None:
+    bad = tmp_path / "pylock.toml"
+    bad.write_text('[[packages]]\nname = "six"\n')
+    with pytest.raises(LockError, match="not a valid PEP 751 lock"):
+        install_lock(bad, venv=tmp_path / "env", python=PY)
+    with pytest.raises(LockError, match="no such lock file"):
+        install_lock(tmp_path / "missing.toml", venv=tmp_path / "env", python=PY)
+
+
+def test_python_outside_requires_python(tmp_path: Path) -> None:
+    lock = edited_lock(tmp_path, lambda d: d.update({"requires-python": "==3.99.*"}))
+    assert problems(tmp_path, lock) == ["python"]
+
+
+def test_no_matching_environment(tmp_path: Path) -> None:
+    lock = edited_lock(
+        tmp_path, lambda d: d.update({"environments": ["sys_platform == 'win32'"]})
+    )
+    assert problems(tmp_path, lock) == ["target"]
+
+
+def test_other_platform_and_newer_glibc(tmp_path: Path) -> None:
+    other = "linux_aarch64" if platform.machine() == "x86_64" else "linux_x86_64"
+    target = {"python": "3.11", "platform": other, "manylinux": "2_99"}
+    lock = edited_lock(
+        tmp_path, lambda d: d.update({"tool": {"stacklock": {"target": target}}})
+    )
+    assert problems(tmp_path, lock) == ["platform", "glibc"]
+
+
+def test_wheel_that_fits_no_tag(tmp_path: Path) -> None:
+    def cp27(data: dict[str, Any]) -> None:
+        wheel = data["packages"][2]["wheels"][0]
+        wheel["url"] = wheel["url"].replace("py2.py3-none-any", "cp27-cp27mu-win32")
+
+    assert problems(tmp_path, edited_lock(tmp_path, cp27)) == ["wheels"]
+
+
+def test_not_enough_disk_and_every_problem_at_once(tmp_path: Path) -> None:
+    def huge(data: dict[str, Any]) -> None:
+        data["requires-python"] = "==3.99.*"
+        data["packages"][0]["wheels"][0]["size"] = 10**16  # 10 PB
+
+    assert problems(tmp_path, edited_lock(tmp_path, huge)) == ["python", "disk"]
+
+
+def test_cli_prints_each_problem_on_its_own_line_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = edited_lock(tmp_path, lambda d: d.update({"requires-python": "==3.99.*"}))
+    rc = main(["install", str(lock), "--venv", str(tmp_path / "env"), "--python", PY])
+    err = capsys.readouterr().err.splitlines()
+    assert rc == 2
+    assert err[0] == "stacklock: error: preflight failed, nothing was changed:"
+    assert err[1].startswith("  python: ") and "(try: pass --python" in err[1]
+
+
+def test_cli_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lock = edited_lock(tmp_path, lambda d: None)
+    argv = ["install", str(lock), "--venv", str(tmp_path / "env"), "--python", PY]
+    assert main([*argv, "--dry-run", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dry_run"] is True
+    assert [p["name"] for p in out["plan"]["packages"]] == ["idna", "iniconfig", "six"]
+    sync = out["plan"]["commands"][1]
+    assert sync[1:4] == ["pip", "sync", "--python"] and "--require-hashes" in sync
+    assert not (tmp_path / "env").exists()
+
+
+def test_uv_python_discovery_and_the_probe() -> None:
+    runner = SubprocessRunner()
+    uv = str(find_uv_bin())
+    found = find_python(
+        f"{sys.version_info[0]}.{sys.version_info[1]}", uv=uv, runner=runner
+    )
+    interp = probe_interpreter(found, runner=runner)
+    assert interp.version.startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")
+    assert interp.machine == platform.machine()
+    assert interp.glibc is not None and interp.glibc >= (2, 17)
+    assert interp.tags[0].interpreter == f"cp3{sys.version_info[1]}"
+    with pytest.raises(InstallError, match="--python"):
+        find_python("3.1", uv=uv, runner=runner)
