@@ -136,8 +136,8 @@ def validate(
         why = "--no-probes" if not probes else "[validate.probes] enabled = false"
         checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
     elif gpus == 0:
-        checks.append(CheckResult(name="allreduce", status=SKIP,
-                                  reason="torch sees no GPU"))
+        why = "torch sees no GPU" if torch_cuda else "no CUDA build of torch to probe"
+        checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
     else:
         try:
             probe_result = run_gpu_probes(exe, gpus=gpus, sizes=config.probes.sizes,
