@@ -49,6 +49,7 @@ def test_blackwell_cu130_overrides_replace_sglangs_cuda12_pins():
         ("sglang", "torchaudio==2.9.1", "torchaudio>=2.11.0.dev0"),
         ("sglang", "flashinfer_python==0.6.3", "flashinfer-python==0.6.4"),
         ("sglang", "flashinfer_cubin==0.6.3", "flashinfer-cubin==0.6.4"),
+        ("sglang", "cuda-python==12.9", "cuda-python>=13.0"),
     }
     # a candidate the resolver did not keep does not count
     assert rules.applied([]) == []

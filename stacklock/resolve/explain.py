@@ -35,10 +35,15 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
     hints: list[str] = []
     for name in sorted(by_name):
         reqs = by_name[name]
-        for req in sorted(reqs, key=lambda r: (r.parent or "", r.text)):
-            lines.append(f"    {_who(req)} requires {req.text or req.identifier}"
-                         + (f" (override of {req.overridden})" if req.overridden
-                            else "") + _fits(req, source, rules))
+        grouped: dict[tuple[str, str, str], list[Requirement]] = defaultdict(list)
+        for req in reqs:  # one line for many versions of one parent
+            parent = (req.parent or "").rsplit(" ", 1)[0]
+            grouped[(parent, req.text, req.overridden or "")].append(req)
+        for (_, text, overridden), same in sorted(grouped.items()):
+            verb = "requires" if len(same) == 1 else "require"
+            lines.append(f"    {_who(same)} {verb} {text or same[0].identifier}"
+                         + (f" (override of {overridden})" if overridden else "")
+                         + _fits(same[0], source, rules))
         constraint = rules.constraint_for(name)
         if constraint:
             lines.append(f"    the profile's constraints allow {name}{constraint}")
@@ -55,8 +60,25 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
     return "\n".join(lines)
 
 
-def _who(req: Requirement) -> str:
-    return req.parent or "the profile"
+def _who(same: Sequence[Requirement]) -> str:
+    """"sglang 0.5.9", or "torch 2.11.0, 2.12.0 and 2.13.0" for several."""
+    if same[0].parent is None:
+        return "the profile"
+    if len(same) == 1:
+        return same[0].parent
+    name = same[0].parent.rsplit(" ", 1)[0]
+    versions = sorted({(r.parent or "").rsplit(" ", 1)[-1] for r in same},
+                      key=_version_key)
+    return f"{name} {', '.join(versions[:-1])} and {versions[-1]}"
+
+
+def _version_key(text: str) -> Any:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (0, Version(text), text)
+    except InvalidVersion:
+        return (1, text, text)
 
 
 def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:

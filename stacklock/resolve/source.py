@@ -18,7 +18,7 @@ import functools
 import threading
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import NormalizedName, canonicalize_name
@@ -39,7 +39,6 @@ class SourceStats:
     pages: int = 0
     metadata: int = 0
     prefetched: int = 0
-    by_kind: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
 
 class _Job:
