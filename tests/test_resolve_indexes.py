@@ -234,3 +234,22 @@ def test_profile_with_pinned_sgl_index_locks_through_the_mirror(tmp_path):
     assert result.to_dict()["packages"] == 1
     assert replace(load_profile(str(profile_path))).indexes[0].packages == (
         "sgl-kernel",)
+
+
+def test_blackwell_cu130_takes_sgl_kernel_from_its_pinned_index(local_index,
+                                                                tmp_path):
+    """The built-in profile, its sgl-kernel index pointed at the loopback mirror
+    of the real page (as ``--index sgl-kernel-cu130=URL`` does)."""
+    profile = load_profile("blackwell-cu130").with_index_urls({
+        "sgl-kernel-cu130": f"{local_index}/real/sgl-project-whl-gh-pages/cu130",
+        "pytorch-nightly-cu130": f"{local_index}/pytorch/whl/nightly/cu126"})
+    (wanted,) = [str(r) for r in profile.requirements.packages
+                 if r.name == "sgl-kernel"]
+    hosts = Hosts()
+    with hosts.client() as http:
+        provider, finder = _provider(http, tmp_path, profile.indexes, profile.target)
+        found = _matches(provider, wanted)
+        assert finder.index_for("sgl-kernel").name == "sgl-kernel-cu130"
+    assert [(str(c.version), c.index) for c in found] == [
+        ("0.3.21+cu130", "sgl-kernel-cu130")]
+    assert found[0].cuda == "13.0"
