@@ -195,6 +195,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
+    import contextlib
     from pathlib import Path
 
     from stacklock.install import (
@@ -211,23 +212,35 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
 
-    def progress(done: int, total: int | None) -> None:
-        if not args.json:
-            share = f"{100 * done / total:5.1f}%" if total else ""
-            print(f"\rrunfile {done / 1e6:9.1f} MB {share}", end="", file=sys.stderr)
+    on_download = None
+    live: Any = contextlib.nullcontext()
+    if sys.stderr.isatty() and not args.json:
+        from rich.console import Console
+        from rich.progress import DownloadColumn, Progress
 
-    result = install_lock(
-        Path(args.lock),
-        venv=Path(args.venv),
-        python=args.python,
-        toolkit_prefix=Path(args.toolkit_prefix) if args.toolkit_prefix else None,
-        no_toolkit=args.no_toolkit,
-        dry_run=args.dry_run,
-        allow_no_gpu=args.allow_no_gpu,
-        link_cuda_at=Path("/usr/local/cuda") if args.link_cuda else None,
-        validate=not args.no_validate,
-        progress=progress,
-    )
+        bars = Progress(*Progress.get_default_columns(), DownloadColumn(),
+                        console=Console(stderr=True), transient=True)
+        tasks: dict[str, Any] = {}
+
+        def on_download(name: str, done: int, total: int | None) -> None:
+            if name not in tasks:
+                tasks[name] = bars.add_task(name, total=total)
+            bars.update(tasks[name], completed=done, total=total)
+
+        live = bars
+    with live:
+        result = install_lock(
+            Path(args.lock),
+            venv=Path(args.venv),
+            python=args.python,
+            toolkit_prefix=Path(args.toolkit_prefix) if args.toolkit_prefix else None,
+            no_toolkit=args.no_toolkit,
+            dry_run=args.dry_run,
+            allow_no_gpu=args.allow_no_gpu,
+            link_cuda_at=Path("/usr/local/cuda") if args.link_cuda else None,
+            validate=not args.no_validate,
+            on_download=on_download,
+        )
     _print_json(result.to_dict()) if args.json else print(render_install(result))
     return 0 if getattr(result.validation, "ok", True) else 1
 

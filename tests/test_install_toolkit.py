@@ -125,14 +125,19 @@ def test_runfile_resumed_verified_and_run_toolkit_only(
     lock = toolkit_lock(tmp_path, base, served, runfile)
     served.cut_after["/cuda/cuda_13.0.1_580.82.07_linux.run"] = 100_000
     (tmp_path / "cuda-installer.log").write_text("stale log of an earlier run\n")
-    progress: list[tuple[int, int | None]] = []
-    result = _install(tmp_path, lock, progress=lambda d, t: progress.append((d, t)))
+    seen: list[tuple[str, int, int | None]] = []
+    result = _install(tmp_path, lock, on_download=lambda *a: seen.append(a))
     prefix = tmp_path / "usr-local" / "cuda-13.0"
     # resumed: a second request asked for the rest with a Range header
     ranges = [r for p, r in served.requests if p.startswith("/cuda/")]
     assert ranges[0] is None and ranges[1] is not None
     assert int(ranges[1].removeprefix("bytes=").rstrip("-")) > 0
-    assert progress[-1] == (len(runfile), len(runfile))
+    runfile_name = "cuda_13.0.1_580.82.07_linux.run"
+    assert seen[-1] == (runfile_name, len(runfile), len(runfile))
+    assert {name for name, _, _ in seen} >= {
+        runfile_name,
+        "six-1.17.0-py2.py3-none-any.whl",
+    }
     args = (tmp_path / "runfile-args.txt").read_text().split()
     assert "--silent" in args and "--toolkit" in args
     assert f"--toolkitpath={prefix}" in args

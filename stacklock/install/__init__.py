@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from stacklock._fs import cache_dir
-from stacklock.install.plan import InstallPlan, VenvLayout, make_plan, read_lock
+from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,
     find_python,
@@ -37,6 +37,7 @@ from stacklock.install.toolkit import (
     write_activation,
 )
 from stacklock.install.venv import (
+    VenvLayout,
     build_generation,
     current_generation,
     discard_generation,
@@ -133,8 +134,21 @@ def _validator() -> Callable[..., Any] | None:
     return getattr(validate, "validate_install", None)
 
 
+def _named(
+    on_download: Callable[[str, int, int | None], None] | None, name: str
+) -> Callable[[int, int | None], None] | None:
+    if on_download is None:
+        return None
+    return lambda done, total: on_download(name, done, total)
+
+
 def _prefetch_wheels(
-    lock: LockInfo, plan: InstallPlan, *, store: ArtifactStore, http: httpx.Client
+    lock: LockInfo,
+    plan: InstallPlan,
+    *,
+    store: ArtifactStore,
+    http: httpx.Client,
+    on_download: Callable[[str, int, int | None], None] | None,
 ) -> InstallPlan:
     """Fetch the plan's wheels into the store; uv then reads them by ``path``."""
     urls = {w.sha256: w.url for p in lock.packages for w in p.wheels if w.url}
@@ -143,7 +157,13 @@ def _prefetch_wheels(
         url = urls.get(item.sha256)
         if item.kind != "wheel" or item.cached or url is None:
             continue
-        path, _ = store.fetch(http, url, expected_sha256=item.sha256, size=item.size)
+        path, _ = store.fetch(
+            http,
+            url,
+            expected_sha256=item.sha256,
+            size=item.size,
+            progress=_named(on_download, item.filename),
+        )
         local[item.sha256] = str(path)
     return replace(plan, local_wheels=local)
 
@@ -163,11 +183,12 @@ def install_lock(
     http: httpx.Client | None = None,
     cache: Path | None = None,
     installer_log: Path = INSTALLER_LOG,
-    progress: Callable[[int, int | None], None] | None = None,
+    on_download: Callable[[str, int, int | None], None] | None = None,
     prefetch: bool = True,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
+    ``on_download(filename, done, total)`` reports download progress.
     ``prefetch`` downloads every wheel into the artifact store first (resumable,
     sha256-checked, traceable later by validate) so uv installs from local files;
     without it uv downloads them itself (still hash-checked).
@@ -241,11 +262,16 @@ def install_lock(
         own_http = http or httpx.Client(follow_redirects=True, timeout=60.0)
         try:
             if prefetch:
-                plan = _prefetch_wheels(lock, plan, store=store, http=own_http)
+                plan = _prefetch_wheels(
+                    lock, plan, store=store, http=own_http, on_download=on_download
+                )
             runfile = None
             if plan.runfile_command and plan.toolkit is not None:
                 runfile = fetch_runfile(
-                    plan.toolkit, store=store, http=own_http, progress=progress
+                    plan.toolkit,
+                    store=store,
+                    http=own_http,
+                    progress=_named(on_download, str(plan.toolkit.runfile)),
                 )
         finally:
             if http is None:

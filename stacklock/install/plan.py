@@ -17,6 +17,7 @@ from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import parse_wheel_filename
 
 from stacklock.errors import LockError
+from stacklock.install.venv import VenvLayout
 from stacklock.store import redact_url
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ __all__ = [
     "LockedPackage",
     "LockedToolkit",
     "LockedWheel",
-    "VenvLayout",
     "make_plan",
     "read_lock",
 ]
@@ -105,35 +105,6 @@ class Interpreter:
     glibc: tuple[int, int] | None
     marker_env: Mapping[str, str]
     tags: tuple[Tag, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class VenvLayout:
-    """``<venv>`` is a symlink to ``<venv>.stacklock/<n>``; the folder holds history.
-
-    uv venvs embed their absolute path (activate scripts, shebangs), so they cannot
-    be moved; each generation is built at its final place and only the symlink is
-    swapped (``os.replace``, atomic).
-    """
-
-    venv: Path
-
-    @property
-    def state_dir(self) -> Path:
-        return self.venv.parent / f"{self.venv.name}.stacklock"
-
-    def generation_dir(self, n: int) -> Path:
-        return self.state_dir / str(n)
-
-    def snapshot_path(self, n: int) -> Path:
-        return self.state_dir / f"pylock.snapshot-{n}.toml"
-
-    def work_dir(self, n: int) -> Path:
-        return self.state_dir / f"work-{n}"
-
-    @property
-    def journal(self) -> Path:
-        return self.state_dir / "journal.json"
 
 
 @dataclass(frozen=True, kw_only=True)

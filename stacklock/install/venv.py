@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +35,11 @@ from stacklock.errors import InstallError
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-    from stacklock.install.plan import InstallPlan, VenvLayout
+    from stacklock.install.plan import InstallPlan
     from stacklock.install.runner import Runner
 
 __all__ = [
+    "VenvLayout",
     "build_generation",
     "current_generation",
     "discard_generation",
@@ -47,6 +49,35 @@ __all__ = [
     "rollback",
     "swap_in",
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class VenvLayout:
+    """``<venv>`` is a symlink to ``<venv>.stacklock/<n>``; the folder holds history.
+
+    uv venvs embed their absolute path (activate scripts, shebangs), so they cannot
+    be moved; each generation is built at its final place and only the symlink is
+    swapped (``os.replace``, atomic).
+    """
+
+    venv: Path
+
+    @property
+    def state_dir(self) -> Path:
+        return self.venv.parent / f"{self.venv.name}.stacklock"
+
+    def generation_dir(self, n: int) -> Path:
+        return self.state_dir / str(n)
+
+    def snapshot_path(self, n: int) -> Path:
+        return self.state_dir / f"pylock.snapshot-{n}.toml"
+
+    def work_dir(self, n: int) -> Path:
+        return self.state_dir / f"work-{n}"
+
+    @property
+    def journal(self) -> Path:
+        return self.state_dir / "journal.json"
 
 
 def current_generation(layout: VenvLayout) -> int | None:
