@@ -94,6 +94,13 @@ def test_reinstall_snapshots_old_and_rollback_restores(
     assert (venv / "lib" / "marker-gen1").read_text() == "1"
     with pytest.raises(InstallError, match="no environment before generation 1"):
         rollback_install(venv)
+    # installing again replaces generation 1: its snapshot is named after it
+    third = install_lock(lock, venv=venv, python=PY, validate=False)
+    assert (third.plan.generation, third.replaced_generation) == (3, 1)
+    assert (
+        third.snapshot is not None and third.snapshot.name == "pylock.snapshot-1.toml"
+    )
+    assert rollback_install(venv).to_generation == 1
 
 
 @pytest.mark.parametrize("prefetch", [True, False], ids=["store", "uv"])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from stacklock._fs import cache_dir
+from stacklock.errors import InstallError
 from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,
@@ -203,9 +204,15 @@ def install_lock(
     interp = probe_interpreter(python, runner=runner)
     layout = VenvLayout(venv=venv)
     store = ArtifactStore(cache / "artifacts")
-    managed = current_generation(layout) is not None
-    exists = os.path.lexists(venv)
-    generation = next_generation(layout) + (1 if exists and not managed else 0)
+    current = current_generation(layout)
+    if venv.is_symlink() and current is None:
+        raise InstallError(
+            f"{venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
+        )
+    exists = venv.exists()  # a dangling symlink holds nothing to keep
+    plain = exists and current is None
+    generation = next_generation(layout) + (1 if plain else 0)
     prefix = toolkit_prefix or (
         Path(lock.toolkit.prefix) if lock.toolkit and lock.toolkit.prefix else None
     )
@@ -225,6 +232,7 @@ def install_lock(
         uv=uv,
         generation=generation,
         replaces=venv.resolve() if exists else None,
+        replaced_generation=generation - 1 if plain else current,
         cached=cached,
         toolkit_prefix=toolkit_prefix,
         install_toolkit=not no_toolkit,

@@ -124,6 +124,7 @@ class InstallPlan:
     generation: int
     generation_dir: Path
     replaces: Path | None  # the environment now at ``venv``, if any
+    replaced_generation: int | None  # its generation number (for --rollback)
     snapshot_path: Path | None
     uv_lock_path: Path  # the pylock copy uv installs from
     python: str
@@ -321,6 +322,7 @@ def make_plan(
     uv: str,
     generation: int,
     replaces: Path | None,
+    replaced_generation: int | None,
     cached: Mapping[str, Path],
     toolkit_prefix: Path | None,
     install_toolkit: bool,
@@ -328,7 +330,9 @@ def make_plan(
     link_cuda: Path | None,
     runfile_cached: bool,
 ) -> InstallPlan:
-    """The whole install as data. ``cached`` maps sha256 -> a file already here."""
+    """The whole install as data. ``cached`` maps sha256 -> a file already here;
+    ``replaced_generation`` is the number the current venv has (or gets, when a
+    plain venv is adopted), which names its snapshot."""
     layout = VenvLayout(venv=venv)
     gen_dir = layout.generation_dir(generation)
     work = layout.work_dir(generation)
@@ -389,7 +393,10 @@ def make_plan(
         generation=generation,
         generation_dir=gen_dir,
         replaces=replaces,
-        snapshot_path=layout.snapshot_path(generation - 1) if replaces else None,
+        replaced_generation=replaced_generation if replaces is not None else None,
+        snapshot_path=layout.snapshot_path(replaced_generation)
+        if replaces is not None and replaced_generation is not None
+        else None,
         uv_lock_path=uv_lock,
         python=interpreter.path,
         packages=tuple((p.name, p.version) for p in packages),

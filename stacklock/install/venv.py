@@ -198,7 +198,8 @@ def build_generation(
     )
     atomic_write_text(
         state / f"{plan.generation}.ok",
-        json.dumps({"lock": str(plan.lock_path)}) + "\n",
+        json.dumps({"lock": str(plan.lock_path), "replaces": plan.replaced_generation})
+        + "\n",
     )
 
 
@@ -247,17 +248,27 @@ def swap_in(layout: VenvLayout, n: int) -> int | None:
 
 
 def rollback(layout: VenvLayout) -> tuple[int, int]:
-    """Point ``<venv>`` back at the newest complete generation before the current."""
+    """Point ``<venv>`` back at the generation the current one replaced (recorded
+    in its ``.ok``), else the newest complete one before it."""
     current = current_generation(layout)
     if current is None:
         raise InstallError(
             f"{layout.venv} is not managed by stacklock install",
             hint="only an environment stacklock installed can be rolled back",
         )
-    older = [g for g in _generations(layout) if g < current and _complete(layout, g)]
-    if not older:
-        raise InstallError(
-            f"{layout.venv}: no environment before generation {current} to restore"
-        )
-    _point(layout, older[-1])
-    return current, older[-1]
+    try:
+        record = json.loads((layout.state_dir / f"{current}.ok").read_text("utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    previous = record.get("replaces")
+    if not (isinstance(previous, int) and _complete(layout, previous)):
+        older = [
+            g for g in _generations(layout) if g < current and _complete(layout, g)
+        ]
+        if not older:
+            raise InstallError(
+                f"{layout.venv}: no environment before generation {current} to restore"
+            )
+        previous = older[-1]
+    _point(layout, previous)
+    return current, previous
