@@ -281,3 +281,18 @@ def test_no_gpu_needs_allow_no_gpu(
         _install(tmp_path, lock, dry_run=True)
     result = _install(tmp_path, lock, dry_run=True, allow_no_gpu=True)
     assert any("--allow-no-gpu" in n for n in result.notes)
+
+
+def test_pypi_toolkit_needs_no_runfile(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    """``source = "pypi"``: the toolkit comes in wheels; nothing else is fetched."""
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "lock" / "pylock.small.toml")
+    data = tomllib.loads(lock.read_text())
+    data["tool"] = {"stacklock": {"cuda": {"version": "13.0.1", "source": "pypi"}}}
+    lock.write_text(tomlkit.dumps(data))
+    result = _install(tmp_path, lock, validate=False)
+    assert result.plan.runfile_command is None and result.plan.toolkit_prefix is None
+    assert {d.kind for d in result.plan.downloads} == {"wheel"}
+    assert "CUDA_HOME" not in (tmp_path / "env" / "stacklock-activate.sh").read_text()

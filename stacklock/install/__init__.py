@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from stacklock._fs import cache_dir
-from stacklock.errors import InstallError
+from stacklock.errors import InstallError, StacklockError
 from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,
@@ -309,7 +309,10 @@ def install_lock(
     validation = None
     check = _validator() if validate else None
     if check is not None:
-        validation = check(lock.path, venv)
+        try:
+            validation = check(lock.path, venv)
+        except StacklockError as exc:  # installed fine; validation could not run
+            notes.append(f"validate could not run: {exc}")
     elif validate:
         notes.append("validate skipped: stacklock.validate offers no validate_install")
     return InstallResult(
