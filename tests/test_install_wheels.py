@@ -73,6 +73,7 @@ def test_install_imports_and_snapshot_matches(
     assert result.validation is not None
     checks = {c.name: c.status for c in result.validation.checks}
     assert checks["distributions"] == "pass" and checks["wheel-hashes"] == "pass"
+    assert render_install(result).endswith(f"validate: ok ({len(checks)} checks)")
 
 
 def test_reinstall_snapshots_old_and_rollback_restores(

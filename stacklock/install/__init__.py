@@ -362,6 +362,11 @@ def render_install(result: InstallResult) -> str:
     if plan.link_cuda:
         lines.append(f"relink {plan.link_cuda} -> {plan.toolkit_prefix}")
     lines += [f"log {k}: {v}" for k, v in sorted(result.logs.items())]
+    checks = getattr(result.validation, "checks", None)
+    if checks is not None:
+        failed = [c.name for c in checks if getattr(c, "status", "") == "fail"]
+        verdict = "FAILED: " + ", ".join(failed) if failed else "ok"
+        lines.append(f"validate: {verdict} ({len(checks)} checks)")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 
