@@ -44,6 +44,7 @@ for a in "$@"; do
 done
 [ -n "$toolkitpath" ] || exit 4
 echo "[INFO]: Toolkit: Installed in $toolkitpath" > "$INSTALLER_LOG"
+echo "[INFO]: root's log" > '{system_log}'
 mkdir -p "$toolkitpath/bin" "$toolkitpath/lib64"
 printf '#!/bin/sh\\necho "Cuda compilation tools"\\n' > "$toolkitpath/bin/nvcc"
 chmod +x "$toolkitpath/bin/nvcc"
@@ -66,6 +67,7 @@ def make_runfile(tmp_path: Path, *, rc: int = 0) -> bytes:
     header = RUNFILE.format(
         args_log=tmp_path / "runfile-args.txt",
         installer_log=tmp_path / "cuda-installer.log",
+        system_log=tmp_path / "var-log-cuda-installer.log",
         version=VERSION,
         rc=rc,
     )
@@ -113,6 +115,7 @@ def _install(tmp_path: Path, lock: Path, **kw: object):  # type: ignore[no-untyp
         venv=tmp_path / "env",
         python=PY,
         installer_log=tmp_path / "cuda-installer.log",
+        system_installer_log=tmp_path / "var-log-cuda-installer.log",
         **kw,  # type: ignore[arg-type]
     )
 
@@ -148,6 +151,7 @@ def test_runfile_resumed_verified_and_run_toolkit_only(
     assert not (tmp_path / "cuda-installer.log").exists()
     assert result.logs["previous-cuda-installer"].read_text().startswith("stale")
     assert "Installed in" in result.logs["cuda-installer"].read_text()
+    assert "root's log" in result.logs["cuda-installer-system"].read_text()
     # the activation file sets up the venv and the toolkit
     out = subprocess.run(
         ["bash", "-c", f". {tmp_path / 'env' / 'stacklock-activate.sh'} && "

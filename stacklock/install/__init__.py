@@ -32,6 +32,7 @@ from stacklock.install.preflight import (
 )
 from stacklock.install.runner import Runner, SubprocessRunner
 from stacklock.install.toolkit import (
+    SYSTEM_INSTALLER_LOG,
     fetch_runfile,
     install_toolkit,
     link_cuda,
@@ -184,6 +185,7 @@ def install_lock(
     http: httpx.Client | None = None,
     cache: Path | None = None,
     installer_log: Path = INSTALLER_LOG,
+    system_installer_log: Path = SYSTEM_INSTALLER_LOG,
     on_download: Callable[[str, int, int | None], None] | None = None,
     prefetch: bool = True,
 ) -> InstallResult:
@@ -295,6 +297,7 @@ def install_lock(
                         runner=runner,
                         log=logs["runfile"],
                         installer_log=installer_log,
+                        system_log=system_installer_log,
                     )
                 )
         except BaseException:

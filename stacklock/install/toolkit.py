@@ -8,10 +8,12 @@ then run toolkit-only into its own versioned prefix. ``--driver`` is never passe
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
 import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 
     from stacklock.install.plan import InstallPlan, LockedToolkit
     from stacklock.install.runner import Runner
+
+SYSTEM_INSTALLER_LOG = Path("/var/log/cuda-installer.log")  # where root's run logs
 
 __all__ = [
     "fetch_runfile",
@@ -88,13 +92,15 @@ def install_toolkit(
     runner: Runner,
     log: Path,
     installer_log: Path,
+    system_log: Path = SYSTEM_INSTALLER_LOG,
 ) -> dict[str, Path]:
     """Run the runfile into ``plan.toolkit_prefix``; returns the logs it kept.
 
     A run that fails removes the prefix it created, so the machine is left as it
     was. Our own stale installer log is moved into the logs folder first (another
     user's was refused by preflight); the new one is kept there afterwards and
-    removed from /tmp so it cannot break the next user's run.
+    removed from /tmp so it cannot break the next user's run. Run as root, the
+    installer logs to /var/log instead; a copy of what this run wrote is kept.
     """
     assert plan.toolkit is not None and plan.toolkit_prefix is not None
     prefix = plan.toolkit_prefix
@@ -107,7 +113,13 @@ def install_toolkit(
     tmpdir = next(Path(a.split("=", 1)[1]) for a in argv if a.startswith("--tmpdir="))
     tmpdir.mkdir(parents=True, exist_ok=True)
     existed = prefix.exists()
+    started = time.time()
     rc = runner.run(argv, log=log, env={"TMPDIR": str(tmpdir)})
+    with contextlib.suppress(OSError):
+        if system_log.stat().st_mtime >= started:
+            copy = log.with_name(log.stem + "-cuda-installer-system.log")
+            shutil.copyfile(system_log, copy)
+            kept["cuda-installer-system"] = copy
     if installer_log.exists():
         new = log.with_name(log.stem + "-cuda-installer.log")
         shutil.move(installer_log, new)
