@@ -9,7 +9,9 @@ from one repetition to the next. Prints, per set: whether the pins are identical
     .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--set NAME]
 
 Talks to real PyPI (https://pypi.org/simple); needs the ``uv`` next to the
-interpreter or on PATH.
+interpreter or on PATH. uv runs with ``UV_PYTHON_DOWNLOADS=never``: where no
+CPython 3.12 is installed it would otherwise spend seconds trying to download one
+before resolving, which is not resolver time.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ def run_uv(reqs: list[str], cache: Path, work: Path) -> tuple[float, dict[str, s
            "--python-platform", PLATFORM, "--cache-dir", str(cache), "--no-header",
            "--quiet", "-o", str(outfile)]
     started = time.perf_counter()
-    subprocess.run(cmd, check=True, env={**os.environ, "UV_NO_CONFIG": "1"})
+    # Without an installed 3.12, uv would first try (and here fail, with retries)
+    # to download one; it resolves for --python-version without it.
+    env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    subprocess.run(cmd, check=True, env=env)
     seconds = time.perf_counter() - started
     pins = {}
     for line in outfile.read_text().splitlines():
