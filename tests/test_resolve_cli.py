@@ -83,3 +83,22 @@ def test_live_pypi_profile_resolves_and_uv_accepts_the_lock(profile, tmp_path):
     names = {p.name for p in pylock.packages}
     assert {r.name for r in result.resolution.profile.requirements.packages} <= names
     uv_dry_run(out, tmp_path, offline=False)
+
+
+def test_index_error_in_a_page_worker_reaches_the_user_intact(tmp_path, capsys,
+                                                               monkeypatch):
+    """--offline with an empty cache: the worker process raises IndexError_, the
+    CLI prints it as one line and exits 2 (the error crossed the process)."""
+    from stacklock.errors import IndexError_
+    from stacklock.resolve.command import lock_profile
+
+    with pytest.raises(IndexError_) as err:
+        lock_profile("pypi-small", output=tmp_path / "x.toml", offline=True,
+                     cache_dir=tmp_path / "empty")
+    assert err.value.index == "pypi"
+    assert "--offline" in str(err.value)
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "empty"))
+    assert main(["resolve", "pypi-small", "-o", str(tmp_path / "y.toml"),
+                 "--offline"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "y.toml").exists()
