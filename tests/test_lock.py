@@ -37,7 +37,11 @@ def python312(tmp_path: Path) -> str:
         if ok:
             return exe
     venv = tmp_path / "py312"
-    subprocess.run([_uv(), "venv", "-q", "-p", "3.12", str(venv)], check=True)
+    made = subprocess.run([_uv(), "venv", "-q", "-p", "3.12", str(venv)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:  # reported as skipped, never as passed
+        pytest.skip("no CPython 3.12 here and uv cannot download one: "
+                    + made.stderr.strip().splitlines()[-1])
     return str(venv / "bin" / "python")
 
 
