@@ -166,12 +166,13 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     live: Any = contextlib.nullcontext()
     if sys.stderr.isatty() and not args.json:
         from rich.console import Console
-        from rich.progress import DownloadColumn, Progress, SpinnerColumn
+        from rich.filesize import decimal
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
-        progress = Progress(SpinnerColumn(), *Progress.get_default_columns(),
-                            DownloadColumn(), console=Console(stderr=True),
-                            transient=True)
-        status = progress.add_task("resolving", total=None)
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                            BarColumn(), TextColumn("{task.fields[size]}"),
+                            console=Console(stderr=True), transient=True)
+        status = progress.add_task("resolving", total=None, size="")
         files: dict[str, Any] = {}
 
         def on_status(text: str) -> None:
@@ -179,8 +180,10 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
         def on_download(name: str, done: int, total: int | None) -> None:
             if name not in files:
-                files[name] = progress.add_task(name, total=total)
-            progress.update(files[name], completed=done, total=total)
+                files[name] = progress.add_task(f"hashing {name}", total=total,
+                                                size="")
+            size = decimal(done) + (f"/{decimal(total)}" if total else "")
+            progress.update(files[name], completed=done, total=total, size=size)
 
         live = progress
     with live:
