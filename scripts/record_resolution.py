@@ -25,20 +25,40 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stacklock.errors import ResolutionError  # noqa: E402
+from stacklock.errors import ResolutionError, StacklockError  # noqa: E402
 from stacklock.index.client import make_http_client  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve import resolve_profile  # noqa: E402
-from tests.cassette import RecordingTransport  # noqa: E402
+from tests.cassette import (  # noqa: E402
+    CassetteMiss,
+    RecordingTransport,
+    ReplayTransport,
+)
 
 OUT = ROOT / "tests" / "data" / "resolve" / "cassettes"
 
 
-def record(profile_arg: str) -> str:
+class _Layered(httpx.BaseTransport):
+    """Answer from an existing cassette; record only what it lacks."""
+
+    def __init__(self, base: ReplayTransport, rest: RecordingTransport) -> None:
+        self.base, self.rest = base, rest
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return self.base.handle_request(request)
+        except CassetteMiss:
+            return self.rest.handle_request(request)
+
+
+def record(profile_arg: str, base: str | None = None) -> str:
     profile = load_profile(profile_arg)
     folder = OUT / profile.name
     transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
-    http = make_http_client(transport=transport)
+    outer: httpx.BaseTransport = transport
+    if base is not None:
+        outer = _Layered(ReplayTransport(OUT / base), transport)
+    http = make_http_client(transport=outer)
     with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache:
         try:
             result = resolve_profile(profile, http=http, cache_dir=Path(cache),
@@ -46,12 +66,15 @@ def record(profile_arg: str) -> str:
             outcome = f"{len(result.packages)} packages"
         except ResolutionError:
             outcome = "no resolution (a conflict case)"
+        except StacklockError as exc:
+            outcome = f"{type(exc).__name__} (an error case)"
         finally:
             http.close()
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
     line = (f"- `{profile.name}/`: {when}, `scripts/record_resolution.py "
-            f"{profile_arg}` against https://pypi.org/simple and "
+            f"{profile_arg}{f' --base {base}' if base else ''}` against "
+            "https://pypi.org/simple and "
             f"files.pythonhosted.org; {len(transport.entries)} responses, "
             f"{size // 1024} KiB; outcome: {outcome}\n")
     with (OUT / "PROVENANCE.md").open("a", encoding="utf-8") as fh:
@@ -62,6 +85,9 @@ def record(profile_arg: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("profiles", nargs="+")
+    parser.add_argument("--base", metavar="CASSETTE",
+                        help="replay this cassette first and record only the "
+                        "requests it does not hold (tests layer the two)")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     prov = OUT / "PROVENANCE.md"
@@ -73,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             "`tests/cassette.py`; bodies over 32 KiB are gzip-compressed, nothing "
             "else is changed.\n\n", encoding="utf-8")
     for name in args.profiles:
-        sys.stdout.write(record(name))
+        sys.stdout.write(record(name, args.base))
     return 0
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 from packaging.pylock import Pylock
 from packaging.specifiers import SpecifierSet
@@ -21,7 +22,7 @@ from stacklock.lock import load_lock, make_lock, render_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import resolve_profile
 from stacklock.resolve.command import lock_profile
-from tests.cassette import ReplayTransport
+from tests.cassette import CassetteMiss, ReplayTransport
 
 DATA = Path(__file__).resolve().parent / "data" / "resolve"
 CASES = DATA / "cases"
@@ -148,3 +149,37 @@ def test_written_lock_loads_strictly(tmp_path):
     assert lock.profile == "override"
     assert {p.name: p.version for p in lock.packages} == res.pins()
     assert all(p.hash_source == "index" for p in lock.packages)
+
+
+class _Layered(httpx.BaseTransport):
+    """The cuda-mix cassette holds only what pypi-cu130's lacks (recorded with
+    scripts/record_resolution.py --base pypi-cu130)."""
+
+    def __init__(self, *layers: ReplayTransport) -> None:
+        self.layers = layers
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for layer in self.layers[:-1]:
+            try:
+                return layer.handle_request(request)
+            except CassetteMiss:
+                continue
+        return self.layers[-1].handle_request(request)
+
+
+def test_wheels_of_two_cuda_majors_are_refused_and_nothing_is_written(tmp_path):
+    from stacklock.cuda.coherence import CudaMixError
+
+    transport = _Layered(ReplayTransport(CASSETTES / "pypi-cu130"),
+                         ReplayTransport(CASSETTES / "cuda-mix"))
+    out = tmp_path / "pylock.cuda-mix.toml"
+    with make_http_client(transport=transport) as http, \
+            pytest.raises(CudaMixError) as err:
+        lock_profile(str(CASES / "cuda-mix.toml"), output=out, http=http,
+                     cache_dir=tmp_path / "cache")
+    text = str(err.value)
+    assert "nvidia_cutlass_dsl-4.8.1" in text and "torch-2.11.0" in text
+    assert set(err.value.wheels) == {12, 13}
+    assert err.value.exit_code == 2
+    assert not out.exists()
+    assert not (tmp_path / "cache" / "artifacts" / "sha256").exists()

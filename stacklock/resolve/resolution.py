@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -152,31 +152,43 @@ def resolve_profile(
                                  source, rules, profile.name)
             metas = {c.name: source.metadata(c) for c in chosen}
             stats = source.stats
+        ordered = sorted(chosen, key=lambda c: c.name)
+        pending = [_package(c, profile, graph, metas[c.name], env) for c in ordered]
+        # CUDA checks before any download: a mixed stack fails in seconds
+        pending, coherence = cuda_hooks.annotate(pending, profile)
+        entry = cuda_entry if cuda_entry is not None else cuda_hooks.lock_entry(
+            profile)
         packages = []
-        for cand in sorted(chosen, key=lambda c: c.name):
+        for cand, pkg in zip(ordered, pending, strict=True):
             if on_status is not None:
                 on_status(f"hashing {cand.name} {cand.version}")
-            wheel = settle_wheel(cand, store=store, http=client_http,
-                                 progress=on_download)
-            index = profile.index_named(cand.index)
-            packages.append(ResolvedPackage(
-                name=cand.name, version=cand.version, index_name=cand.index,
-                index_url=strip_credentials(index.url) if index else "",
-                dependencies=tuple(sorted(graph.get(cand.name, ()))),
-                wheel=wheel,
-                requires_dist=tuple(str(r) for r in iter_dependencies(
-                    metas[cand.name].requires_dist, frozenset(), env))))
+            packages.append(replace(pkg, wheel=settle_wheel(
+                cand, store=store, http=client_http, progress=on_download)))
     finally:
         if pages is not None:
             pages.close()
         if own_http:
             client_http.close()
-    packages, coherence = cuda_hooks.annotate(packages, profile)
-    entry = cuda_entry if cuda_entry is not None else cuda_hooks.lock_entry(profile)
     return Resolution(profile=profile, packages=tuple(packages),
                       overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
                       coherence=tuple(coherence),
                       seconds=time.monotonic() - started, stats=stats)
+
+
+def _package(cand: Candidate, profile: Profile,
+             graph: Mapping[str, set[NormalizedName]], meta: Any,
+             env: dict[str, str]) -> ResolvedPackage:
+    """The package as locked, its wheel's hash not settled yet."""
+    index = profile.index_named(cand.index)
+    link = cand.best.link
+    return ResolvedPackage(
+        name=cand.name, version=cand.version, index_name=cand.index,
+        index_url=strip_credentials(index.url) if index else "",
+        dependencies=tuple(sorted(graph.get(cand.name, ()))),
+        wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
+                          sha256="", hash_source="pending"),
+        requires_dist=tuple(str(r) for r in iter_dependencies(
+            meta.requires_dist, frozenset(), env)))
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
