@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,13 +11,22 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import tomlkit
 from packaging.pylock import Pylock
 
 from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
 from stacklock.snapshot import make_snapshot, render_snapshot
 from stacklock.store import ArtifactStore
-from tests.test_install_server import Served, local_lock, server, sha256, tree_state
+from tests.test_install_server import (
+    DATA,
+    SMALL_LOCK,
+    Served,
+    local_lock,
+    server,
+    sha256,
+    tree_state,
+)
 
 __all__ = ["server"]  # the fixture, imported for pytest
 
@@ -237,3 +247,25 @@ def test_wheels_already_in_the_store_are_not_downloaded(
     assert all(d.cached for d in result.plan.downloads)
     assert served.requests == []
     assert _run_py(tmp_path / "env", "import six; print(six.__version__)") == "1.17.0"
+
+
+def test_wheels_by_relative_path_install_offline(tmp_path: Path) -> None:
+    """PEP 751 ``path`` wheels are relative to the lock, wherever uv reads it."""
+    data = tomllib.loads(SMALL_LOCK.read_text("utf-8"))
+    folder = tmp_path / "bundle"
+    (folder / "wheels").mkdir(parents=True)
+    for pkg in data["packages"]:
+        pkg.pop("sdist", None)
+        for wheel in pkg["wheels"]:
+            name = wheel.pop("url").rsplit("/", 1)[-1]
+            shutil.copy(DATA / "wheels" / name, folder / "wheels" / name)
+            wheel["path"] = f"wheels/{name}"
+    lock = folder / "pylock.toml"
+    lock.write_text(tomlkit.dumps(data))
+    result = install_lock(lock, venv=tmp_path / "env", python=PY, validate=False)
+    urls = [d.url for d in result.plan.downloads]
+    assert urls == [f"wheels/{p.name}" for p in sorted((folder / "wheels").iterdir())]
+    assert (
+        _run_py(tmp_path / "env", "import iniconfig, six; print(six.__version__)")
+        == "1.17.0"
+    )

@@ -156,6 +156,9 @@ def _write_uv_lock(plan: InstallPlan, raw: Mapping[str, Any]) -> None:
     wheel_dir.mkdir(parents=True, exist_ok=True)
     for pkg in data.get("packages", []):
         for wheel in pkg.get("wheels", []):
+            if wheel.get("path") and not Path(wheel["path"]).is_absolute():
+                # PEP 751: relative to the lock, which uv no longer reads from
+                wheel["path"] = str(plan.lock_path.parent.resolve() / wheel["path"])
             sha = wheel.get("hashes", {}).get("sha256", "").lower()
             stored = plan.local_wheels.get(sha)
             if stored is None:
