@@ -264,6 +264,7 @@ def test_wheels_by_relative_path_install_offline(tmp_path: Path) -> None:
     lock.write_text(tomlkit.dumps(data))
     result = install_lock(lock, venv=tmp_path / "env", python=PY, validate=False)
     urls = [d.url for d in result.plan.downloads]
+    assert result.plan.download_bytes == 0  # local files: nothing to download
     assert urls == [f"wheels/{p.name}" for p in sorted((folder / "wheels").iterdir())]
     assert (
         _run_py(tmp_path / "env", "import iniconfig, six; print(six.__version__)")

@@ -354,7 +354,7 @@ def make_plan(
                 url=redact_url(wheel.url or wheel.path or ""),
                 size=wheel.size,
                 sha256=wheel.sha256,
-                cached=hit is not None,
+                cached=hit is not None or wheel.url is None,  # a local path
             )
         )
     python_in_venv = str(gen_dir / "bin" / "python")
