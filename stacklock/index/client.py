@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import marshal
 import netrc
 import os
 import threading
@@ -32,14 +33,14 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import IndexError_
 from stacklock.index.pages import (
     Link,
+    PageRows,
     ParsedPage,
-    only_project,
-    parse_file_listing,
-    parse_flat_page,
-    parse_html_page,
-    parse_json_page,
+    only_project_rows,
     project_of,
     redact_url,
+    rows_from_html,
+    rows_from_json,
+    rows_from_listing,
     strip_credentials,
 )
 
@@ -61,6 +62,8 @@ _HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
                "application/xhtml+xml")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# Bump when the rows a parser gives change: old blobs are then ignored.
+ROWS_FORMAT = 1
 HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
         "with --offline")
 
@@ -141,7 +144,8 @@ class IndexClient:
         self._netrc: netrc.netrc | bool | None = False  # False: not read yet
         self._sleep = sleep
         self._clock = clock
-        self._pages: dict[tuple[str, str], ParsedPage | IndexError_] = {}
+        self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
+        self._parsed: dict[tuple[str, str], ParsedPage] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
 
@@ -154,11 +158,23 @@ class IndexClient:
 
     def get_page(self, index: IndexSpec, project: str) -> ParsedPage:
         """Like :meth:`get_links`, with the skipped entries and their reasons."""
+        key = (index.url, canonicalize_name(project))
+        page = self._parsed.get(key)
+        if page is None:
+            page = self._parsed[key] = self.get_rows(index, project).to_page()
+        return page
+
+    def get_rows(self, index: IndexSpec, project: str) -> PageRows:
+        """The page as rows, no file name judged yet: what the finder scans."""
         name = canonicalize_name(project)
         return self._memo((index.url, name), lambda: self._load(index, name))
 
+    def has_links(self, index: IndexSpec, project: str) -> bool:
+        """Whether ``index`` offers any wheel or sdist of ``project``."""
+        return self.get_rows(index, project).has_links()
+
     def _memo(self, key: tuple[str, str],
-              load: Callable[[], ParsedPage]) -> ParsedPage:
+              load: Callable[[], PageRows]) -> PageRows:
         """Load each page once, also when several threads ask at the same time;
         an error is remembered and raised again."""
         with self._lock:
@@ -186,7 +202,7 @@ class IndexClient:
 
         def one(pair: tuple[IndexSpec, str]) -> None:
             try:
-                self.get_page(*pair)
+                self.get_rows(*pair)
             except IndexError_:
                 pass  # stored; re-raised where the page is used
 
@@ -200,34 +216,34 @@ class IndexClient:
 
     # -- loading ------------------------------------------------------------------
 
-    def _load(self, index: IndexSpec, project: str) -> ParsedPage:
+    def _load(self, index: IndexSpec, project: str) -> PageRows:
         if _is_local(index.url):
             return self._load_local(index, project)
         if index.kind == "flat":
             page = self._memo((index.url, ""),
                               lambda: self._fetch(index, index.url, flat=True))
-            return only_project(page, project)
+            return only_project_rows(page, project)
         return self._fetch(index, self.project_url(index, project), flat=False)
 
-    def _load_local(self, index: IndexSpec, project: str) -> ParsedPage:
+    def _load_local(self, index: IndexSpec, project: str) -> PageRows:
         root = _local_path(index.url)
         if not root.exists():
             raise IndexError_("local index folder does not exist",
                               index=index.name, url=redact_url(index.url),
                               hint="check the path, or give an https index URL")
         if root.is_file():
-            page = parse_flat_page(root.read_bytes(), _file_url(root))
-            return only_project(page, project)
+            page = rows_from_html(root.read_bytes(), _file_url(root))
+            return only_project_rows(page, project)
         for name in dict.fromkeys((project, project.replace("-", "_"))):
             sub = root / name
             if (sub / "index.html").is_file():
                 html = sub / "index.html"
-                return parse_html_page(html.read_bytes(), _file_url(html))
+                return rows_from_html(html.read_bytes(), _file_url(html))
             if sub.is_dir():
                 return self._list_folder(sub, project)
         return self._list_folder(root, project)
 
-    def _list_folder(self, folder: Path, project: str) -> ParsedPage:
+    def _list_folder(self, folder: Path, project: str) -> PageRows:
         entries = []
         for path in sorted(folder.iterdir()):
             if not path.is_file() or not path.name.endswith(_DIST_SUFFIXES):
@@ -235,9 +251,9 @@ class IndexClient:
             if project_of(path.name) != project:
                 continue
             entries.append((path.name, path.stat().st_size, _sha256_file(path)))
-        return parse_file_listing(entries, _file_url(folder))
+        return rows_from_listing(entries, _file_url(folder))
 
-    def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> ParsedPage:
+    def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:
         cached = self._read_cache(url)
         if self.offline:
             if cached is None:
@@ -260,7 +276,7 @@ class IndexClient:
         if response.status_code in (404, 410):
             log.debug("%s: %s not on index %s", response.status_code,
                       redact_url(url), index.name)
-            return ParsedPage()
+            return PageRows()
         if response.status_code >= 400:
             hint = ("check the credentials (URL user:password or ~/.netrc)"
                     if response.status_code in (401, 403) else HINT)
@@ -269,6 +285,7 @@ class IndexClient:
         body = response.content
         meta = {
             "content-type": response.headers.get("content-type", ""),
+            "sha256": hashlib.sha256(body).hexdigest(),
             "etag": response.headers.get("etag"),
             "last-modified": response.headers.get("last-modified"),
         }
@@ -281,27 +298,46 @@ class IndexClient:
         return page
 
     def _parse(self, index: IndexSpec, url: str, body: bytes, content_type: str,
-               meta: dict[str, Any], *, flat: bool) -> ParsedPage:
+               meta: dict[str, Any], *, flat: bool) -> PageRows:
         """Pick the parser by content type (sniffing when the type says nothing);
-        raise IndexError_ for anything that is not an index page."""
+        raise IndexError_ for anything that is not an index page. The rows of a
+        good page are cached beside it, so a warm run parses no JSON or HTML."""
         base = meta.get("redirected-to") or url
         ctype = content_type.split(";")[0].strip().lower()
+        blob = self._rows_path(base, ctype, meta.get("sha256") or
+                               hashlib.sha256(body).hexdigest())
+        page = _read_rows(blob)
+        if page is not None:
+            return page
         head = body.lstrip()[:1]
         if ctype in _JSON_TYPES or (ctype not in _HTML_TYPES and head == b"{"):
-            page = parse_json_page(body, base)
+            page = rows_from_json(body, base)
         elif ctype in _HTML_TYPES or head == b"<":
-            page = (parse_flat_page if flat else parse_html_page)(body, base)
+            page = rows_from_html(body, base)
             if ctype not in _HTML_TYPES and page.anchors == 0:
-                page = ParsedPage(problem=f"content type {ctype or 'none'!r} and no "
-                                          "links: not an index page")
+                page = PageRows(problem=f"content type {ctype or 'none'!r} and no "
+                                        "links: not an index page")
         else:
-            page = ParsedPage(problem=f"content type {ctype or 'none'!r} is neither "
-                                      "PEP 691 JSON nor HTML: not an index page")
+            page = PageRows(problem=f"content type {ctype or 'none'!r} is neither "
+                                    "PEP 691 JSON nor HTML: not an index page")
         if page.problem:
             raise IndexError_(page.problem, index=index.name, url=redact_url(url),
                               hint="check that the URL is a simple index root "
                                    "(PEP 503/691), or a find-links page")
+        if blob is not None:
+            atomic_write_bytes(blob, marshal.dumps(
+                (ROWS_FORMAT, page.anchors, page.rows)))
         return page
+
+    def _rows_path(self, base: str, ctype: str, body_sha256: str) -> Path | None:
+        """Where the rows of a page body live: keyed by the body's sha256, the
+        URL its links resolve against and the parser format. None when there is
+        no cache, or the URL has credentials (rows hold absolute URLs)."""
+        if self.cache_dir is None or "@" in urlsplit(base).netloc:
+            return None
+        key = hashlib.sha256(
+            f"{ROWS_FORMAT}\n{ctype}\n{base}\n{body_sha256}".encode()).hexdigest()
+        return self.cache_dir / key[:2] / f"{key}.rows"
 
     # -- HTTP -----------------------------------------------------------------------
 
@@ -403,6 +439,19 @@ class IndexClient:
         record = {**meta, "redirected-to": moved, "length": len(body)}
         header = json.dumps(record, sort_keys=True).encode()
         atomic_write_bytes(path, header + b"\n" + body)
+
+
+def _read_rows(path: Path | None) -> PageRows | None:
+    """A cached rows blob, or None when absent, unreadable or of another format."""
+    if path is None:
+        return None
+    try:
+        version, anchors, rows = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if version != ROWS_FORMAT:
+        return None
+    return PageRows(rows=rows, anchors=anchors)
 
 
 def _truncated(response: httpx.Response) -> str | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -25,7 +26,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from stacklock.index.pages import redact_url
+from stacklock.index.pages import link_of, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -101,6 +102,115 @@ def is_exact_pin(specifier: SpecifierSet | str | None) -> bool:
         (specs[0].operator == "==" and not specs[0].version.endswith(".*")))
 
 
+@lru_cache(maxsize=1 << 18)
+def _parse_filename(filename: str) -> tuple[Any, Any, Any, frozenset[Any]] | str:
+    """(name, version, build, tags) as packaging reads the file name (no tags
+    for an sdist), or the reason it cannot. Cached: names repeat across calls."""
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)
+        name, version = parse_sdist_filename(filename)
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        return f"file name packaging cannot parse: {exc}"
+    return name, version, (), frozenset()
+
+
+@lru_cache(maxsize=4096)
+def _python_fits(requires_python: str, python: Version) -> bool | None:
+    """Whether ``python`` satisfies the specifier; None when it is invalid."""
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return None
+    return spec.contains(python, prereleases=True)
+
+
+class _Judge:
+    """What judging a link needs from the target, computed once: the tag ranks,
+    the Python version, and the tag parts for a cheap string pre-filter."""
+
+    def __init__(self, target: Target, *, exclude_newer: datetime | None,
+                 tag_ranks: dict[Any, int] | None = None) -> None:
+        self.ranks = tag_ranks if tag_ranks is not None else {
+            t: i for i, t in enumerate(target.tags())}
+        self.python = target.python_full_version
+        major, minor = target.python_minor
+        self.no_fit = (f"no tag fits cp{major}{minor}/"
+                       f"manylinux_{target.manylinux}_{target.machine}: wheel has ")
+        self.exclude_newer = exclude_newer
+        self._parts = tuple(frozenset(getattr(t, part) for t in self.ranks)
+                            for part in ("interpreter", "abi", "platform"))
+        self._tails: dict[str, bool] = {}
+
+    def could_fit(self, filename: str) -> bool:
+        """False only for a wheel none of whose tags the target can accept, read
+        from the file name's last three parts by plain string checks (as
+        packaging splits them: '-' between parts, '.' between alternatives,
+        lower-cased). Everything else goes on to :meth:`judge`."""
+        if not filename.endswith(".whl"):
+            return False
+        stem = filename[:-4]
+        if stem.count("-") < 4:
+            return True  # packaging decides (and refuses)
+        cut = stem.rfind("-", 0, stem.rfind("-", 0, stem.rfind("-")))
+        tail = stem[cut + 1:]
+        fits = self._tails.get(tail)
+        if fits is None:  # the same few hundred tag triples repeat on every page
+            fits = self._tails[tail] = all(
+                any(x in accepted for x in text.split("."))
+                for text, accepted in zip(tail.lower().split("-"), self._parts,
+                                          strict=True))
+        return fits
+
+    def judge(self, link: Link, *, index: str, project: str) -> Evaluation:
+        """See :func:`evaluate_link`."""
+        parsed = _parse_filename(link.filename)
+        if isinstance(parsed, str):
+            return Evaluation(link=link, index=index, name=None, version=None,
+                              build=(), compatible=False, reason=parsed,
+                              tag_rank=None)
+        name, version, build, wheel_tags = parsed
+
+        def verdict(reason: str | None, rank: int | None = None,
+                    note: str | None = None) -> Evaluation:
+            return Evaluation(link=link, index=index, name=name, version=version,
+                              build=build, compatible=reason is None, reason=reason,
+                              tag_rank=rank, note=note)
+
+        if name != canonicalize_name(project):
+            return verdict(f"file of project {name!r}, not {project!r}")
+        if not link.is_wheel:
+            return verdict(SDIST_REASON)
+        ranks = self.ranks
+        fits = [ranks[t] for t in wheel_tags if t in ranks]
+        if not fits:
+            shown = ", ".join(sorted(str(t) for t in wheel_tags))
+            return verdict(self.no_fit + shown)
+        rank = min(fits)
+        note = None
+        if link.requires_python:
+            ok = _python_fits(link.requires_python, self.python)
+            if ok is None:
+                note = f"ignored invalid requires-python {link.requires_python!r}"
+            elif not ok:
+                return verdict(f"requires-python {link.requires_python} excludes "
+                               f"{self.python}", rank)
+        if link.yanked is not None:
+            why = f": {link.yanked}" if link.yanked else ""
+            return verdict(f"yanked{why}", rank)
+        if self.exclude_newer is not None:
+            if link.upload_time is None:
+                # Kept on purpose, unlike uv (which drops it: "has no publish
+                # time"): the PyTorch, sgl-kernel and flashinfer indexes publish
+                # no upload times, so dropping would empty them. ``note`` says so.
+                note = NO_UPLOAD_TIME_NOTE
+            elif link.upload_time > self.exclude_newer:
+                return verdict(
+                    f"uploaded {link.upload_time.isoformat()}, after the "
+                    f"exclude-newer cut-off {self.exclude_newer.isoformat()}", rank)
+        return verdict(None, rank, note)
+
+
 def evaluate_link(
     link: Link,
     *,
@@ -112,55 +222,8 @@ def evaluate_link(
 ) -> Evaluation:
     """Judge one link. Checks run in a fixed order and the first failure is the
     reason: name, file kind, tags, requires-python, yanked, upload time."""
-    ranks = tag_ranks if tag_ranks is not None else {
-        t: i for i, t in enumerate(target.tags())}
-    ev = Evaluation(link=link, index=index, name=None, version=None, build=(),
-                    compatible=False, reason=None, tag_rank=None)
-    try:
-        if link.is_wheel:
-            name, version, build, wheel_tags = parse_wheel_filename(link.filename)
-        else:
-            name, version = parse_sdist_filename(link.filename)
-            build, wheel_tags = (), frozenset()
-    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
-        return replace(ev, reason=f"file name packaging cannot parse: {exc}")
-    ev = replace(ev, name=name, version=version, build=build)
-    if name != canonicalize_name(project):
-        return replace(ev, reason=f"file of project {name!r}, not {project!r}")
-    if not link.is_wheel:
-        return replace(ev, reason=SDIST_REASON)
-    fits = [ranks[t] for t in wheel_tags if t in ranks]
-    if not fits:
-        shown = ", ".join(sorted(str(t) for t in wheel_tags))
-        return replace(ev, reason=(
-            f"no tag fits cp{target.python_minor[0]}{target.python_minor[1]}/"
-            f"manylinux_{target.manylinux}_{target.machine}: wheel has {shown}"))
-    ev = replace(ev, tag_rank=min(fits))
-    note = None
-    if link.requires_python:
-        try:
-            spec = SpecifierSet(link.requires_python)
-        except InvalidSpecifier:
-            note = f"ignored invalid requires-python {link.requires_python!r}"
-        else:
-            if not spec.contains(target.python_full_version, prereleases=True):
-                return replace(ev, reason=(
-                    f"requires-python {link.requires_python} excludes "
-                    f"{target.python_full_version}"))
-    if link.yanked is not None:
-        why = f": {link.yanked}" if link.yanked else ""
-        return replace(ev, reason=f"yanked{why}")
-    if exclude_newer is not None:
-        if link.upload_time is None:
-            # Kept on purpose, unlike uv (which drops it: "has no publish
-            # time"): the PyTorch, sgl-kernel and flashinfer indexes publish
-            # no upload times, so dropping would empty them. ``note`` says so.
-            note = NO_UPLOAD_TIME_NOTE
-        elif link.upload_time > exclude_newer:
-            return replace(ev, reason=(
-                f"uploaded {link.upload_time.isoformat()}, after the exclude-newer "
-                f"cut-off {exclude_newer.isoformat()}"))
-    return replace(ev, compatible=True, note=note)
+    judge = _Judge(target, exclude_newer=exclude_newer, tag_ranks=tag_ranks)
+    return judge.judge(link, index=index, project=project)
 
 
 def _skipped(entry: SkippedLink, index: str) -> Evaluation:
@@ -187,9 +250,10 @@ class Finder:
         self.indexes = tuple(indexes)
         self.target = target
         self.exclude_newer = exclude_newer
-        self._ranks = {t: i for i, t in enumerate(target.tags())}
+        self._judge = _Judge(target, exclude_newer=exclude_newer)
         self._chosen: dict[str, IndexSpec | None] = {}
         self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
+        self._fitting: dict[tuple[str, str], list[Evaluation]] = {}
 
     def pinned_index(self, project: str) -> IndexSpec | None:
         name = canonicalize_name(project)
@@ -203,7 +267,7 @@ class Finder:
             chosen = self.pinned_index(name)
             if chosen is None:
                 chosen = next((i for i in self.indexes
-                               if self.client.get_links(i, name)), None)
+                               if self.client.has_links(i, name)), None)
             self._chosen[name] = chosen
         return self._chosen[name]
 
@@ -240,8 +304,11 @@ class Finder:
         yanked wheels too when it is an exact pin."""
         spec = SpecifierSet(str(specifier)) if specifier is not None else None
         allow_yanked = is_exact_pin(spec)
-        out = []
-        for ev in self.evaluate(project):
+        out: list[Evaluation] = []
+        chosen = self.index_for(project)
+        if chosen is None:
+            return out
+        for ev in self.fitting(chosen, project):
             if spec is not None and (
                     ev.version is None or
                     not spec.contains(ev.version, prereleases=True)):
@@ -254,18 +321,29 @@ class Finder:
                                    note=f"{ev.reason}; allowed by the exact pin"))
         return out
 
+    def fitting(self, index: IndexSpec, project: str) -> list[Evaluation]:
+        """The links of one index that pass the cheap tag pre-filter, judged and
+        best first: a superset of the compatible ones (yanked wheels too), found
+        without judging the other files of the page (often nine in ten)."""
+        key = (index.name, canonicalize_name(project))
+        found = self._fitting.get(key)
+        if found is None:
+            could_fit, judge = self._judge.could_fit, self._judge.judge
+            judged = [judge(link_of(row), index=index.name, project=project)
+                      for row in self.client.get_rows(index, project).rows
+                      if row[9] is None and could_fit(row[0])]
+            found = self._fitting[key] = sorted(
+                (e for e in judged if e.version is not None), key=_best_first)
+        return found
+
     def evaluate_index(self, index: IndexSpec, project: str) -> list[Evaluation]:
         """Every link one index has for the project, best first, then the
         page's skipped entries (cached per index and project)."""
         key = (index.name, canonicalize_name(project))
         if key not in self._evaluations:
             page = self.client.get_page(index, project)
-            found = [
-                evaluate_link(link, index=index.name, project=project,
-                              target=self.target, tag_ranks=self._ranks,
-                              exclude_newer=self.exclude_newer)
-                for link in page.links
-            ]
+            found = [self._judge.judge(link, index=index.name, project=project)
+                     for link in page.links]
             ranked = sorted((e for e in found if e.version is not None),
                             key=_best_first)
             unparsed = [e for e in found if e.version is None]

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
@@ -34,15 +35,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Link",
+    "PageRows",
     "ParsedPage",
     "SkippedLink",
+    "classify_filename",
+    "link_of",
     "only_project",
+    "only_project_rows",
     "parse_file_listing",
     "parse_flat_page",
     "parse_html_page",
     "parse_json_page",
     "project_of",
     "redact_url",
+    "rows_from_html",
+    "rows_from_json",
+    "rows_from_listing",
     "strip_credentials",
 ]
 
@@ -131,8 +139,10 @@ def strip_credentials(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
-def _classify(filename: str) -> str | None:
-    """None if packaging accepts the name as a wheel or sdist, else the reason."""
+@lru_cache(maxsize=1 << 18)
+def classify_filename(filename: str) -> str | None:
+    """None if packaging accepts the name as a wheel or sdist, else the reason.
+    Cached: a resolution asks about the same few hundred thousand names again."""
     if not filename:
         return "no file name in the URL (a folder or page link)"
     if filename.endswith(".whl"):
@@ -164,6 +174,15 @@ def _split_fragment(url: str) -> tuple[str, str | None]:
     return base, sha
 
 
+def _join(base: str, href: str) -> str:
+    """``urljoin``, skipped for the absolute URLs that PyPI's JSON gives (for
+    those urljoin is the identity, and it costs microseconds per file)."""
+    if href.startswith(("https://", "http://")) and "?" not in href and \
+            ";" not in href:
+        return href
+    return urljoin(base, href)
+
+
 def _filename_of(url: str) -> str:
     return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
 
@@ -193,15 +212,52 @@ def _metadata_attr(value: str | None) -> tuple[bool, str | None]:
     return True, None
 
 
-def _make(
-    url: str, entries: list[Link], skipped: list[SkippedLink], **fields: Any
-) -> None:
-    link = Link(url=url, **fields)
-    reason = _classify(link.filename)
-    if reason is None:
-        entries.append(link)
-    else:
-        skipped.append(SkippedLink(link=link, reason=reason))
+# -- rows: a page before its links are judged ----------------------------------------
+#
+# A row is a plain tuple, so a page of 20,000 files costs no objects beyond it and
+# caches as a marshal blob: (filename, url, sha256, requires_python, yanked,
+# metadata, metadata_sha256, upload_time (ISO text as the index gave it), size,
+# reason). ``reason`` is set only for entries the parser itself could not read
+# (no href, no url); whether packaging accepts the file name is asked later, and
+# only for the rows someone looks at (:func:`classify_filename`).
+
+Row = tuple[str, str, str | None, str | None, str | None, bool, str | None,
+            str | None, int | None, str | None]
+FILENAME, URL = 0, 1
+
+
+def link_of(row: Row) -> Link:
+    """The :class:`Link` a row describes."""
+    return Link(filename=row[0], url=row[1], sha256=row[2], requires_python=row[3],
+                yanked=row[4], metadata=row[5], metadata_sha256=row[6],
+                upload_time=_parse_time(row[7]), size=row[8])
+
+
+@dataclass(frozen=True, kw_only=True)
+class PageRows:
+    """A page as rows (see above): what the client caches and the finder scans.
+    ``to_page`` judges every file name and gives the :class:`ParsedPage`."""
+
+    rows: tuple[Row, ...] = ()
+    anchors: int = 0
+    problem: str | None = None
+
+    def to_page(self) -> ParsedPage:
+        links: list[Link] = []
+        skipped: list[SkippedLink] = []
+        for row in self.rows:
+            reason = row[9] if row[9] is not None else classify_filename(row[0])
+            if reason is None:
+                links.append(link_of(row))
+            else:
+                skipped.append(SkippedLink(link=link_of(row), reason=reason))
+        return ParsedPage(links=tuple(links), skipped=tuple(skipped),
+                          anchors=self.anchors, problem=self.problem)
+
+    def has_links(self) -> bool:
+        """Whether any row is a wheel or sdist packaging accepts."""
+        return any(row[9] is None and classify_filename(row[0]) is None
+                   for row in self.rows)
 
 
 def _attr(tag: Any, name: str) -> str | None:
@@ -211,7 +267,7 @@ def _attr(tag: Any, name: str) -> str | None:
     return value
 
 
-def parse_html_page(content: bytes, base_url: str) -> ParsedPage:
+def rows_from_html(content: bytes, base_url: str) -> PageRows:
     """A PEP 503 project page. Relative hrefs resolve against ``<base href>`` if
     present, else ``base_url``; the file name is the unquoted last path segment."""
     soup = BeautifulSoup(content, "html.parser")
@@ -219,32 +275,29 @@ def parse_html_page(content: bytes, base_url: str) -> ParsedPage:
     base_tag = soup.find("base", href=True)
     if base_tag is not None:
         base = urljoin(base_url, str(_attr(base_tag, "href")))
-    links: list[Link] = []
-    skipped: list[SkippedLink] = []
+    rows: list[Row] = []
     anchors = soup.find_all("a")
     for anchor in anchors:
         href = _attr(anchor, "href")
         if href is None or not href.strip():
-            text = anchor.get_text(strip=True)
-            skipped.append(SkippedLink(
-                link=Link(filename=text, url=""), reason="anchor without href"))
+            rows.append((anchor.get_text(strip=True), "", None, None, None, False,
+                         None, None, None, "anchor without href"))
             continue
         url, sha = _split_fragment(urljoin(base, href.strip()))
         core = _attr(anchor, "data-core-metadata")
         if core is None:
             core = _attr(anchor, "data-dist-info-metadata")
         metadata, metadata_sha = _metadata_attr(core)
-        _make(
-            url, links, skipped,
-            filename=_filename_of(url),
-            sha256=sha,
-            requires_python=_attr(anchor, "data-requires-python") or None,
-            yanked=_attr(anchor, "data-yanked"),
-            metadata=metadata,
-            metadata_sha256=metadata_sha,
-            upload_time=_parse_time(_attr(anchor, "data-upload-time")),
-        )
-    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=len(anchors))
+        rows.append((_filename_of(url), url, sha,
+                     _attr(anchor, "data-requires-python") or None,
+                     _attr(anchor, "data-yanked"), metadata, metadata_sha,
+                     _attr(anchor, "data-upload-time"), None, None))
+    return PageRows(rows=tuple(rows), anchors=len(anchors))
+
+
+def parse_html_page(content: bytes, base_url: str) -> ParsedPage:
+    """A PEP 503 project page, its links judged (see :func:`rows_from_html`)."""
+    return rows_from_html(content, base_url).to_page()
 
 
 def parse_flat_page(content: bytes, base_url: str) -> ParsedPage:
@@ -277,24 +330,23 @@ def _json_metadata(value: Any) -> tuple[bool, str | None]:
     return False, None
 
 
-def parse_json_page(content: bytes, base_url: str) -> ParsedPage:
+def rows_from_json(content: bytes, base_url: str) -> PageRows:
     """A PEP 691 project page (``application/vnd.pypi.simple.v1+json``)."""
     try:
         data = json.loads(content)
     except (UnicodeDecodeError, ValueError) as exc:
-        return ParsedPage(problem=f"not JSON: {exc}")
+        return PageRows(problem=f"not JSON: {exc}")
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-        return ParsedPage(problem="JSON without a 'files' list (not a PEP 691 page)")
-    links: list[Link] = []
-    skipped: list[SkippedLink] = []
+        return PageRows(problem="JSON without a 'files' list (not a PEP 691 page)")
+    rows: list[Row] = []
     files = data["files"]
     for entry in files:
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
-            skipped.append(SkippedLink(
-                link=Link(filename=str(entry)[:80], url=""),
-                reason="file entry without a url"))
+            rows.append((str(entry)[:80], "", None, None, None, False, None, None,
+                         None, "file entry without a url"))
             continue
-        url, fragment_sha = _split_fragment(urljoin(base_url, entry["url"]))
+        href = _join(base_url, entry["url"])
+        url, fragment_sha = _split_fragment(href) if "#" in href else (href, None)
         filename = entry.get("filename")
         if not isinstance(filename, str) or not filename:
             filename = _filename_of(url)
@@ -302,36 +354,41 @@ def parse_json_page(content: bytes, base_url: str) -> ParsedPage:
         metadata, metadata_sha = _json_metadata(core)
         rp = entry.get("requires-python")
         size = entry.get("size")
-        _make(
-            url, links, skipped,
-            filename=filename,
-            sha256=_json_hashes(entry.get("hashes")) or fragment_sha,
-            requires_python=rp if isinstance(rp, str) and rp else None,
-            yanked=_json_yanked(entry.get("yanked")),
-            metadata=metadata,
-            metadata_sha256=metadata_sha,
-            upload_time=_parse_time(entry.get("upload-time")),
-            size=size if isinstance(size, int) and size >= 0 else None,
-        )
-    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=len(files))
+        when = entry.get("upload-time")
+        rows.append((
+            filename, url, _json_hashes(entry.get("hashes")) or fragment_sha,
+            rp if isinstance(rp, str) and rp else None,
+            _json_yanked(entry.get("yanked")), metadata, metadata_sha,
+            when if isinstance(when, str) else None,
+            size if isinstance(size, int) and size >= 0 else None, None))
+    return PageRows(rows=tuple(rows), anchors=len(files))
+
+
+def parse_json_page(content: bytes, base_url: str) -> ParsedPage:
+    """A PEP 691 project page, its links judged (see :func:`rows_from_json`)."""
+    return rows_from_json(content, base_url).to_page()
+
+
+def rows_from_listing(
+    entries: Iterable[tuple[str, int | None, str | None]], base_url: str
+) -> PageRows:
+    """A local folder's files as ``(name, size, sha256)``, sorted by name: what a
+    ``file://`` find-links folder offers."""
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    rows: list[Row] = [(name, urljoin(base, quote(name)), sha, None, None, False,
+                        None, None, size, None)
+                       for name, size, sha in sorted(entries)]
+    return PageRows(rows=tuple(rows), anchors=len(rows))
 
 
 def parse_file_listing(
     entries: Iterable[tuple[str, int | None, str | None]], base_url: str
 ) -> ParsedPage:
-    """A local folder's files as ``(name, size, sha256)``, sorted by name: what a
-    ``file://`` find-links folder offers."""
-    links: list[Link] = []
-    skipped: list[SkippedLink] = []
-    base = base_url if base_url.endswith("/") else base_url + "/"
-    count = 0
-    for name, size, sha in sorted(entries):
-        count += 1
-        _make(urljoin(base, quote(name)), links, skipped,
-              filename=name, sha256=sha, size=size)
-    return ParsedPage(links=tuple(links), skipped=tuple(skipped), anchors=count)
+    """:func:`rows_from_listing`, its links judged."""
+    return rows_from_listing(entries, base_url).to_page()
 
 
+@lru_cache(maxsize=1 << 16)
 def project_of(filename: str) -> NormalizedName | None:
     """The normalized project name of a wheel or sdist file name, else None."""
     try:
@@ -348,3 +405,11 @@ def only_project(page: ParsedPage, project: str) -> ParsedPage:
     name = canonicalize_name(project)
     links = tuple(li for li in page.links if project_of(li.filename) == name)
     return ParsedPage(links=links, anchors=len(links), problem=page.problem)
+
+
+def only_project_rows(page: PageRows, project: str) -> PageRows:
+    """:func:`only_project` on rows: the rows packaging reads as this project's."""
+    name = canonicalize_name(project)
+    rows = tuple(r for r in page.rows if r[9] is None and
+                 classify_filename(r[0]) is None and project_of(r[0]) == name)
+    return PageRows(rows=rows, anchors=len(rows), problem=page.problem)
