@@ -212,9 +212,14 @@ def make_lock(resolution: Resolution) -> Lock:
     table["target"] = target.to_dict()
     table["indexes"] = [{"name": i.name, "url": strip_credentials(i.url)}
                         for i in profile.indexes]
+    allow_mixed = list(profile.cuda.allow_mixed)  # reviewed CUDA exceptions
     if resolution.cuda_entry is not None:
         table["cuda"] = {k: v for k, v in resolution.cuda_entry.items()
                          if v is not None}
+        if allow_mixed:
+            table["cuda"]["allow-mixed"] = allow_mixed
+    elif allow_mixed:
+        table["allow-mixed"] = allow_mixed
     if profile.validate:
         table["validate"] = profile.validate
     packages = tuple(

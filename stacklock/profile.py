@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import InvalidName, NormalizedName, canonicalize_name
 
 from stacklock.errors import ProfileError
 from stacklock.target import Target
@@ -47,7 +47,7 @@ _KEYS = {
         "prereleases",
         "exclude-newer",
     },
-    "cuda": {"toolkit", "source", "prefix", "components"},
+    "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
 }
 _CUDA_SOURCES = ("runfile", "pypi", "none")
 _INDEX_KINDS = ("simple", "flat")
@@ -88,6 +88,8 @@ class CudaSpec:
     source: str = "none"
     prefix: str | None = None
     components: tuple[str, ...] = ()
+    # CUDA libraries of another major that a reviewer let into the stack
+    allow_mixed: tuple[NormalizedName, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +147,18 @@ def _str_list(value: Any, key: str, path: str | None) -> list[str]:
             f"expected a list of strings, got {value!r}", path=path, key=key
         )
     return value
+
+
+def _names(value: Any, key: str, path: str | None) -> tuple[NormalizedName, ...]:
+    out: list[NormalizedName] = []
+    for i, text in enumerate(_str_list(value, key, path)):
+        try:
+            out.append(canonicalize_name(text, validate=True))
+        except InvalidName:
+            raise ProfileError(
+                f"{text!r} is not a project name", path=path, key=f"{key}[{i}]"
+            ) from None
+    return tuple(out)
 
 
 def _requirements(value: Any, key: str, path: str | None) -> tuple[Requirement, ...]:
@@ -330,6 +344,7 @@ def parse_profile(
         components=tuple(
             _str_list(cuda_raw.get("components", []), "cuda.components", path)
         ),
+        allow_mixed=_names(cuda_raw.get("allow-mixed", []), "cuda.allow-mixed", path),
     )
     validate = data.get("validate", {})
     _check_keys(

@@ -173,3 +173,150 @@ def test_wheel_requiring_two_majors_is_an_error():
                                      "nvidia-nccl-cu13==2.28.9"))
     with pytest.raises(CudaMixError, match="two majors"):
         wheel_cuda(pkg)
+
+
+# -- [cuda] allow-mixed: a reviewed CUDA 12 carrier in a CUDA 13 stack ------------
+# Real resolutions replayed from tests/data/resolve/cassettes/: torch 2.11 (CUDA
+# 13.0) with nvidia-cutlass-dsl[cu13] 4.8.1, which brings nvidia-cutlass-dsl-libs-cu13
+# and, always, nvidia-cutlass-dsl-libs-cu12 (cases/cuda-allow.toml); cuda-mix.toml
+# asks for nvidia-cutlass-dsl without the extra, so no CUDA 13 twin comes along.
+
+CASES = DATA / "resolve" / "cases"
+CASSETTES = DATA / "resolve" / "cassettes"
+CARRIER = "nvidia-cutlass-dsl-libs-cu12"
+
+
+def _layered(*names: str):
+    from tests.cassette import ReplayTransport
+    from tests.test_resolve import _Layered
+
+    return _Layered(*(ReplayTransport(CASSETTES / n) for n in names))
+
+
+def _resolve_case(name: str, cache: Path, **changes):
+    from dataclasses import replace
+
+    from stacklock.index.client import make_http_client
+    from stacklock.profile import load_profile
+    from stacklock.resolve import resolve_profile
+
+    profile = load_profile(str(CASES / f"{name}.toml"))
+    if changes:
+        profile = replace(profile, cuda=replace(profile.cuda, **changes))
+    with make_http_client(transport=_layered("torch-cu130", name)) as http:
+        return resolve_profile(profile, http=http, cache_dir=cache)
+
+
+@pytest.fixture(scope="module")
+def allowed_stack(tmp_path_factory):
+    """cuda-allow resolved and locked through the CLI's library call."""
+    from stacklock.index.client import make_http_client
+    from stacklock.lock import load_lock
+    from stacklock.resolve.command import lock_profile
+
+    root = tmp_path_factory.mktemp("cuda-allow")
+    out = root / "pylock.cuda-allow.toml"
+    with make_http_client(transport=_layered("torch-cu130", "cuda-allow")) as http:
+        result = lock_profile(str(CASES / "cuda-allow.toml"), output=out, http=http,
+                              cache_dir=root / "cache")
+    return result, load_lock(out)
+
+
+def _infos(resolution) -> list[PackageInfo]:
+    return [PackageInfo(name=p.name, version=str(p.version),
+                        filename=p.wheel.filename, index_url=p.index_url,
+                        requires_dist=p.requires_dist)
+            for p in resolution.packages]
+
+
+def test_allowed_carrier_is_reported_and_recorded_not_mixed(allowed_stack):
+    result, lock = allowed_stack
+    res = result.resolution
+    names = set(res.pins())
+    assert {CARRIER, "nvidia-cutlass-dsl-libs-cu13", "torch"} <= names
+    allowed = [f for f in res.coherence if f.level == "allowed"]
+    assert [(f.package, f.cuda) for f in allowed] == [("nvidia-cutlass-dsl", "12")]
+    assert CARRIER in allowed[0].message and "allow-mixed" in allowed[0].message
+    # nvidia-cutlass-dsl is labelled by nothing else: no CUDA 12 label in the lock
+    labels = {p.name: p.cuda for p in lock.packages if p.cuda is not None}
+    assert labels["torch"] == "13.0"
+    assert all(c.startswith("13") for c in labels.values())
+    assert "nvidia-cutlass-dsl" not in labels
+    assert lock.cuda is not None and lock.cuda["allow-mixed"] == [CARRIER]
+    assert "allow-mixed" not in lock.stacklock  # the cuda entry holds it
+    from stacklock.resolve.command import render_resolve
+
+    assert f"cuda allowed: nvidia-cutlass-dsl: requires {CARRIER}" in render_resolve(
+        result)
+
+
+def test_without_the_allowance_the_error_suggests_it_naming_requirer_and_twin(
+        tmp_path):
+    with pytest.raises(CudaMixError) as info:
+        _resolve_case("cuda-allow", tmp_path / "cache", allow_mixed=())
+    err = info.value
+    assert set(err.wheels) == {12, 13}
+    assert "nvidia_cutlass_dsl-4.8.1-py3-none-any.whl" in err.message
+    assert f"Requires-Dist {CARRIER}==4.8.1" in err.message
+    hint = err.hint or ""
+    assert "one CUDA major" in hint
+    assert (f"{CARRIER} is required by nvidia-cutlass-dsl next to its twin "
+            "nvidia-cutlass-dsl-libs-cu13") in hint
+    assert f'[cuda] allow-mixed = ["{CARRIER}"]' in hint
+    assert "\n" not in str(err)
+
+
+def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
+    from stacklock.index.client import make_http_client
+    from stacklock.profile import load_profile
+    from stacklock.resolve import resolve_profile
+
+    profile = load_profile(str(CASES / "cuda-mix.toml"))
+    with make_http_client(transport=_layered("torch-cu130", "cuda-mix")) as http, \
+            pytest.raises(CudaMixError) as info:
+        resolve_profile(profile, http=http, cache_dir=tmp_path / "cache")
+    hint = info.value.hint or ""
+    assert f"{CARRIER} is required by nvidia-cutlass-dsl and" in hint
+    assert "twin" not in hint
+    assert f'[cuda] allow-mixed = ["{CARRIER}"]' in hint
+
+
+def test_lock_without_a_cuda_entry_records_the_allowance_at_the_top(allowed_stack):
+    from dataclasses import replace
+
+    from stacklock.lock import make_lock
+
+    res = allowed_stack[0].resolution
+    table = make_lock(replace(res, cuda_entry=None)).stacklock
+    assert "cuda" not in table and table["allow-mixed"] == [CARRIER]
+
+
+def test_allowance_names_are_normalized_and_unused_ones_are_a_warning(
+        allowed_stack):
+    packages = _infos(allowed_stack[0].resolution)
+    findings = check_coherence(packages, "13.0.1", allow_mixed=[
+        "NVIDIA_Cutlass_DSL_libs_cu12", "nvidia-nccl-cu12"])
+    levels = {(f.package, f.level) for f in findings}
+    assert ("nvidia-cutlass-dsl", "allowed") in levels
+    (stale,) = [f for f in findings if f.package == "nvidia-nccl-cu12"]
+    assert stale.level == "warning" and "remove it" in stale.message
+    assert "warning" in render_coherence(findings)
+
+
+def test_allowance_sets_aside_only_what_it_names(
+        torch_cu128: PackageInfo, sgl_cu130: PackageInfo, allowed_stack):
+    # a real CUDA 12.8 torch next to a CUDA 13 kernel stays a mix
+    with pytest.raises(CudaMixError) as info:
+        check_coherence([torch_cu128, sgl_cu130], "13.0.1", allow_mixed=[CARRIER])
+    assert "allow-mixed" in (info.value.hint or "")
+    # ... unless the reviewer names that very package: then it is reported, not mixed
+    findings = check_coherence([torch_cu128, sgl_cu130], "13.0.1",
+                               allow_mixed=["torch"])
+    assert {(f.package, f.cuda, f.level) for f in findings} == {
+        ("torch", "12.8", "allowed"), ("sgl-kernel", "13.0", "ok")}
+    # and the allowed carrier does not hide a second, unnamed CUDA 12 requirement
+    packages = _infos(allowed_stack[0].resolution)
+    extra = PackageInfo(name="x", version="1.0",
+                        requires_dist=("nvidia-cuda-runtime-cu12==12.8.90",))
+    with pytest.raises(CudaMixError, match=r"x==1\.0"):
+        check_coherence([*packages, extra], "13.0.1", allow_mixed=[CARRIER])

@@ -187,9 +187,13 @@ def test_stacklock_locks_12_8_to_13_toolkit_and_packages() -> None:
     new_cuda = _read(LOCK_130)["tool"]["stacklock"]["cuda"]
     diff = diff_lock_files(LOCK_128, LOCK_130)
     toolkit = {f.key: (f.old, f.new) for f in diff.toolkit}
-    for key in ("version", "min-driver", "compat-floor", "runfile", "sha256"):
-        assert old_cuda[key] != new_cuda[key]
-        assert toolkit[key] == (old_cuda[key], new_cuda[key])
+    # the CUDA 12.8 runfile gives way to CUDA 13 toolkit wheels from PyPI: every
+    # key that differs (or is on one side only) is a toolkit change, no other is
+    assert (old_cuda["source"], new_cuda["source"]) == ("runfile", "pypi")
+    changed = {k for k in old_cuda.keys() | new_cuda.keys()
+               if old_cuda.get(k) != new_cuda.get(k)}
+    assert {"version", "compat-floor", "runfile", "sha256", "allow-mixed"} <= changed
+    assert toolkit == {k: (old_cuda.get(k), new_cuda.get(k)) for k in changed}
     assert [f.key for f in diff.toolkit][:3] == [
         "version",
         "min-driver",
@@ -206,7 +210,8 @@ def test_stacklock_locks_12_8_to_13_toolkit_and_packages() -> None:
     assert not diff.warnings
 
     text = render_text(diff)
-    assert "toolkit and stack" in text and new_cuda["min-driver"] in text
+    assert "toolkit and stack" in text and old_cuda["min-driver"] in text
+    assert "nvidia-cutlass-dsl-libs-cu12" in text  # the reviewed CUDA 12 exception
     markdown = render_markdown(diff)
     assert (
         f"| `cuda.version` | {old_cuda['version']} | {new_cuda['version']} |"
@@ -235,8 +240,9 @@ def test_stacklock_lock_edited_stack_fields(tmp_path: Path) -> None:
     """Edited copy: an override added, the GPU arch list changed, a second index."""
     data = _read(LOCK_130)
     tool = data["tool"]["stacklock"]
+    arch = tool["target"]["gpu-arch"]
     tool["overrides"] = ["torch>=2.11.0.dev0"]
-    tool["target"]["gpu-arch"] = ["sm_90", "sm_120"]
+    tool["target"]["gpu-arch"] = ["sm_120"]
     tool["indexes"] = [
         *tool["indexes"],
         {"name": "sgl-cu130", "url": "https://docs.sglang.io/whl/cu130"},
@@ -244,7 +250,8 @@ def test_stacklock_lock_edited_stack_fields(tmp_path: Path) -> None:
     diff = diff_lock_files(LOCK_130, _write(tmp_path / "pylock.edited.toml", data))
     stack = {f.key: (f.old, f.new) for f in diff.stack}
     assert stack["overrides"] == ([], ["torch>=2.11.0.dev0"])
-    assert stack["target.gpu-arch"] == (["sm_120"], ["sm_90", "sm_120"])
+    assert arch != ["sm_120"]
+    assert stack["target.gpu-arch"] == (arch, ["sm_120"])
     assert len(stack["indexes"][1]) == 2
     assert diff.packages == () and diff.toolkit == ()
     assert "sgl-cu130=https://docs.sglang.io/whl/cu130" in render_text(diff, width=200)
@@ -252,12 +259,15 @@ def test_stacklock_lock_edited_stack_fields(tmp_path: Path) -> None:
 
 def test_toolkit_runfile_hash_changed_under_same_name(tmp_path: Path) -> None:
     """Edited copy: the runfile keeps its name, its sha256 becomes another real
-    runfile's (12.8.1's): a red flag."""
-    data = _read(LOCK_130)
-    data["tool"]["stacklock"]["cuda"]["sha256"] = _read(LOCK_128)["tool"]["stacklock"][
-        "cuda"
-    ]["sha256"]
-    diff = diff_lock_files(LOCK_130, _write(tmp_path / "pylock.edited.toml", data))
+    runfile's (13.0.1's, from the shipped catalog): a red flag."""
+    from stacklock.cuda.catalog import load_catalog
+
+    other = load_catalog().get("13.0.1").runfile("linux-x86_64")
+    assert other is not None and other.sha256
+    data = _read(LOCK_128)
+    assert data["tool"]["stacklock"]["cuda"]["sha256"] != other.sha256
+    data["tool"]["stacklock"]["cuda"]["sha256"] = other.sha256
+    diff = diff_lock_files(LOCK_128, _write(tmp_path / "pylock.edited.toml", data))
     assert [f.key for f in diff.toolkit] == ["sha256"]
     assert len(diff.warnings) == 1 and "same runfile name" in diff.warnings[0]
 

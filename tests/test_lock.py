@@ -46,9 +46,12 @@ def python312(tmp_path: Path) -> str:
 
 
 def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
+    """uv installs the lock for its own target (pypi-cu130 needs glibc 2.34)."""
+    target = load_lock(lock).target
+    platform = f"{target.machine}-manylinux_{target.manylinux}"
     cmd = [_uv(), "pip", "install", "--dry-run", "-r", str(lock),
-           "--python", python312(tmp_path), "--python-platform",
-           "x86_64-manylinux_2_28", "--cache-dir", str(tmp_path / "uv-cache")]
+           "--python", python312(tmp_path), "--python-platform", platform,
+           "--cache-dir", str(tmp_path / "uv-cache")]
     if offline:
         cmd.append("--offline")
     proc = subprocess.run(cmd, capture_output=True, text=True)

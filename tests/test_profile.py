@@ -95,6 +95,10 @@ def test_full_schema_parses() -> None:
         ),
         ({"requirements": {"packages": []}}, "requirements.packages"),
         ({**MINIMAL, "target": {"platform": "win_amd64"}}, "target.platform"),
+        ({**MINIMAL, "cuda": {"allow-mixed": "nvidia-cublas-cu12"}},
+         "cuda.allow-mixed"),
+        ({**MINIMAL, "cuda": {"allow-mixed": ["ok", "not a name!"]}},
+         "cuda.allow-mixed[1]"),
     ],
 )
 def test_bad_input_names_the_key(data: dict, key: str) -> None:
@@ -103,6 +107,16 @@ def test_bad_input_names_the_key(data: dict, key: str) -> None:
     assert info.value.key == key
     assert str(info.value).startswith(f"p.toml: {key}: ")
     assert "\n" not in str(info.value)
+
+
+def test_cuda_allow_mixed_is_a_list_of_normalized_names() -> None:
+    data = {**MINIMAL, "cuda": {"toolkit": "13.0.3", "source": "pypi",
+                                "allow-mixed": ["NVIDIA_Cutlass_DSL_libs_cu12"]}}
+    assert parse_profile(data, name="x").cuda.allow_mixed == (
+        "nvidia-cutlass-dsl-libs-cu12",)
+    assert parse_profile(MINIMAL, name="x").cuda.allow_mixed == ()
+    shipped = load_profile("pypi-cu130")  # the built-in profile that needs it
+    assert shipped.cuda.allow_mixed == ("nvidia-cutlass-dsl-libs-cu12",)
 
 
 def test_extends_merges_key_by_key(tmp_path: Path) -> None:

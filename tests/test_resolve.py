@@ -71,8 +71,8 @@ def test_pypi_small_lock_is_pep751_with_extras_and_cutoff(tmp_path):
         assert res.pins()[req.name] in req.specifier
 
 
-def test_pypi_cu130_is_one_cuda_major_with_its_toolkit(tmp_path):
-    res = _resolve("pypi-cu130", tmp_path)
+def test_torch_cu130_is_one_cuda_major_with_its_toolkit(tmp_path):
+    res = _resolve("torch-cu130", tmp_path)
     pins = res.pins()
     assert Version(pins["torch"]) == Version("2.11.0")
     cudas = {p.cuda for p in res.packages if p.cuda}
@@ -152,8 +152,8 @@ def test_written_lock_loads_strictly(tmp_path):
 
 
 class _Layered(httpx.BaseTransport):
-    """The cuda-mix cassette holds only what pypi-cu130's lacks (recorded with
-    scripts/record_resolution.py --base pypi-cu130)."""
+    """The cuda-mix cassette holds only what torch-cu130's lacks (recorded with
+    scripts/record_resolution.py --base, when torch-cu130's was named pypi-cu130)."""
 
     def __init__(self, *layers: ReplayTransport) -> None:
         self.layers = layers
@@ -170,7 +170,7 @@ class _Layered(httpx.BaseTransport):
 def test_wheels_of_two_cuda_majors_are_refused_and_nothing_is_written(tmp_path):
     from stacklock.cuda.coherence import CudaMixError
 
-    transport = _Layered(ReplayTransport(CASSETTES / "pypi-cu130"),
+    transport = _Layered(ReplayTransport(CASSETTES / "torch-cu130"),
                          ReplayTransport(CASSETTES / "cuda-mix"))
     out = tmp_path / "pylock.cuda-mix.toml"
     with make_http_client(transport=transport) as http, \

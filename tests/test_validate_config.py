@@ -62,8 +62,14 @@ def test_real_lock_tables() -> None:
     assert config.probes.min_matmul_tflops == 600.0
     assert config.gate is None
     shipped = load_lock_view(ROOT / "locks" / "pylock.pypi-cu130.toml")
-    assert parse_validate_config(shipped.validate).imports == (
-        "torch", "torchvision", "torchaudio")
+    profile = tomllib.loads((ROOT / "profiles" / "pypi-cu130.toml").read_text())
+    config = parse_validate_config(shipped.validate)
+    assert config.imports == tuple(profile["validate"]["imports"])
+    gate = config.gate
+    assert gate is not None and gate.engine == "sglang"
+    assert (gate.min_tokens_per_second, gate.min_speedup) == (
+        profile["validate"]["gate"]["min-tokens-per-second"],
+        profile["validate"]["gate"]["min-speedup"])
 
 
 def test_threshold_size_missing_from_sizes_is_measured() -> None:

@@ -12,6 +12,14 @@ Wheels for two CUDA majors cannot share a process (each loads its own libcudart
 major), so that is an error naming them. A toolkit of another major than the wheels
 is an error too; a wheel that targets a newer minor than the toolkit is a warning
 (minor-version compatibility covers running it, not compiling against it).
+
+The one exception is reviewed and explicit: the profile's ``[cuda] allow-mixed``
+names packages (``nvidia-cutlass-dsl-libs-cu12``) that are set aside - a requirement
+on one, or the package itself, neither labels a wheel nor mixes the stack, and each
+is reported as an "allowed" finding. It exists for library carriers: a package
+that always requires its CUDA 12 libraries, even where an extra adds the CUDA 13
+twin. That is never assumed: the error only suggests it, naming the requiring
+package and, when present, the twin.
 """
 
 from __future__ import annotations
@@ -73,6 +81,7 @@ class PackageInfo:
 class CudaTarget:
     cuda: str        # "13.0", or "13" when only the major is known
     evidence: str    # why, e.g. "+cu130 label"
+    requirement: str | None = None  # the required project that said so, if one did
 
     @property
     def major(self) -> int:
@@ -88,7 +97,7 @@ class CoherenceFinding:
     filename: str | None
     cuda: str
     evidence: str
-    level: str       # "ok" or "warning"
+    level: str       # "ok", "warning" or "allowed" (by [cuda] allow-mixed)
     message: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,7 +139,8 @@ def _exact_version(req: Requirement) -> Version | None:
     return None
 
 
-def _from_requirement(text: str) -> str | None:
+def _from_requirement(text: str) -> tuple[str, str] | None:
+    """(CUDA, required project) for a requirement that names a CUDA."""
     try:
         req = Requirement(text)
     except InvalidRequirement:
@@ -142,10 +152,20 @@ def _from_requirement(text: str) -> str | None:
     base = name[: -len("-cu12")] if suffix else name
     exact = _exact_version(req)
     if base in _TOOLKIT_VERSIONED and exact is not None:
-        return f"{exact.major}.{exact.minor}"
+        return f"{exact.major}.{exact.minor}", name
     if suffix:
-        return suffix.group(1)
+        return suffix.group(1), name
     return None
+
+
+def _cuda_requirements(pkg: PackageInfo) -> list[tuple[str, str, str]]:
+    """(CUDA, required project, requirement text) for each requirement naming one."""
+    out = []
+    for text in pkg.requires_dist:
+        found = _from_requirement(text)
+        if found:
+            out.append((*found, text.split(";")[0].strip()))
+    return out
 
 
 def _platform_specific(filename: str | None) -> bool:
@@ -158,26 +178,27 @@ def _platform_specific(filename: str | None) -> bool:
     return any(tag.platform != "any" for tag in tags)
 
 
-def wheel_cuda(pkg: PackageInfo) -> CudaTarget | None:
-    """The CUDA this package targets, or None for a package that names none."""
+def wheel_cuda(pkg: PackageInfo, *, allow_mixed: Iterable[str] = ()
+               ) -> CudaTarget | None:
+    """The CUDA this package targets, or None for a package that names none.
+    Requirements on ``allow_mixed`` projects are not evidence."""
     label = _from_label(pkg.version)
     if label:
         return CudaTarget(cuda=label, evidence=f"+cu{label.replace('.', '')} label")
-    found: list[tuple[str, str]] = []
-    for text in pkg.requires_dist:
-        cuda = _from_requirement(text)
-        if cuda:
-            found.append((cuda, text.split(";")[0].strip()))
+    allowed = {canonicalize_name(n) for n in allow_mixed}
+    found = [f for f in _cuda_requirements(pkg) if f[1] not in allowed]
     if found:
-        majors = {c.split(".")[0] for c, _ in found}
+        majors = {c.split(".")[0] for c, _, _ in found}
         if len(majors) > 1:
             raise CudaMixError(
                 f"{pkg.label} requires CUDA packages of two majors: "
-                + ", ".join(f"{why} (CUDA {c})" for c, why in found),
+                + ", ".join(f"{why} (CUDA {c})" for c, _, why in found),
                 wheels={int(m): [pkg.label] for m in majors},
-                hint="this wheel's metadata is inconsistent; pin another version")
-        cuda, why = max(found, key=lambda item: len(item[0]))
-        return CudaTarget(cuda=cuda, evidence=f"Requires-Dist {why}")
+                hint="this wheel's metadata is inconsistent; pin another version, "
+                     "or list the one only carried along in [cuda] allow-mixed")
+        cuda, name, why = max(found, key=lambda item: len(item[0]))
+        return CudaTarget(cuda=cuda, evidence=f"Requires-Dist {why}",
+                          requirement=name)
     if pkg.index_url and _platform_specific(pkg.filename):
         m = _INDEX_RE.search(pkg.index_url.rstrip("/"))
         if m:
@@ -194,36 +215,43 @@ def _toolkit(version: str) -> Version:
                         hint='write it as "13.0.1"') from None
 
 
-def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None
-                    ) -> list[CoherenceFinding]:
+def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None,
+                    *, allow_mixed: Iterable[str] = ()) -> list[CoherenceFinding]:
     """One finding per package that targets a CUDA; raises CudaMixError when the
-    wheels target two CUDA majors or the toolkit is of another major."""
-    targets = [(p, t) for p in packages if (t := wheel_cuda(p)) is not None]
-    by_major: dict[int, list[str]] = {}
-    for pkg, target in targets:
-        by_major.setdefault(target.major, []).append(
-            f"{pkg.label} (CUDA {target.cuda}, {target.evidence})")
+    wheels target two CUDA majors or the toolkit is of another major.
+    ``allow_mixed`` (the profile's ``[cuda] allow-mixed``) names projects set aside:
+    reported as "allowed" findings, never counted as a mix."""
+    pkgs = list(packages)
+    allowed = sorted({canonicalize_name(n) for n in allow_mixed})
+    targets = [(p, t) for p in pkgs
+               if (t := wheel_cuda(p, allow_mixed=allowed)) is not None]
+    counted = [(p, t) for p, t in targets if canonicalize_name(p.name) not in allowed]
+    by_major: dict[int, list[tuple[PackageInfo, CudaTarget]]] = {}
+    for pkg, target in counted:
+        by_major.setdefault(target.major, []).append((pkg, target))
+    toolkit = _toolkit(cuda_version) if cuda_version else None
     if len(by_major) > 1:
-        parts = "; ".join(f"CUDA {major}: " + ", ".join(names)
-                          for major, names in sorted(by_major.items()))
+        parts = "; ".join(f"CUDA {major}: " + ", ".join(_named(p, t) for p, t in pt)
+                          for major, pt in sorted(by_major.items()))
         raise CudaMixError(
             f"wheels for {len(by_major)} CUDA majors in one lock - {parts}",
-            wheels={m: [n.split(" (")[0] for n in v] for m, v in by_major.items()},
-            hint="take every GPU wheel from indexes of one CUDA major "
-                 "(e.g. all cu130 or all cu128)")
-    toolkit = _toolkit(cuda_version) if cuda_version else None
+            wheels={m: [p.label for p, _ in pt] for m, pt in by_major.items()},
+            hint=_mix_hint(by_major, toolkit, {canonicalize_name(p.name)
+                                               for p in pkgs}))
     if toolkit is not None and by_major and toolkit.major not in by_major:
-        (major, names), = by_major.items()
+        (major, pt), = by_major.items()
         raise CudaMixError(
             f"toolkit {cuda_version} is CUDA {toolkit.major}, but the wheels target "
-            f"CUDA {major}: " + ", ".join(names),
-            wheels={major: [n.split(" (")[0] for n in names], toolkit.major: []},
+            f"CUDA {major}: " + ", ".join(_named(p, t) for p, t in pt),
+            wheels={major: [p.label for p, _ in pt], toolkit.major: []},
             hint=f"set [cuda] toolkit to a {major}.x release, or take wheels built "
                  f"for CUDA {toolkit.major}")
     findings = []
     for pkg, target in targets:
         level, message = "ok", f"targets CUDA {target.cuda} ({target.evidence})"
-        if toolkit is not None and "." in target.cuda:
+        if canonicalize_name(pkg.name) in allowed:
+            level, message = "allowed", f"{message}, allowed by [cuda] allow-mixed"
+        elif toolkit is not None and "." in target.cuda:
             wheel = Version(target.cuda)
             if (wheel.major, wheel.minor) > (toolkit.major, toolkit.minor):
                 level = "warning"
@@ -232,7 +260,69 @@ def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None
         findings.append(CoherenceFinding(
             package=pkg.name, filename=pkg.filename, cuda=target.cuda,
             evidence=target.evidence, level=level, message=message))
+    return findings + _allowed_findings(pkgs, allowed)
+
+
+def _named(pkg: PackageInfo, target: CudaTarget) -> str:
+    return f"{pkg.label} (CUDA {target.cuda}, {target.evidence})"
+
+
+def _allowed_findings(pkgs: Sequence[PackageInfo], allowed: Sequence[str]
+                      ) -> list[CoherenceFinding]:
+    """An "allowed" finding per requirement set aside by ``allowed``, and a
+    warning per allowed project that nothing in the stack is or requires."""
+    findings = []
+    used = {str(canonicalize_name(p.name)) for p in pkgs} & set(allowed)
+    for pkg in pkgs:
+        for cuda, name, why in _cuda_requirements(pkg):
+            if name not in allowed:
+                continue
+            used.add(name)
+            findings.append(CoherenceFinding(
+                package=pkg.name, filename=pkg.filename, cuda=cuda,
+                evidence=f"Requires-Dist {why}", level="allowed",
+                message=f"requires {why} (CUDA {cuda}), allowed by [cuda] "
+                        "allow-mixed"))
+    for name in allowed:
+        if name not in used:
+            findings.append(CoherenceFinding(
+                package=name, filename=None, cuda="", evidence="[cuda] allow-mixed",
+                level="warning",
+                message="named in [cuda] allow-mixed, but no package of the stack "
+                        "is or requires it: remove it from the profile"))
     return findings
+
+
+def _mix_hint(by_major: dict[int, list[tuple[PackageInfo, CudaTarget]]],
+              toolkit: Version | None, names: set[str]) -> str:
+    """What to try; names the CUDA libraries that only their requirer brings in
+    (``nvidia-*-cuNN`` requirements), with the twin of the other major when the
+    stack has it - the case ``[cuda] allow-mixed`` is for."""
+    largest = max(len(pt) for pt in by_major.values())
+    wrong = [m for m in sorted(by_major)
+             if (m != toolkit.major if toolkit is not None
+                 else len(by_major[m]) < largest)] or sorted(by_major)
+    carried: dict[str, list[str]] = {}
+    for major in wrong:
+        for pkg, target in by_major[major]:
+            name = target.requirement
+            if name is None or not _SUFFIX_RE.match(name):
+                continue
+            twins = [f"{name[:-2]}{other}" for other in by_major if other != major]
+            twin = next((t for t in twins if t in names), None)
+            carried.setdefault(name, []).append(
+                f"required by {pkg.name}" + (f" next to its twin {twin}" if twin
+                                             else ""))
+    advice = ("take every GPU wheel from indexes of one CUDA major "
+              "(e.g. all cu130 or all cu128)")
+    if not carried:
+        return (advice + "; a CUDA library only carried along can be listed, "
+                "after review, in [cuda] allow-mixed")
+    listed = ", ".join(f'"{n}"' for n in sorted(carried))
+    why = "; ".join(f"{n} is {', '.join(sorted(set(r)))}"
+                    for n, r in sorted(carried.items()))
+    return (f"{advice}; or, if {why} and is only carried along, review it and set "
+            f"[cuda] allow-mixed = [{listed}]")
 
 
 def render_coherence(findings: Sequence[CoherenceFinding]) -> str:

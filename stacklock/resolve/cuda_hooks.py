@@ -50,9 +50,11 @@ def annotate(packages: Sequence[ResolvedPackage], profile: Profile
                             requires_dist=p.requires_dist)
         for p in packages
     }
-    findings = check_coherence(infos.values(), profile.cuda.toolkit)
+    allow = profile.cuda.allow_mixed
+    findings = check_coherence(infos.values(), profile.cuda.toolkit,
+                               allow_mixed=allow)
     out = []
     for p in packages:
-        target = wheel_cuda(infos[p.name])
+        target = wheel_cuda(infos[p.name], allow_mixed=allow)
         out.append(replace(p, cuda=target.cuda) if target is not None else p)
     return out, findings
