@@ -136,8 +136,18 @@ def test_pypi_has_the_cuda_toolkit_versions_the_profiles_lock():
     response = httpx.get("https://pypi.org/simple/cuda-toolkit/", timeout=30,
                          headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     response.raise_for_status()
-    files = {f["filename"] for f in response.json()["files"]}
-    for version in ("13.0.1", "12.8.1"):
+    from packaging.requirements import Requirement
+    from packaging.utils import parse_wheel_filename
+
+    from stacklock.profile import list_profiles
+
+    on_pypi = {parse_wheel_filename(f["filename"])[1]
+               for f in response.json()["files"] if f["filename"].endswith(".whl")}
+    # every built-in profile's toolkit, whatever its source (pypi-cu130's 13.0.3 is
+    # cuda_toolkit-13.0.3.0 on PyPI: the requirement must still match it)
+    toolkits = {load_profile(n).cuda.toolkit for n in list_profiles()} - {None}
+    assert {"13.0.1", "12.8.1", "13.0.3"} <= toolkits
+    for version in sorted(t for t in toolkits if t is not None):
         requirement = pypi_requirements(CudaSpec(toolkit=version, source="pypi"))[0]
         assert requirement == f"cuda-toolkit=={version}"
-        assert f"cuda_toolkit-{version}-py2.py3-none-any.whl" in files
+        assert any(v in Requirement(requirement).specifier for v in on_pypi), version
