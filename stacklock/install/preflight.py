@@ -126,7 +126,7 @@ def probe_interpreter(python: str, *, runner: Runner) -> Interpreter:
     tags: tuple = ()
     if platform in PLATFORMS and glibc is not None:
         target = Target(
-            python=env["python_full_version"].split("+")[0],
+            python=env["python_version"],  # "3.12": a pre-release is fine too
             platform=platform,
             manylinux=f"2_{glibc[1]}",
         )
