@@ -116,8 +116,9 @@ def validate(
     toolkit_prefix: str | Path | None = None,
 ) -> ValidateResult:
     """Run every check; write the report to ``report_dir`` when given."""
-    exe = find_python(venv, python)
+    # the lock first: a wrong lock path is the likelier mistake, and says more
     lock = load_lock_view(lock_path) if lock_path is not None else None
+    exe = find_python(venv, python)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
               if lock is not None else ValidateConfig())

@@ -1,0 +1,58 @@
+"""The CLI contract of every verb: bad input is one line, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacklock.cli import main
+from stacklock.profile import list_profiles
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "stacklock.cli", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_profiles_json_lists_every_builtin_profile(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["profiles", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == list_profiles()
+    assert all(r["description"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["resolve", "{bad}"], "requirements.pacakges"),
+        (["resolve", "{missing}"], "does not exist"),
+        (["diff", "{bad}", "{bad}"], "bad.toml"),
+        (["validate", "{missing}", "--no-gate"], "nope.toml"),
+        (["install", "{missing}", "--dry-run"], "nope.toml"),
+        (["cuda", "show", "99.9.9"], "99.9.9"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_no_traceback(
+    tmp_path: Path, argv: list[str], needle: str
+) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[requirements]\npacakges = ["torch"]\n')
+    paths = {"{bad}": str(bad), "{missing}": str(tmp_path / "nope.toml")}
+    result = _run(*[paths.get(a, a) for a in argv], cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("stacklock: error: ")
+    assert needle in lines[0]
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "locks").exists()  # nothing half-written
