@@ -254,6 +254,10 @@ class IndexClient:
         return rows_from_listing(entries, _file_url(folder))
 
     def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:
+        if self.offline or not self.refresh:
+            rows = self._cached_rows(url)  # a warm run: no body read, no parsing
+            if rows is not None:
+                return rows
         cached = self._read_cache(url)
         if self.offline:
             if cached is None:
@@ -413,6 +417,23 @@ class IndexClient:
             return None
         key = hashlib.sha256(strip_credentials(url).encode()).hexdigest()
         return self.cache_dir / key[:2] / f"{key}.page"
+
+    def _cached_rows(self, url: str) -> PageRows | None:
+        """The rows of the cached page, read through the page's header line (its
+        body's sha256) without reading the body; None if either is missing."""
+        path = self._cache_path(url)
+        if path is None:
+            return None
+        try:
+            with path.open("rb") as fh:
+                meta = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+            return None
+        ctype = str(meta.get("content-type", "")).split(";")[0].strip().lower()
+        return _read_rows(self._rows_path(meta.get("redirected-to") or url, ctype,
+                                          meta["sha256"]))
 
     def _read_cache(self, url: str) -> tuple[bytes, str, dict[str, Any]] | None:
         path = self._cache_path(url)

@@ -34,6 +34,7 @@ from stacklock.resolve.model import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+    from packaging.version import Version
     from resolvelib.structs import RequirementInformation
 
     from stacklock.resolve.rules import Rules
@@ -47,6 +48,9 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         self.source = source
         self.rules = rules
         self._counts: dict[tuple[str, tuple[str, ...]], int] = {}
+        # id(requirement) -> (the requirement, kept alive so its id stays its
+        # own; its answers per version)
+        self._satisfied: dict[int, tuple[Requirement, dict[Version, bool]]] = {}
 
     def identify(self, requirement_or_candidate: Requirement | Candidate) -> str:
         return requirement_or_candidate.identifier
@@ -94,7 +98,16 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return [c.with_extras(extras) for c in found] if extras else found
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
-        return requirement.specifier.contains(candidate.version, prereleases=True)
+        # resolvelib asks this for every pin on every round (~100k times for
+        # sglang); the answers repeat, so remember them per requirement object.
+        entry = self._satisfied.get(id(requirement))
+        if entry is None or entry[0] is not requirement:
+            entry = self._satisfied[id(requirement)] = (requirement, {})
+        found = entry[1].get(candidate.version)
+        if found is None:
+            found = entry[1][candidate.version] = requirement.specifier.contains(
+                candidate.version, prereleases=True)
+        return found
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
         meta = self.source.metadata(candidate)

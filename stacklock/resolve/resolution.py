@@ -31,7 +31,6 @@ from stacklock.resolve.model import iter_dependencies
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.rules import AppliedOverride, Rules
 from stacklock.resolve.source import PackageSource, SourceStats
-from stacklock.resolve.workers import PagePool, default_processes
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
@@ -94,7 +93,6 @@ def resolve_profile(
     offline: bool = False,
     refresh: bool = False,
     workers: int = 24,
-    processes: int | None = None,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
     on_status: Callable[[str], None] | None = None,
@@ -102,8 +100,6 @@ def resolve_profile(
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
 
-    ``processes`` worker processes read and evaluate index pages (default: a few
-    per core when this function owns the HTTP client, none with an injected one).
     ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
     ``on_status`` receives short progress lines, ``on_download`` byte counts of
     the wheels downloaded to settle a hash."""
@@ -111,14 +107,6 @@ def resolve_profile(
     root = cache_dir or default_cache_dir()
     own_http = http is None
     client_http = http or make_http_client()
-    if processes is None:
-        processes = default_processes() if own_http and prefetch else 0
-    pages = None
-    if processes > 0:
-        pages = PagePool(indexes=profile.indexes, target=profile.target,
-                         exclude_newer=profile.requirements.exclude_newer,
-                         cache_dir=root, offline=offline, refresh=refresh,
-                         processes=processes)
     try:
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
@@ -143,9 +131,7 @@ def resolve_profile(
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
                            prereleases=spec.prereleases, workers=workers,
-                           prefetch=prefetch, on_progress=progress,
-                           find_candidates=pages.find_candidates if pages else None,
-                           ) as source:
+                           prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
             provider = StackProvider(source, rules)
             chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
@@ -165,8 +151,6 @@ def resolve_profile(
             packages.append(replace(pkg, wheel=settle_wheel(
                 cand, store=store, http=client_http, progress=on_download)))
     finally:
-        if pages is not None:
-            pages.close()
         if own_http:
             client_http.close()
     return Resolution(profile=profile, packages=tuple(packages),

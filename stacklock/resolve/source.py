@@ -15,6 +15,7 @@ answer whose job is still queued, it takes the job over and runs it itself.
 from __future__ import annotations
 
 import functools
+import gc
 import threading
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
 __all__ = ["PackageSource", "SourceStats"]
+
+GC_THRESHOLD = 100_000  # gen-0 allocations between collections while resolving
 
 
 @dataclass
@@ -68,8 +71,7 @@ class PackageSource:
     :class:`stacklock.index.finder.Finder`, ``fetcher`` a
     :class:`stacklock.metadata.MetadataFetcher`; ``overrides`` maps a name to the
     specifier that replaces every requirement on it, so prefetch guesses the
-    versions the resolver will actually pick. ``find_candidates`` replaces the
-    finder's own (worker processes, :mod:`stacklock.resolve.workers`)."""
+    versions the resolver will actually pick."""
 
     def __init__(
         self,
@@ -82,10 +84,8 @@ class PackageSource:
         workers: int = 24,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
-        find_candidates: Callable[[str], list[Any]] | None = None,
     ) -> None:
         self._finder = finder
-        self._find = find_candidates or finder.find_candidates
         self._fetcher = fetcher
         self._env = dict(environment)
         self._overrides = dict(overrides or {})
@@ -100,6 +100,7 @@ class PackageSource:
         self._closed = False
         self.stats = SourceStats()
         self._on_progress = on_progress
+        self._gc_threshold = gc.get_threshold()
 
     # -- what the resolver asks -------------------------------------------------
 
@@ -181,7 +182,7 @@ class PackageSource:
     def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
         by_version: dict[Any, list[Any]] = defaultdict(list)
         index = ""
-        for ev in self._find(name):
+        for ev in self._finder.find_candidates(name):
             by_version[ev.version].append(ev)
             index = ev.index
         self._count("pages")
@@ -212,7 +213,15 @@ class PackageSource:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> PackageSource:
+        # A resolution allocates millions of small objects (the rows of every
+        # page, the JSON they came from) and frees few; with the default gen-0
+        # threshold of 700 the cycle collector walks them again and again
+        # (a second of CPU on a cold sglang resolution). Collect rarely while it
+        # runs, as mypy does for its build, and restore the setting after.
+        self._gc_threshold = gc.get_threshold()
+        gc.set_threshold(GC_THRESHOLD, *self._gc_threshold[1:])
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        gc.set_threshold(*self._gc_threshold)
