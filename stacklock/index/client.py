@@ -63,7 +63,7 @@ _HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # Bump when the rows a parser gives change: old blobs are then ignored.
-ROWS_FORMAT = 1
+ROWS_FORMAT = 2
 HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
         "with --offline")
 
@@ -329,8 +329,12 @@ class IndexClient:
                               hint="check that the URL is a simple index root "
                                    "(PEP 503/691), or a find-links page")
         if blob is not None:
-            atomic_write_bytes(blob, marshal.dumps(
-                (ROWS_FORMAT, page.anchors, page.rows)))
+            try:
+                data = marshal.dumps(
+                    (ROWS_FORMAT, page.anchors, page.rows, page.files, base))
+            except ValueError:  # JSON nested past marshal's depth: not cached
+                return page
+            atomic_write_bytes(blob, data)
         return page
 
     def _rows_path(self, base: str, ctype: str, body_sha256: str) -> Path | None:
@@ -467,12 +471,12 @@ def _read_rows(path: Path | None) -> PageRows | None:
     if path is None:
         return None
     try:
-        version, anchors, rows = marshal.loads(path.read_bytes())
+        version, anchors, rows, files, base = marshal.loads(path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
         return None
     if version != ROWS_FORMAT:
         return None
-    return PageRows(rows=rows, anchors=anchors)
+    return PageRows(rows=rows, files=files, base_url=base, anchors=anchors)
 
 
 def _truncated(response: httpx.Response) -> str | None:

@@ -329,9 +329,11 @@ class Finder:
         found = self._fitting.get(key)
         if found is None:
             could_fit, judge = self._judge.could_fit, self._judge.judge
+            page = self.client.get_rows(index, project)
+            rows = [page.row(i) for i, name in enumerate(page.filenames())
+                    if name is not None and could_fit(name)]
             judged = [judge(link_of(row), index=index.name, project=project)
-                      for row in self.client.get_rows(index, project).rows
-                      if row[9] is None and could_fit(row[0])]
+                      for row in rows if row[9] is None]
             found = self._fitting[key] = sorted(
                 (e for e in judged if e.version is not None), key=_best_first)
         return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -235,16 +235,49 @@ def link_of(row: Row) -> Link:
 @dataclass(frozen=True, kw_only=True)
 class PageRows:
     """A page as rows (see above): what the client caches and the finder scans.
+    A PEP 691 page keeps its ``files`` as ``json`` gave them and makes a row
+    only when asked (:meth:`row`): a cold resolution then builds rows for the
+    few files that could fit the target, not for all 160,000.
     ``to_page`` judges every file name and gives the :class:`ParsedPage`."""
 
     rows: tuple[Row, ...] = ()
+    files: list[Any] | None = None  # PEP 691 "files", rows made from them lazily
+    base_url: str = ""
     anchors: int = 0
     problem: str | None = None
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.files) if self.files is not None else len(self.rows)
+
+    def row(self, i: int) -> Row:
+        if self.files is None:
+            return self.rows[i]
+        return _json_row(self.files[i], self.base_url)
+
+    def all_rows(self) -> tuple[Row, ...]:
+        if self.files is None:
+            return self.rows
+        if "rows" not in self._memo:
+            self._memo["rows"] = tuple(_json_row(e, self.base_url)
+                                       for e in self.files)
+        return self._memo["rows"]  # type: ignore[no-any-return]
+
+    def filenames(self) -> list[str | None]:
+        """Each entry's file name; None for one that has no URL (no file)."""
+        if self.files is None:
+            return [r[0] if r[9] is None else None for r in self.rows]
+        names = [e.get("filename") if type(e) is dict else None for e in self.files]
+        for i, name in enumerate(names):
+            if type(name) is not str or not name:  # rare: taken from the URL
+                made = self.row(i)
+                names[i] = made[0] if made[9] is None else None
+        return names
 
     def to_page(self) -> ParsedPage:
         links: list[Link] = []
         skipped: list[SkippedLink] = []
-        for row in self.rows:
+        for row in self.all_rows():
             reason = row[9] if row[9] is not None else classify_filename(row[0])
             if reason is None:
                 links.append(link_of(row))
@@ -254,9 +287,9 @@ class PageRows:
                           anchors=self.anchors, problem=self.problem)
 
     def has_links(self) -> bool:
-        """Whether any row is a wheel or sdist packaging accepts."""
+        """Whether any entry is a wheel or sdist packaging accepts."""
         return any(row[9] is None and classify_filename(row[0]) is None
-                   for row in self.rows)
+                   for row in map(self.row, range(len(self))))
 
 
 def _attr(tag: Any, name: str) -> str | None:
@@ -347,36 +380,35 @@ def rows_from_json(content: bytes, base_url: str) -> PageRows:
         return PageRows(problem=f"not JSON: {exc}")
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         return PageRows(problem="JSON without a 'files' list (not a PEP 691 page)")
-    rows: list[Row] = []
-    append = rows.append
     files = data["files"]
-    for entry in files:  # the hot loop of a cold resolution: 160k files for sglang
-        href = entry.get("url") if type(entry) is dict else None
-        if type(href) is not str:
-            append((str(entry)[:80], "", None, None, None, False, None, None,
-                    None, "file entry without a url"))
-            continue
-        url = _join(base_url, href)
-        fragment_sha = None
-        if "#" in url:
-            url, fragment_sha = _split_fragment(url)
-        filename = entry.get("filename")
-        if type(filename) is not str or not filename:
-            filename = _filename_of(url)
-        core = entry.get("core-metadata")
-        if core is None:
-            core = entry.get("dist-info-metadata")
-        metadata, metadata_sha = _json_metadata(core)
-        rp = entry.get("requires-python")
-        size = entry.get("size")
-        when = entry.get("upload-time")
-        append((
-            filename, url, _json_hashes(entry.get("hashes")) or fragment_sha,
+    return PageRows(files=files, base_url=base_url, anchors=len(files))
+
+
+def _json_row(entry: Any, base_url: str) -> Row:
+    """The row of one PEP 691 file entry."""
+    href = entry.get("url") if type(entry) is dict else None
+    if type(href) is not str:
+        return (str(entry)[:80], "", None, None, None, False, None, None, None,
+                "file entry without a url")
+    url = _join(base_url, href)
+    fragment_sha = None
+    if "#" in url:
+        url, fragment_sha = _split_fragment(url)
+    filename = entry.get("filename")
+    if type(filename) is not str or not filename:
+        filename = _filename_of(url)
+    core = entry.get("core-metadata")
+    if core is None:
+        core = entry.get("dist-info-metadata")
+    metadata, metadata_sha = _json_metadata(core)
+    rp = entry.get("requires-python")
+    size = entry.get("size")
+    when = entry.get("upload-time")
+    return (filename, url, _json_hashes(entry.get("hashes")) or fragment_sha,
             rp if type(rp) is str and rp else None,
             _json_yanked(entry.get("yanked")), metadata, metadata_sha,
             when if type(when) is str else None,
-            size if type(size) is int and size >= 0 else None, None))
-    return PageRows(rows=tuple(rows), anchors=len(files))
+            size if type(size) is int and size >= 0 else None, None)
 
 
 def parse_json_page(content: bytes, base_url: str) -> ParsedPage:
@@ -425,6 +457,6 @@ def only_project(page: ParsedPage, project: str) -> ParsedPage:
 def only_project_rows(page: PageRows, project: str) -> PageRows:
     """:func:`only_project` on rows: the rows packaging reads as this project's."""
     name = canonicalize_name(project)
-    rows = tuple(r for r in page.rows if r[9] is None and
+    rows = tuple(r for r in page.all_rows() if r[9] is None and
                  classify_filename(r[0]) is None and project_of(r[0]) == name)
     return PageRows(rows=rows, anchors=len(rows), problem=page.problem)
