@@ -1,0 +1,190 @@
+"""The fast paths of the index layer give the same answers as the full ones.
+
+The finder judges only the wheels that a string pre-filter on the tag part of the
+file name lets through, and the client caches a page's rows (or PEP 691 file
+entries) beside the page. Both are checked against packaging and the full
+evaluation on every real recorded page, for several targets.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import marshal
+
+import httpx
+import pytest
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from stacklock.index import client as client_module
+from stacklock.index.finder import Finder, _Judge
+from stacklock.index.pages import (
+    parse_html_page,
+    parse_json_page,
+    rows_from_html,
+    rows_from_json,
+)
+from stacklock.profile import IndexSpec
+from stacklock.resolve.source import GC_THRESHOLD, PackageSource
+from stacklock.target import Target
+from tests.conftest import (
+    FLASHINFER_PAGES,
+    PYPI_PAGES,
+    PYTORCH_PAGES,
+    SGL_PAGES,
+    read_fixture,
+)
+
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")
+PYPI_PROJECTS = ("torch", "sgl-kernel", "flashinfer-python", "sglang", "packaging",
+                 "urllib3")
+TARGETS = [
+    Target(python="3.12"),
+    Target(python="3.10", platform="linux_aarch64", manylinux="2_17"),
+    Target(python="3.13", manylinux="2_34"),
+    Target(python="3.9", manylinux="2_17"),
+]
+HTML_PAGES = sorted([*SGL_PAGES.rglob("index.html"), *FLASHINFER_PAGES.rglob(
+    "index.html"), *PYTORCH_PAGES.rglob("index.html")])
+
+
+def _all_filenames() -> list[str]:
+    names = []
+    for project in PYPI_PROJECTS:
+        files = json.loads(read_fixture(PYPI_PAGES / f"{project}.json"))["files"]
+        names += [f["filename"] for f in files]
+    for path in HTML_PAGES:
+        names += [li.filename for li in
+                  parse_html_page(path.read_bytes(), "https://x.example/").links]
+    return names
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
+def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
+    judge = _Judge(target, exclude_newer=None)
+    accepted = set(target.tags())
+    names = _all_filenames()
+    kept = 0
+    for name in names:
+        try:
+            tags = parse_wheel_filename(name)[3]
+        except InvalidWheelFilename:
+            continue
+        if tags & accepted:
+            assert judge.could_fit(name), name
+            kept += 1
+    dropped = sum(not judge.could_fit(n) for n in names)
+    assert kept > 0 and dropped > len(names) // 2  # it does filter, and safely
+
+
+def _recorded(request: httpx.Request) -> httpx.Response:
+    name = request.url.path.strip("/").split("/")[-1]
+    try:
+        body = read_fixture(PYPI_PAGES / f"{name}.json")
+    except FileNotFoundError:
+        return httpx.Response(404)
+    return httpx.Response(200, headers={"content-type": JSON_TYPE}, content=body)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
+def test_candidates_equal_the_compatible_links_of_the_full_evaluation(
+        make_client, target):
+    sgl = IndexSpec(name="sgl", url=str(SGL_PAGES / "cu130"))
+    for index, projects in ((PYPI, PYPI_PROJECTS), (sgl, ("sgl-kernel",))):
+        for project in projects:
+            fast = Finder(make_client(_recorded), [index], target)
+            full = Finder(make_client(_recorded, cache_dir=None), [index], target)
+            found = fast.find_candidates(project)
+            expected = [ev for ev in full.evaluate(project) if ev.compatible]
+            assert found == expected, project
+            # an exact pin also lets yanked wheels through, as before
+            for ev in full.evaluate(project)[:40]:
+                if ev.version is not None and ev.reason and \
+                        ev.reason.startswith("yanked"):
+                    pinned = fast.find_candidates(project,
+                                                  specifier=f"=={ev.version}")
+                    assert ev.link in [p.link for p in pinned]
+
+
+def test_lazy_json_rows_are_the_eager_page():
+    raw = read_fixture(PYPI_PAGES / "torch.json")
+    base = "https://pypi.org/simple/torch/"
+    rows = rows_from_json(raw, base)
+    assert rows.files is not None and len(rows) == len(json.loads(raw)["files"])
+    assert rows.to_page() == parse_json_page(raw, base)
+    assert [rows.row(i) for i in range(len(rows))] == list(rows.all_rows())
+    assert rows.filenames() == [r[0] for r in rows.all_rows()]
+    html = rows_from_html(read_fixture(PYPI_PAGES / "torch.html"), base)
+    assert sorted(html.filenames()) == sorted(rows.filenames())
+
+
+def _rows_blobs(root):
+    return sorted(root.rglob("*.rows"))
+
+
+def test_rows_blob_is_used_warm_and_a_stale_one_is_ignored(make_client, tmp_path,
+                                                          monkeypatch):
+    calls = []
+
+    def handler(request):
+        calls.append(request.url)
+        return _recorded(request)
+
+    first = make_client(handler).get_links(PYPI, "torch")
+    (blob,) = _rows_blobs(tmp_path / "cache")
+    version, anchors, _rows, files, base = marshal.loads(blob.read_bytes())
+    assert version == client_module.ROWS_FORMAT and anchors == len(files)
+    assert base == "https://pypi.org/simple/torch/"
+
+    # warm and offline: the blob answers; the page body is not even parsed
+    def no_parse(*args, **kwargs):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(client_module, "rows_from_json", no_parse)
+    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert len(calls) == 1
+    monkeypatch.undo()
+
+    # a blob of another format is ignored: the page is parsed from the cached body
+    blob.write_bytes(marshal.dumps((-1, 0, (), None, "")))
+    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert marshal.loads(blob.read_bytes())[0] == client_module.ROWS_FORMAT
+    # a torn blob too
+    blob.write_bytes(b"\x00garbage")
+    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert len(calls) == 1
+
+
+def test_no_rows_blob_for_an_index_url_with_credentials(make_client, tmp_path):
+    """PyTorch's pages have relative hrefs: their links carry the index's
+    credentials in memory, so their rows are never written to disk."""
+    page = read_fixture(PYTORCH_PAGES / "whl/nightly/cu126/torch/index.html")
+
+    def handler(request):
+        return httpx.Response(200, headers={"content-type": "text/html"},
+                              content=page)
+
+    secret = IndexSpec(name="private",
+                       url="https://alice:s3cret@pkgs.example/whl/nightly/cu126")
+    links = make_client(handler).get_links(secret, "torch")
+    assert links and all(li.url.startswith("https://alice:s3cret@pkgs.example/")
+                         for li in links)
+    assert _rows_blobs(tmp_path / "cache") == []
+    for path in (tmp_path / "cache").rglob("*"):
+        if path.is_file():
+            assert b"s3cret" not in path.read_bytes()
+    again = make_client(handler, offline=True).get_links(secret, "torch")
+    assert again == links
+    plain = IndexSpec(name="plain", url="https://pkgs.example/whl/nightly/cu126")
+    make_client(handler).get_links(plain, "torch")
+    assert len(_rows_blobs(tmp_path / "cache")) == 1
+
+
+def test_gc_threshold_is_raised_while_resolving_and_restored(make_client):
+    before = gc.get_threshold()
+    finder = Finder(make_client(_recorded), [PYPI], Target())
+    with PackageSource(finder, None, environment={}, prefetch=False) as source:
+        assert gc.get_threshold()[0] == GC_THRESHOLD
+        assert source.candidates("packaging")
+    assert gc.get_threshold() == before
