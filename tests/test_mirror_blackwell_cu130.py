@@ -111,7 +111,12 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
             lock_profile("blackwell-cu130", output=out, index_urls=urls, http=http,
                          cache_dir=tmp_path / "cache2")
         second = out.read_bytes()
+        asked = set(mirror.requested)
     assert code == 0, printed.err
+    # all three indexes, and METADATA by range reads, over loopback
+    assert {"/simple/sglang/", "/whl/cu130/torch/", "/sgl/sgl-kernel/"} <= asked
+    assert any(p.startswith("/whl/cu130/torch-") for p in asked)
+    assert any(p.startswith("/files/sglang-0.5.9-") for p in asked)
     assert host.refused == []  # nothing left loopback but the stand-in host
     assert first == second  # same inputs, same bytes
 
@@ -216,3 +221,30 @@ def test_unchanged_sgl_page_fails_listing_its_real_hashes(monkeypatch, capsys,
         hashlib.sha256(wheel).hexdigest()}
     assert not out.exists()
     assert host.refused == []
+
+
+def test_blanked_tail_keeps_what_a_metadata_reader_reads():
+    """scripts/record_mirror.py zeroes the compressed file data in recorded
+    suffix reads; the directory and METADATA must come through unchanged."""
+    import io
+    import os
+    import zipfile
+
+    from scripts.record_mirror import _Sparse, blank_unread
+
+    meta = SGLANG_METADATA.read_bytes()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("pkg/blob.bin", os.urandom(200_000))  # incompressible data
+        zf.writestr("pkg-1.0.dist-info/METADATA", meta)
+        zf.writestr("pkg-1.0.dist-info/RECORD", "pkg/blob.bin,,\n")
+    whole = buf.getvalue()
+    start = len(whole) - 65536
+    tail = blank_unread(whole[start:], start, len(whole))
+    assert len(tail) == 65536 and tail != whole[start:]
+    kept = len(tail) - len(tail.lstrip(b"\0"))
+    assert tail[kept:] == whole[start + kept:]  # one real run up to the end
+    with zipfile.ZipFile(_Sparse(tail, start, len(whole))) as zf:
+        assert zf.read("pkg-1.0.dist-info/METADATA") == meta
+        with pytest.raises(zipfile.BadZipFile):
+            zf.read("pkg/blob.bin")  # its bytes are gone, as intended
