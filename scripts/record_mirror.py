@@ -362,7 +362,11 @@ What was changed, all by the script, nothing typed by hand:
   answers them with a **stand-in** wheel: a small zip with a `STAND-IN.txt` and
   the METADATA of PyPI's sgl-kernel 0.3.21 (tests/data/resolve/mirror/, labelled
   there) with `Version: 0.3.21+cu130`. It is not the real cu130 wheel and its
-  sha256 is none of those the real page lists.
+  sha256 is none of those the real page lists: served the real page unchanged,
+  resolution fails naming them; the recording and the passing test serve a copy
+  of the real page plus one anchor carrying the stand-in's sha256 (written to a
+  temporary folder by tests/test_resolve_indexes.py's `_derived_index`, never
+  stored), so the hash is settled by download.
 
 | page | files on PyPI | files kept |
 |---|---|---|
