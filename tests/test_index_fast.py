@@ -16,8 +16,10 @@ import httpx
 import pytest
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
+from stacklock.index import cache as cache_module
 from stacklock.index import client as client_module
-from stacklock.index.finder import Finder, _Judge
+from stacklock.index.finder import Finder
+from stacklock.index.judge import Judge
 from stacklock.index.pages import (
     parse_html_page,
     parse_json_page,
@@ -62,7 +64,7 @@ def _all_filenames() -> list[str]:
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
 def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
-    judge = _Judge(target, exclude_newer=None)
+    judge = Judge(target, exclude_newer=None)
     accepted = set(target.tags())
     names = _all_filenames()
     kept = 0
@@ -134,7 +136,7 @@ def test_rows_blob_is_used_warm_and_a_stale_one_is_ignored(make_client, tmp_path
     first = make_client(handler).get_links(PYPI, "torch")
     (blob,) = _rows_blobs(tmp_path / "cache")
     version, anchors, _rows, files, base = marshal.loads(blob.read_bytes())
-    assert version == client_module.ROWS_FORMAT and anchors == len(files)
+    assert version == cache_module.ROWS_FORMAT and anchors == len(files)
     assert base == "https://pypi.org/simple/torch/"
 
     # warm and offline: the blob answers; the page body is not even parsed
@@ -149,7 +151,7 @@ def test_rows_blob_is_used_warm_and_a_stale_one_is_ignored(make_client, tmp_path
     # a blob of another format is ignored: the page is parsed from the cached body
     blob.write_bytes(marshal.dumps((-1, 0, (), None, "")))
     assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
-    assert marshal.loads(blob.read_bytes())[0] == client_module.ROWS_FORMAT
+    assert marshal.loads(blob.read_bytes())[0] == cache_module.ROWS_FORMAT
     # a torn blob too
     blob.write_bytes(b"\x00garbage")
     assert make_client(handler, offline=True).get_links(PYPI, "torch") == first

@@ -12,9 +12,7 @@ partial response is never cached.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import marshal
 import netrc
 import os
 import threading
@@ -29,8 +27,8 @@ import httpx
 from packaging.utils import canonicalize_name
 
 from stacklock import __version__
-from stacklock._fs import atomic_write_bytes
 from stacklock.errors import IndexError_
+from stacklock.index.cache import PageCache, read_rows
 from stacklock.index.pages import (
     Link,
     PageRows,
@@ -41,7 +39,6 @@ from stacklock.index.pages import (
     rows_from_html,
     rows_from_json,
     rows_from_listing,
-    strip_credentials,
 )
 
 if TYPE_CHECKING:
@@ -62,8 +59,6 @@ _HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
                "application/xhtml+xml")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
-# Bump when the rows a parser gives change: old blobs are then ignored.
-ROWS_FORMAT = 2
 HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
         "with --offline")
 
@@ -133,6 +128,7 @@ class IndexClient:
     ) -> None:
         self.http = http
         self.cache_dir = Path(cache_dir) / "pages" if cache_dir is not None else None
+        self._cache = PageCache(self.cache_dir) if self.cache_dir is not None else None
         self.offline = offline
         self.refresh = refresh
         self.attempts = max(1, attempts)
@@ -254,11 +250,12 @@ class IndexClient:
         return rows_from_listing(entries, _file_url(folder))
 
     def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:
-        if self.offline or not self.refresh:
-            rows = self._cached_rows(url)  # a warm run: no body read, no parsing
+        cache = self._cache
+        if cache is not None and (self.offline or not self.refresh):
+            rows = cache.cached_rows(url)  # a warm run: no body read, no parsing
             if rows is not None:
                 return rows
-        cached = self._read_cache(url)
+        cached = cache.read_page(url) if cache is not None else None
         if self.offline:
             if cached is None:
                 raise IndexError_(
@@ -298,7 +295,8 @@ class IndexClient:
         if page_url != url:
             meta["redirected-to"] = page_url
         page = self._parse(index, url, body, meta["content-type"], meta, flat=flat)
-        self._write_cache(url, page_url, body, meta)
+        if cache is not None:
+            cache.write_page(url, page_url, body, meta)
         return page
 
     def _parse(self, index: IndexSpec, url: str, body: bytes, content_type: str,
@@ -308,9 +306,9 @@ class IndexClient:
         good page are cached beside it, so a warm run parses no JSON or HTML."""
         base = meta.get("redirected-to") or url
         ctype = content_type.split(";")[0].strip().lower()
-        blob = self._rows_path(base, ctype, meta.get("sha256") or
-                               hashlib.sha256(body).hexdigest())
-        page = _read_rows(blob)
+        blob = None if self._cache is None else self._cache.rows_path(
+            base, ctype, meta.get("sha256") or hashlib.sha256(body).hexdigest())
+        page = read_rows(blob)
         if page is not None:
             return page
         head = body.lstrip()[:1]
@@ -329,23 +327,8 @@ class IndexClient:
                               hint="check that the URL is a simple index root "
                                    "(PEP 503/691), or a find-links page")
         if blob is not None:
-            try:
-                data = marshal.dumps(
-                    (ROWS_FORMAT, page.anchors, page.rows, page.files, base))
-            except ValueError:  # JSON nested past marshal's depth: not cached
-                return page
-            atomic_write_bytes(blob, data)
+            PageCache.write_rows(blob, page)
         return page
-
-    def _rows_path(self, base: str, ctype: str, body_sha256: str) -> Path | None:
-        """Where the rows of a page body live: keyed by the body's sha256, the
-        URL its links resolve against and the parser format. None when there is
-        no cache, or the URL has credentials (rows hold absolute URLs)."""
-        if self.cache_dir is None or "@" in urlsplit(base).netloc:
-            return None
-        key = hashlib.sha256(
-            f"{ROWS_FORMAT}\n{ctype}\n{base}\n{body_sha256}".encode()).hexdigest()
-        return self.cache_dir / key[:2] / f"{key}.rows"
 
     # -- HTTP -----------------------------------------------------------------------
 
@@ -413,70 +396,6 @@ class IndexClient:
         raise IndexError_(
             f"unreachable after {attempt + 1} attempt(s): {problem}",
             index=index.name, url=shown, hint=HINT)
-
-    # -- cache ------------------------------------------------------------------------
-
-    def _cache_path(self, url: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        key = hashlib.sha256(strip_credentials(url).encode()).hexdigest()
-        return self.cache_dir / key[:2] / f"{key}.page"
-
-    def _cached_rows(self, url: str) -> PageRows | None:
-        """The rows of the cached page, read through the page's header line (its
-        body's sha256) without reading the body; None if either is missing."""
-        path = self._cache_path(url)
-        if path is None:
-            return None
-        try:
-            with path.open("rb") as fh:
-                meta = json.loads(fh.readline())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
-            return None
-        ctype = str(meta.get("content-type", "")).split(";")[0].strip().lower()
-        return _read_rows(self._rows_path(meta.get("redirected-to") or url, ctype,
-                                          meta["sha256"]))
-
-    def _read_cache(self, url: str) -> tuple[bytes, str, dict[str, Any]] | None:
-        path = self._cache_path(url)
-        if path is None or not path.is_file():
-            return None
-        try:
-            raw = path.read_bytes()
-            header, _, body = raw.partition(b"\n")
-            meta = json.loads(header)
-        except (OSError, ValueError):
-            return None
-        if not isinstance(meta, dict) or meta.get("length") != len(body):
-            return None
-        return body, str(meta.get("content-type", "")), meta
-
-    def _write_cache(self, url: str, page_url: str, body: bytes,
-                     meta: dict[str, Any]) -> None:
-        path = self._cache_path(url)
-        if path is None:
-            return
-        # Only a redirect target is stored (without credentials); otherwise the
-        # page URL is the one asked for, credentials and all, kept in memory.
-        moved = strip_credentials(page_url) if page_url != url else None
-        record = {**meta, "redirected-to": moved, "length": len(body)}
-        header = json.dumps(record, sort_keys=True).encode()
-        atomic_write_bytes(path, header + b"\n" + body)
-
-
-def _read_rows(path: Path | None) -> PageRows | None:
-    """A cached rows blob, or None when absent, unreadable or of another format."""
-    if path is None:
-        return None
-    try:
-        version, anchors, rows, files, base = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    if version != ROWS_FORMAT:
-        return None
-    return PageRows(rows=rows, files=files, base_url=base, anchors=anchors)
 
 
 def _truncated(response: httpx.Response) -> str | None:

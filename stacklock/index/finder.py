@@ -14,33 +14,33 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
+from stacklock.index.judge import (
+    NO_UPLOAD_TIME_NOTE,
+    SDIST_REASON,
+    Evaluation,
+    Judge,
+    evaluate_link,
+    is_exact_pin,
+)
 from stacklock.index.pages import link_of, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from datetime import datetime
 
-    from packaging.utils import NormalizedName
-    from packaging.version import Version
-
     from stacklock.index.client import IndexClient
-    from stacklock.index.pages import Link, SkippedLink
+    from stacklock.index.pages import SkippedLink
     from stacklock.profile import IndexSpec
     from stacklock.target import Target
 
 __all__ = [
+    "NO_UPLOAD_TIME_NOTE",
+    "SDIST_REASON",
     "Evaluation",
     "Finder",
     "LinksReport",
@@ -49,181 +49,6 @@ __all__ = [
     "is_exact_pin",
     "render_links",
 ]
-
-SDIST_REASON = "sdist: stacklock locks wheels only"
-NO_UPLOAD_TIME_NOTE = (
-    "no upload time on the index: kept despite the exclude-newer cut-off")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Evaluation:
-    """One link judged against the target. ``tag_rank`` is the position of the
-    best matching tag in ``Target.tags()`` (lower is better); ``note`` records a
-    caveat on a kept link (e.g. no upload time under a cut-off)."""
-
-    link: Link
-    index: str
-    name: NormalizedName | None
-    version: Version | None
-    build: tuple[()] | tuple[int, str]
-    compatible: bool
-    reason: str | None
-    tag_rank: int | None
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "filename": self.link.filename,
-            "version": str(self.version) if self.version is not None else None,
-            "url": self.link.redacted_url,
-            "sha256": self.link.sha256,
-            "compatible": self.compatible,
-            "reason": self.reason,
-            "index": self.index,
-            "build": list(self.build),
-            "tag-rank": self.tag_rank,
-            "requires-python": self.link.requires_python,
-            "yanked": self.link.yanked,
-            "upload-time": (self.link.upload_time.isoformat()
-                            if self.link.upload_time else None),
-            "metadata": self.link.metadata,
-            "note": self.note,
-        }
-
-
-def is_exact_pin(specifier: SpecifierSet | str | None) -> bool:
-    """``==1.2`` or ``===1.2`` (no wildcard): the only case a yanked file may be
-    used, as PEP 592 and pip say."""
-    if specifier is None:
-        return False
-    specs = list(SpecifierSet(str(specifier)))
-    return len(specs) == 1 and (
-        specs[0].operator == "===" or
-        (specs[0].operator == "==" and not specs[0].version.endswith(".*")))
-
-
-@lru_cache(maxsize=1 << 18)
-def _parse_filename(filename: str) -> tuple[Any, Any, Any, frozenset[Any]] | str:
-    """(name, version, build, tags) as packaging reads the file name (no tags
-    for an sdist), or the reason it cannot. Cached: names repeat across calls."""
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)
-        name, version = parse_sdist_filename(filename)
-    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
-        return f"file name packaging cannot parse: {exc}"
-    return name, version, (), frozenset()
-
-
-@lru_cache(maxsize=4096)
-def _python_fits(requires_python: str, python: Version) -> bool | None:
-    """Whether ``python`` satisfies the specifier; None when it is invalid."""
-    try:
-        spec = SpecifierSet(requires_python)
-    except InvalidSpecifier:
-        return None
-    return spec.contains(python, prereleases=True)
-
-
-class _Judge:
-    """What judging a link needs from the target, computed once: the tag ranks,
-    the Python version, and the tag parts for a cheap string pre-filter."""
-
-    def __init__(self, target: Target, *, exclude_newer: datetime | None,
-                 tag_ranks: dict[Any, int] | None = None) -> None:
-        self.ranks = tag_ranks if tag_ranks is not None else {
-            t: i for i, t in enumerate(target.tags())}
-        self.python = target.python_full_version
-        major, minor = target.python_minor
-        self.no_fit = (f"no tag fits cp{major}{minor}/"
-                       f"manylinux_{target.manylinux}_{target.machine}: wheel has ")
-        self.exclude_newer = exclude_newer
-        self._parts = tuple(frozenset(getattr(t, part) for t in self.ranks)
-                            for part in ("interpreter", "abi", "platform"))
-        self._tails: dict[str, bool] = {}
-
-    def could_fit(self, filename: str) -> bool:
-        """False only for a wheel none of whose tags the target can accept, read
-        from the file name's last three parts by plain string checks (as
-        packaging splits them: '-' between parts, '.' between alternatives,
-        lower-cased). Everything else goes on to :meth:`judge`."""
-        if not filename.endswith(".whl"):
-            return False
-        stem = filename[:-4]
-        if stem.count("-") < 4:
-            return True  # packaging decides (and refuses)
-        cut = stem.rfind("-", 0, stem.rfind("-", 0, stem.rfind("-")))
-        tail = stem[cut + 1:]
-        fits = self._tails.get(tail)
-        if fits is None:  # the same few hundred tag triples repeat on every page
-            fits = self._tails[tail] = all(
-                any(x in accepted for x in text.split("."))
-                for text, accepted in zip(tail.lower().split("-"), self._parts,
-                                          strict=True))
-        return fits
-
-    def judge(self, link: Link, *, index: str, project: str) -> Evaluation:
-        """See :func:`evaluate_link`."""
-        parsed = _parse_filename(link.filename)
-        if isinstance(parsed, str):
-            return Evaluation(link=link, index=index, name=None, version=None,
-                              build=(), compatible=False, reason=parsed,
-                              tag_rank=None)
-        name, version, build, wheel_tags = parsed
-
-        def verdict(reason: str | None, rank: int | None = None,
-                    note: str | None = None) -> Evaluation:
-            return Evaluation(link=link, index=index, name=name, version=version,
-                              build=build, compatible=reason is None, reason=reason,
-                              tag_rank=rank, note=note)
-
-        if name != canonicalize_name(project):
-            return verdict(f"file of project {name!r}, not {project!r}")
-        if not link.is_wheel:
-            return verdict(SDIST_REASON)
-        ranks = self.ranks
-        fits = [ranks[t] for t in wheel_tags if t in ranks]
-        if not fits:
-            shown = ", ".join(sorted(str(t) for t in wheel_tags))
-            return verdict(self.no_fit + shown)
-        rank = min(fits)
-        note = None
-        if link.requires_python:
-            ok = _python_fits(link.requires_python, self.python)
-            if ok is None:
-                note = f"ignored invalid requires-python {link.requires_python!r}"
-            elif not ok:
-                return verdict(f"requires-python {link.requires_python} excludes "
-                               f"{self.python}", rank)
-        if link.yanked is not None:
-            why = f": {link.yanked}" if link.yanked else ""
-            return verdict(f"yanked{why}", rank)
-        if self.exclude_newer is not None:
-            if link.upload_time is None:
-                # Kept on purpose, unlike uv (which drops it: "has no publish
-                # time"): the PyTorch, sgl-kernel and flashinfer indexes publish
-                # no upload times, so dropping would empty them. ``note`` says so.
-                note = NO_UPLOAD_TIME_NOTE
-            elif link.upload_time > self.exclude_newer:
-                return verdict(
-                    f"uploaded {link.upload_time.isoformat()}, after the "
-                    f"exclude-newer cut-off {self.exclude_newer.isoformat()}", rank)
-        return verdict(None, rank, note)
-
-
-def evaluate_link(
-    link: Link,
-    *,
-    index: str,
-    project: str,
-    target: Target,
-    tag_ranks: dict[Any, int] | None = None,
-    exclude_newer: datetime | None = None,
-) -> Evaluation:
-    """Judge one link. Checks run in a fixed order and the first failure is the
-    reason: name, file kind, tags, requires-python, yanked, upload time."""
-    judge = _Judge(target, exclude_newer=exclude_newer, tag_ranks=tag_ranks)
-    return judge.judge(link, index=index, project=project)
 
 
 def _skipped(entry: SkippedLink, index: str) -> Evaluation:
@@ -250,7 +75,7 @@ class Finder:
         self.indexes = tuple(indexes)
         self.target = target
         self.exclude_newer = exclude_newer
-        self._judge = _Judge(target, exclude_newer=exclude_newer)
+        self._judge = Judge(target, exclude_newer=exclude_newer)
         self._chosen: dict[str, IndexSpec | None] = {}
         self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
         self._fitting: dict[tuple[str, str], list[Evaluation]] = {}

@@ -1,4 +1,4 @@
-"""Pure parsers of index pages: bytes in, links out.
+"""Pure parsers of index pages: bytes in, rows and links out.
 
 A parser never fetches and never raises on a bad href: anything that is not a wheel
 or an sdist, or whose name packaging cannot parse, lands in ``ParsedPage.skipped``
@@ -8,6 +8,8 @@ says what it found (``ParsedPage.problem`` for JSON of the wrong shape).
 Formats: PEP 503 HTML (plus PEP 592 yanked, PEP 658/714 metadata attributes and
 PyTorch's ``data-upload-time``), PEP 691 JSON (plus PEP 700 ``upload-time`` and
 ``size``), flat find-links pages, and plain file listings of a local folder.
+The link model (:class:`Link`, :class:`ParsedPage`...) lives in
+:mod:`stacklock.index.links` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    NormalizedName,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
+from packaging.utils import canonicalize_name
+
+from stacklock.index.links import (
+    Link,
+    ParsedPage,
+    SkippedLink,
+    classify_filename,
+    only_project,
+    parse_upload_time,
+    project_of,
+    redact_url,
+    strip_credentials,
 )
 
 if TYPE_CHECKING:
@@ -54,111 +59,6 @@ __all__ = [
 ]
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_OTHER_ARCHIVES = (".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tgz", ".tar", ".egg")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Link:
-    """One file an index offers. ``url`` may carry credentials in memory only:
-    write ``redacted_url`` (or :func:`strip_credentials`) anywhere it persists."""
-
-    filename: str
-    url: str
-    sha256: str | None = None
-    requires_python: str | None = None
-    yanked: str | None = None  # None = not yanked; "" = yanked without a reason
-    metadata: bool = False  # PEP 658/714 METADATA file offered at url + ".metadata"
-    metadata_sha256: str | None = None
-    upload_time: datetime | None = None
-    size: int | None = None
-
-    @property
-    def is_wheel(self) -> bool:
-        return self.filename.endswith(".whl")
-
-    @property
-    def redacted_url(self) -> str:
-        return redact_url(self.url)
-
-    @property
-    def metadata_url(self) -> str:
-        return self.url + ".metadata"
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, credentials redacted."""
-        return {
-            "filename": self.filename,
-            "url": self.redacted_url,
-            "sha256": self.sha256,
-            "requires-python": self.requires_python,
-            "yanked": self.yanked,
-            "metadata": self.metadata,
-            "metadata-sha256": self.metadata_sha256,
-            "upload-time": self.upload_time.isoformat() if self.upload_time else None,
-            "size": self.size,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class SkippedLink:
-    """An entry on a page that is not a usable wheel or sdist, and why."""
-
-    link: Link
-    reason: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class ParsedPage:
-    """What a page holds. ``anchors`` counts every entry seen (links + skipped);
-    ``problem`` is set when the bytes are not an index page of the expected format."""
-
-    links: tuple[Link, ...] = ()
-    skipped: tuple[SkippedLink, ...] = ()
-    anchors: int = 0
-    problem: str | None = None
-
-
-def redact_url(url: str) -> str:
-    """``https://user:secret@host/x`` -> ``https://user:***@host/x``; a bare token
-    user (``https://tok@host``) becomes ``***@``. For errors, logs and output."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, sep, _password = userinfo.partition(":")
-    masked = f"{user}:***" if sep else "***"
-    return urlunsplit(parts._replace(netloc=f"{masked}@{host}"))
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without any user info: what a lock file records."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-@lru_cache(maxsize=1 << 18)
-def classify_filename(filename: str) -> str | None:
-    """None if packaging accepts the name as a wheel or sdist, else the reason.
-    Cached: a resolution asks about the same few hundred thousand names again."""
-    if not filename:
-        return "no file name in the URL (a folder or page link)"
-    if filename.endswith(".whl"):
-        try:
-            parse_wheel_filename(filename)
-        except InvalidWheelFilename as exc:
-            return f"wheel name packaging cannot parse: {exc}"
-        return None
-    if filename.endswith((".tar.gz", ".zip")):
-        try:
-            parse_sdist_filename(filename)
-        except InvalidSdistFilename as exc:
-            return f"sdist name packaging cannot parse: {exc}"
-        return None
-    if filename.endswith(_OTHER_ARCHIVES):
-        return "legacy archive format, not a wheel or a .tar.gz/.zip sdist"
-    return "not a wheel or sdist"
 
 
 def _split_fragment(url: str) -> tuple[str, str | None]:
@@ -184,16 +84,6 @@ def _join(base: str, href: str) -> str:
 
 def _filename_of(url: str) -> str:
     return unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def _metadata_attr(value: str | None) -> tuple[bool, str | None]:
@@ -229,7 +119,7 @@ def link_of(row: Row) -> Link:
     """The :class:`Link` a row describes."""
     return Link(filename=row[0], url=row[1], sha256=row[2], requires_python=row[3],
                 yanked=row[4], metadata=row[5], metadata_sha256=row[6],
-                upload_time=_parse_time(row[7]), size=row[8])
+                upload_time=parse_upload_time(row[7]), size=row[8])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,25 +323,6 @@ def parse_file_listing(
 ) -> ParsedPage:
     """:func:`rows_from_listing`, its links judged."""
     return rows_from_listing(entries, base_url).to_page()
-
-
-@lru_cache(maxsize=1 << 16)
-def project_of(filename: str) -> NormalizedName | None:
-    """The normalized project name of a wheel or sdist file name, else None."""
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)[0]
-        return parse_sdist_filename(filename)[0]
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
-
-
-def only_project(page: ParsedPage, project: str) -> ParsedPage:
-    """The files of one project from a page that lists many (a find-links page);
-    entries that belong to no project are dropped."""
-    name = canonicalize_name(project)
-    links = tuple(li for li in page.links if project_of(li.filename) == name)
-    return ParsedPage(links=links, anchors=len(links), problem=page.problem)
 
 
 def only_project_rows(page: PageRows, project: str) -> PageRows:

@@ -1,0 +1,116 @@
+"""The on-disk page cache, ``<cache>/pages/``. Files only: the client decides what
+to fetch, the parsers what a body means.
+
+``<aa>/<sha256 of the URL>.page`` is a JSON header line (content type, ETag,
+Last-Modified, redirect target, length and sha256 of the body) and the body as
+fetched. Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file
+entries) as a marshal blob, keyed by the body's sha256, the URL its links resolve
+against, the content type and :data:`ROWS_FORMAT`: a warm run reads the header
+line and the blob, and neither reads nor parses a body. Credentials never reach
+these files: page keys use the URL without them, and a page whose links would
+carry them (relative hrefs under a URL with user info) gets no blob.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import marshal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from stacklock._fs import atomic_write_bytes
+from stacklock.index.pages import PageRows, strip_credentials
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+__all__ = ["ROWS_FORMAT", "PageCache"]
+
+# Bump when the rows a parser gives change: blobs of another format are ignored.
+ROWS_FORMAT = 2
+
+
+def _media_type(content_type: str) -> str:
+    return content_type.split(";")[0].strip().lower()
+
+
+class PageCache:
+    """Pages and their rows under ``root`` (``<cache>/pages``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def page_path(self, url: str) -> Path:
+        key = hashlib.sha256(strip_credentials(url).encode()).hexdigest()
+        return self.root / key[:2] / f"{key}.page"
+
+    def read_page(self, url: str) -> tuple[bytes, str, dict[str, Any]] | None:
+        """(body, content type, header) of a complete cached page, else None."""
+        path = self.page_path(url)
+        if not path.is_file():
+            return None
+        try:
+            raw = path.read_bytes()
+            header, _, body = raw.partition(b"\n")
+            meta = json.loads(header)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or meta.get("length") != len(body):
+            return None
+        return body, str(meta.get("content-type", "")), meta
+
+    def write_page(self, url: str, page_url: str, body: bytes,
+                   meta: dict[str, Any]) -> None:
+        # Only a redirect target is stored (without credentials); otherwise the
+        # page URL is the one asked for, credentials and all, kept in memory.
+        moved = strip_credentials(page_url) if page_url != url else None
+        record = {**meta, "redirected-to": moved, "length": len(body)}
+        header = json.dumps(record, sort_keys=True).encode()
+        atomic_write_bytes(self.page_path(url), header + b"\n" + body)
+
+    def rows_path(self, base: str, content_type: str, body_sha256: str
+                  ) -> Path | None:
+        """Where the rows of a body live; None when the URL its links resolve
+        against has credentials (rows hold absolute URLs)."""
+        if "@" in urlsplit(base).netloc:
+            return None
+        text = f"{ROWS_FORMAT}\n{_media_type(content_type)}\n{base}\n{body_sha256}"
+        key = hashlib.sha256(text.encode()).hexdigest()
+        return self.root / key[:2] / f"{key}.rows"
+
+    def cached_rows(self, url: str) -> PageRows | None:
+        """The rows of the cached page of ``url``, found through the page's header
+        line alone; None if the page, its sha256 or the blob is missing."""
+        try:
+            with self.page_path(url).open("rb") as fh:
+                meta = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+            return None
+        return read_rows(self.rows_path(meta.get("redirected-to") or url,
+                                        str(meta.get("content-type", "")),
+                                        meta["sha256"]))
+
+    @staticmethod
+    def write_rows(path: Path, page: PageRows) -> None:
+        try:
+            data = marshal.dumps(
+                (ROWS_FORMAT, page.anchors, page.rows, page.files, page.base_url))
+        except ValueError:  # JSON nested past marshal's depth: not cached
+            return
+        atomic_write_bytes(path, data)
+
+
+def read_rows(path: Path | None) -> PageRows | None:
+    """A rows blob, or None when absent, unreadable or of another format."""
+    if path is None:
+        return None
+    try:
+        version, anchors, rows, files, base = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    if version != ROWS_FORMAT:
+        return None
+    return PageRows(rows=rows, files=files, base_url=base, anchors=anchors)

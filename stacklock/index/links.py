@@ -1,0 +1,173 @@
+"""What an index offers, before it is judged for a target: links, the entries a
+parser skipped, and the checks on a file name that need no target (is it a wheel
+or sdist packaging can read, which project it belongs to). Also the two URL
+helpers that keep credentials out of errors, logs and files.
+
+:mod:`stacklock.index.pages` re-exports all of it; the parsers live there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    NormalizedName,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+
+__all__ = [
+    "Link",
+    "ParsedPage",
+    "SkippedLink",
+    "classify_filename",
+    "only_project",
+    "parse_upload_time",
+    "project_of",
+    "redact_url",
+    "strip_credentials",
+]
+
+_OTHER_ARCHIVES = (".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tgz", ".tar", ".egg")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    """One file an index offers. ``url`` may carry credentials in memory only:
+    write ``redacted_url`` (or :func:`strip_credentials`) anywhere it persists."""
+
+    filename: str
+    url: str
+    sha256: str | None = None
+    requires_python: str | None = None
+    yanked: str | None = None  # None = not yanked; "" = yanked without a reason
+    metadata: bool = False  # PEP 658/714 METADATA file offered at url + ".metadata"
+    metadata_sha256: str | None = None
+    upload_time: datetime | None = None
+    size: int | None = None
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @property
+    def redacted_url(self) -> str:
+        return redact_url(self.url)
+
+    @property
+    def metadata_url(self) -> str:
+        return self.url + ".metadata"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, credentials redacted."""
+        return {
+            "filename": self.filename,
+            "url": self.redacted_url,
+            "sha256": self.sha256,
+            "requires-python": self.requires_python,
+            "yanked": self.yanked,
+            "metadata": self.metadata,
+            "metadata-sha256": self.metadata_sha256,
+            "upload-time": self.upload_time.isoformat() if self.upload_time else None,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedLink:
+    """An entry on a page that is not a usable wheel or sdist, and why."""
+
+    link: Link
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParsedPage:
+    """What a page holds. ``anchors`` counts every entry seen (links + skipped);
+    ``problem`` is set when the bytes are not an index page of the expected format."""
+
+    links: tuple[Link, ...] = ()
+    skipped: tuple[SkippedLink, ...] = ()
+    anchors: int = 0
+    problem: str | None = None
+
+
+def redact_url(url: str) -> str:
+    """``https://user:secret@host/x`` -> ``https://user:***@host/x``; a bare token
+    user (``https://tok@host``) becomes ``***@``. For errors, logs and output."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, sep, _password = userinfo.partition(":")
+    masked = f"{user}:***" if sep else "***"
+    return urlunsplit(parts._replace(netloc=f"{masked}@{host}"))
+
+
+def strip_credentials(url: str) -> str:
+    """The URL without any user info: what a lock file records."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
+@lru_cache(maxsize=1 << 18)
+def classify_filename(filename: str) -> str | None:
+    """None if packaging accepts the name as a wheel or sdist, else the reason.
+    Cached: a resolution asks about the same few hundred thousand names again."""
+    if not filename:
+        return "no file name in the URL (a folder or page link)"
+    if filename.endswith(".whl"):
+        try:
+            parse_wheel_filename(filename)
+        except InvalidWheelFilename as exc:
+            return f"wheel name packaging cannot parse: {exc}"
+        return None
+    if filename.endswith((".tar.gz", ".zip")):
+        try:
+            parse_sdist_filename(filename)
+        except InvalidSdistFilename as exc:
+            return f"sdist name packaging cannot parse: {exc}"
+        return None
+    if filename.endswith(_OTHER_ARCHIVES):
+        return "legacy archive format, not a wheel or a .tar.gz/.zip sdist"
+    return "not a wheel or sdist"
+
+
+def parse_upload_time(value: Any) -> datetime | None:
+    """A PEP 700 / ``data-upload-time`` value; None when absent, unparsable or
+    without a time zone."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
+@lru_cache(maxsize=1 << 16)
+def project_of(filename: str) -> NormalizedName | None:
+    """The normalized project name of a wheel or sdist file name, else None."""
+    try:
+        if filename.endswith(".whl"):
+            return parse_wheel_filename(filename)[0]
+        return parse_sdist_filename(filename)[0]
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None
+
+
+def only_project(page: ParsedPage, project: str) -> ParsedPage:
+    """The files of one project from a page that lists many (a find-links page);
+    entries that belong to no project are dropped."""
+    name = canonicalize_name(project)
+    links = tuple(li for li in page.links if project_of(li.filename) == name)
+    return ParsedPage(links=links, anchors=len(links), problem=page.problem)
