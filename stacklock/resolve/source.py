@@ -125,12 +125,16 @@ class PackageSource:
         """Start background work for projects not seen before. Returns at once."""
         if not self._prefetch_enabled:
             return
-        for req in requirements:
-            key = (canonicalize_name(req.name), frozenset(req.extras))
-            with self._lock:
-                if key in self._seen or self._closed:
-                    continue
-                self._seen.add(key)
+        # One lock for the batch, and no pool work under it: the resolver's
+        # thread must not queue behind busy prefetch threads for the GIL.
+        keyed = [((canonicalize_name(r.name), frozenset(r.extras)), r)
+                 for r in requirements]
+        with self._lock:
+            if self._closed:
+                return
+            new = [r for key, r in keyed if key not in self._seen]
+            self._seen.update(key for key, _ in keyed)
+        for req in new:
             self._submit(functools.partial(self._speculate, req))
 
     def _speculate(self, req: PepRequirement) -> None:
@@ -157,20 +161,27 @@ class PackageSource:
     # -- memoised jobs ---------------------------------------------------------------
 
     def _page_job(self, name: NormalizedName) -> _Job:
-        with self._lock:
-            job = self._pages.get(name)
-            if job is None:
-                job = self._pages[name] = _Job(lambda: self._load_candidates(name))
+        job = self._pages.get(name)  # the common case, without the lock
+        if job is None:
+            with self._lock:
+                job = self._pages.get(name)
+                if job is None:
+                    job = self._pages[name] = _Job(
+                        lambda: self._load_candidates(name))
         return job
 
     def _meta_job(self, candidate: Candidate) -> _Job:
         link = candidate.best.link
+        job = self._meta.get(link.url)  # the common case, without the lock
+        if job is not None:
+            return job
         with self._lock:
             job = self._meta.get(link.url)
+            created = job is None
             if job is None:
                 job = self._meta[link.url] = _Job(lambda: self._load_metadata(link))
-                if self._prefetch_enabled and not self._closed:
-                    self._pool.submit(job.run)
+        if created and self._prefetch_enabled and not self._closed:
+            self._submit(job.run)
         return job
 
     def _submit(self, fn: Callable[[], None]) -> None:
