@@ -136,14 +136,14 @@ class Judge:
         """False only for a wheel none of whose tags the target can accept, read
         from the file name's last three parts by plain string checks (as
         packaging splits them: '-' between parts, '.' between alternatives,
-        lower-cased). Everything else goes on to :meth:`judge`."""
-        if not filename.endswith(".whl"):
+        lower-cased), and for anything that is not a wheel. A name with fewer
+        than four '-' goes on to :meth:`judge` (packaging refuses it there)."""
+        if filename[-4:] != ".whl":
             return False
-        stem = filename[:-4]
-        if stem.count("-") < 4:
-            return True  # packaging decides (and refuses)
-        cut = stem.rfind("-", 0, stem.rfind("-", 0, stem.rfind("-")))
-        tail = stem[cut + 1:]
+        head = filename.rsplit("-", 3)[0]
+        if head.count("-") == 0:
+            return True
+        tail = filename[len(head) + 1:-4]  # "py-abi-platform"
         fits = self._tails.get(tail)
         if fits is None:  # the same few hundred tag triples repeat on every page
             fits = self._tails[tail] = all(
