@@ -6,8 +6,8 @@ tests/data/mirror/ (real PyPI pages and range reads, recorded and trimmed by
 scripts/record_mirror.py; see its PROVENANCE.md) and the real sgl-kernel cu130
 page. github.com, where that page's wheels live, answers with a labelled stand-in
 wheel; any other host is refused. The PyTorch role holds PyPI's cu130 torch builds
-(2.11 onwards), so the profile's ``torch>=2.11.0.dev0`` takes the newest of them,
-as it would take the newest nightly on the real index. Expectations come from the
+(2.11 onwards), so the profile's ``torch>=2.11.0.dev0,<2.12`` takes the newest 2.11
+build among them, as it would take the newest 2.11 nightly on the real index. Expectations come from the
 recorded data itself (pages, sglang's METADATA, NVIDIA's runfile tables), not from
 stacklock's output.
 """
@@ -130,8 +130,11 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
         pkg = packages[name]
         return pkg["version"], pkg["tool"]["stacklock"]["index-name"]
 
-    newest_torch = max(v for v in _pytorch_versions("torch")
-                       if v >= Version("2.11.0.dev0"))
+    profile = load_profile("blackwell-cu130")
+    torch_spec = next(r.specifier for r in profile.requirements.overrides
+                      if r.name == "torch")
+    newest_torch = max(torch_spec.filter(_pytorch_versions("torch"),
+                                         prereleases=True))
     assert origin("torch") == (str(newest_torch), "pytorch-nightly-cu130")
     assert packages["torch"]["index"] == urls["pytorch-nightly-cu130"]
     assert packages["torch"]["wheels"][0]["url"].startswith(

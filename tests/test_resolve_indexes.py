@@ -50,11 +50,15 @@ def stand_in_wheel() -> bytes:
     meta = (MIRROR / "sgl_kernel-0.3.21-pypi.METADATA").read_bytes()
     meta = meta.replace(b"\nVersion: 0.3.21\n", b"\nVersion: 0.3.21+cu130\n", 1)
     buf = io.BytesIO()
+    stamp = (2026, 1, 1, 0, 0, 0)  # fixed, so every call gives the same bytes
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("STAND-IN.txt", "not the real wheel: a test stand-in\n")
-        zf.writestr("sgl_kernel-0.3.21+cu130.dist-info/METADATA", meta)
-        zf.writestr("sgl_kernel-0.3.21+cu130.dist-info/WHEEL",
-                    "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        for name, data in (
+            ("STAND-IN.txt", b"not the real wheel: a test stand-in\n"),
+            ("sgl_kernel-0.3.21+cu130.dist-info/METADATA", meta),
+            ("sgl_kernel-0.3.21+cu130.dist-info/WHEEL",
+             b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"),
+        ):
+            zf.writestr(zipfile.ZipInfo(name, date_time=stamp), data)
     return buf.getvalue()
 
 
