@@ -4,7 +4,8 @@ For each requirement set, both tools resolve for CPython 3.12 on
 x86_64-manylinux_2_28, as separate processes, cold (a fresh, empty cache directory
 each) and warm (the cache the cold run left), alternating which tool goes first
 from one repetition to the next. Prints, per set: whether the pins are identical
-(and the differences), the median times, and the ratios stacklock/uv.
+(and the differences), the median times, the ratios stacklock/uv, and the median
+CPU time (user + system) of each tool, steadier than wall time on a busy machine.
 
     .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--set NAME]
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -46,29 +48,40 @@ def _stacklock() -> list[str]:
     return [sys.executable, "-m", "stacklock.cli"]
 
 
-def run_uv(reqs: list[str], cache: Path, work: Path) -> tuple[float, dict[str, str]]:
+def _timed(cmd: list[str], **kwargs: object) -> tuple[float, float]:
+    """Run ``cmd``; (wall seconds, CPU seconds user + system of the child). The
+    CPU time is steadier than the wall time on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(cmd, check=True, **kwargs)  # type: ignore[call-overload]
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu
+
+
+def run_uv(reqs: list[str], cache: Path, work: Path
+           ) -> tuple[float, float, dict[str, str]]:
     infile, outfile = work / "requirements.in", work / "uv.txt"
     infile.write_text("\n".join(reqs) + "\n")
     cmd = [_uv(), "pip", "compile", str(infile), "--python-version", PYTHON,
            "--python-platform", PLATFORM, "--cache-dir", str(cache), "--no-header",
            "--quiet", "-o", str(outfile)]
-    started = time.perf_counter()
     # Without an installed 3.12, uv would first try (and here fail, with retries)
     # to download one; it resolves for --python-version without it.
     env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
-    subprocess.run(cmd, check=True, env=env)
-    seconds = time.perf_counter() - started
-    pins = {}
+    seconds, cpu = _timed(cmd, env=env)
+    pins: dict[str, str] = {}
     for line in outfile.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if "==" in line:
             name, version = line.split("==", 1)
             pins[canonicalize_name(name.split("[")[0])] = version.strip()
-    return seconds, pins
+    return seconds, cpu, pins
 
 
 def run_stacklock(reqs: list[str], cache: Path, work: Path
-                  ) -> tuple[float, dict[str, str]]:
+                  ) -> tuple[float, float, dict[str, str]]:
     profile = work / "bench.toml"
     quoted = ", ".join(json.dumps(r) for r in reqs)
     profile.write_text(
@@ -77,12 +90,10 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path
         f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n")
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
-    started = time.perf_counter()
-    subprocess.run([*_stacklock(), "resolve", str(profile), "-o", str(out),
-                    "--json"], check=True, env=env, stdout=subprocess.DEVNULL)
-    seconds = time.perf_counter() - started
+    seconds, cpu = _timed([*_stacklock(), "resolve", str(profile), "-o", str(out),
+                           "--json"], env=env, stdout=subprocess.DEVNULL)
     data = tomllib.loads(out.read_text())
-    return seconds, {p["name"]: p["version"] for p in data["packages"]}
+    return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
 
 def diff(ours: dict[str, str], uv: dict[str, str]) -> list[str]:
@@ -95,8 +106,9 @@ def diff(ours: dict[str, str], uv: dict[str, str]) -> list[str]:
 
 
 def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
-    times: dict[str, list[float]] = {k: [] for k in
-                                     ("uv-cold", "sl-cold", "uv-warm", "sl-warm")}
+    kinds = ("uv-cold", "sl-cold", "uv-warm", "sl-warm")
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    cpus: dict[str, list[float]] = {k: [] for k in kinds}
     pins: dict[str, dict[str, str]] = {}
     tools = {"uv": run_uv, "sl": run_stacklock}
     for rep in range(repeat):
@@ -105,12 +117,16 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
             root = Path(tmp)
             for tool in order:
                 (root / tool).mkdir()
-                seconds, found = tools[tool](reqs, root / f"{tool}-cache", root / tool)
+                seconds, cpu, found = tools[tool](reqs, root / f"{tool}-cache",
+                                                  root / tool)
                 times[f"{tool}-cold"].append(seconds)
+                cpus[f"{tool}-cold"].append(cpu)
                 pins[tool] = found
             for tool in order:
-                seconds, found = tools[tool](reqs, root / f"{tool}-cache", root / tool)
+                seconds, cpu, found = tools[tool](reqs, root / f"{tool}-cache",
+                                                  root / tool)
                 times[f"{tool}-warm"].append(seconds)
+                cpus[f"{tool}-warm"].append(cpu)
     med = {k: statistics.median(v) for k, v in times.items()}
     differences = diff(pins["sl"], pins["uv"])
     return {
@@ -118,6 +134,7 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
         "identical": not differences, "differences": differences,
         "seconds": {k: round(v, 2) for k, v in med.items()},
         "all-seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "cpu-seconds": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
         "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
         "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
     }
@@ -144,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
               f"ratio {r['cold-ratio']}")
         print(f"    warm: stacklock {s['sl-warm']:.2f} s, uv {s['uv-warm']:.2f} s, "
               f"ratio {r['warm-ratio']}")
+        c = r["cpu-seconds"]
+        assert isinstance(c, dict)
+        print(f"    cpu (user+system): cold stacklock {c['sl-cold']:.2f} s, uv "
+              f"{c['uv-cold']:.2f} s; warm stacklock {c['sl-warm']:.2f} s, uv "
+              f"{c['uv-warm']:.2f} s")
     return 0
 
 
