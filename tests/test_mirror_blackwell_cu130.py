@@ -7,9 +7,9 @@ scripts/record_mirror.py; see its PROVENANCE.md) and the real sgl-kernel cu130
 page. github.com, where that page's wheels live, answers with a labelled stand-in
 wheel; any other host is refused. The PyTorch role holds PyPI's cu130 torch builds
 (2.11 onwards), so the profile's ``torch>=2.11.0.dev0,<2.12`` takes the newest 2.11
-build among them, as it would take the newest 2.11 nightly on the real index. Expectations come from the
-recorded data itself (pages, sglang's METADATA, NVIDIA's runfile tables), not from
-stacklock's output.
+build among them, as it would take the newest 2.11 nightly on the real index.
+Expectations come from the recorded data itself (pages, sglang's METADATA, NVIDIA's
+runfile tables), not from stacklock's output.
 """
 
 from __future__ import annotations
