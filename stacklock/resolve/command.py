@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from stacklock.lock import default_lock_path, dump_lock, make_lock
 from stacklock.profile import load_profile
 from stacklock.resolve.resolution import Resolution, resolve_profile
+from stacklock.resolve.source import few_collections
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -48,12 +49,13 @@ def lock_profile(
     loaded = load_profile(profile)
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
-    resolution = resolve_profile(loaded, http=http, offline=offline,
-                                 refresh=refresh, cache_dir=cache_dir,
-                                 on_status=on_status,
-                                 on_download=on_download)
     path = Path(output) if output is not None else default_lock_path(loaded.name)
-    dump_lock(make_lock(resolution), path)
+    with few_collections():  # the lock's rendering too, after the resolution
+        resolution = resolve_profile(loaded, http=http, offline=offline,
+                                     refresh=refresh, cache_dir=cache_dir,
+                                     on_status=on_status,
+                                     on_download=on_download)
+        dump_lock(make_lock(resolution), path)
     return ResolveResult(lock=path, resolution=resolution,
                          seconds=time.monotonic() - started)
 

@@ -14,6 +14,7 @@ answer whose job is still queued, it takes the job over and runs it itself.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import threading
@@ -27,12 +28,12 @@ from packaging.utils import NormalizedName, canonicalize_name
 from stacklock.resolve.model import Candidate, iter_dependencies
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from packaging.requirements import Requirement as PepRequirement
     from packaging.specifiers import SpecifierSet
 
-__all__ = ["PackageSource", "SourceStats"]
+__all__ = ["PackageSource", "SourceStats", "few_collections"]
 
 GC_THRESHOLD = 100_000  # gen-0 allocations between collections while resolving
 
@@ -42,6 +43,23 @@ class SourceStats:
     pages: int = 0
     metadata: int = 0
     prefetched: int = 0
+
+
+@contextlib.contextmanager
+def few_collections() -> Iterator[None]:
+    """Run the cycle collector rarely inside the block, and restore its setting.
+
+    A resolution allocates millions of small objects (the rows of every page,
+    the JSON they came from) and frees few; with the default gen-0 threshold of
+    700 the collector walks them again and again (a second of CPU on a cold
+    sglang resolution, and a quarter of a warm one while the lock is rendered
+    after it). Collect rarely, as mypy does for its build."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(GC_THRESHOLD, before[0]), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 class _Job:
@@ -100,7 +118,6 @@ class PackageSource:
         self._closed = False
         self.stats = SourceStats()
         self._on_progress = on_progress
-        self._gc_threshold = gc.get_threshold()
 
     # -- what the resolver asks -------------------------------------------------
 
@@ -224,15 +241,10 @@ class PackageSource:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> PackageSource:
-        # A resolution allocates millions of small objects (the rows of every
-        # page, the JSON they came from) and frees few; with the default gen-0
-        # threshold of 700 the cycle collector walks them again and again
-        # (a second of CPU on a cold sglang resolution). Collect rarely while it
-        # runs, as mypy does for its build, and restore the setting after.
-        self._gc_threshold = gc.get_threshold()
-        gc.set_threshold(GC_THRESHOLD, *self._gc_threshold[1:])
+        self._collections = few_collections()  # see few_collections
+        self._collections.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-        gc.set_threshold(*self._gc_threshold)
+        self._collections.__exit__(None, None, None)
