@@ -18,6 +18,7 @@ cached, so nothing wrong or partial ever lands on disk.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 import zipfile
@@ -73,18 +74,76 @@ def parse_wheel_metadata(raw: bytes, filename: str) -> WheelMetadata:
     return _parse(raw, filename, where=filename)
 
 
+# The header fields the resolver reads, as METADATA spells them (lower case).
+_WANTED = frozenset(
+    ("name", "version", "requires-dist", "requires-python", "provides-extra"))
+_ONCE = ("name", "version", "requires-python")
+_FIELD = re.compile(r"[\x21-\x39\x3b-\x7e]+")
+
+
+def _plain_fields(raw: bytes) -> dict[str, list[str]] | None:
+    """The wanted header fields of a plain METADATA file, without the email parser.
+
+    The email parser reads the whole file (descriptions run to 100 KB) and costs
+    more than the rest of a cold resolution's metadata work. This reads only the
+    header block and answers None for anything it does not read exactly as
+    ``packaging.metadata.parse_email`` would (CR line ends, non-ASCII, folded or
+    repeated single fields, a missing name or version); the caller then uses
+    packaging.
+    """
+    end = raw.find(b"\n\n")
+    head = raw.removesuffix(b"\n") if end < 0 else raw[:end]
+    if b"\r" in head:
+        return None
+    found: dict[str, list[str]] = {}
+    current = ""
+    for line in head.decode("ascii", "surrogateescape").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if current in _WANTED:
+                return None  # a folded value: the email parser's rules apply
+            continue
+        field, colon, value = line.partition(":")
+        if not colon or _FIELD.fullmatch(field) is None or line.startswith("From "):
+            return None
+        current = field.lower()
+        if current in _WANTED:
+            if not value.isascii():
+                return None  # the email parser decodes these its own way
+            found.setdefault(current, []).append(value.lstrip(" \t"))
+    if any(len(found.get(key, ())) != 1 for key in _ONCE[:2]) or len(
+        found.get("requires-python", ())
+    ) > 1:
+        return None
+    return found
+
+
 def _parse(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
     try:
         wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
         raise MetadataError(f"{where}: not a wheel filename: {exc}") from exc
     try:
-        meta = Metadata.from_email(raw, validate=False)
-        name = canonicalize_name(meta.name)
-        version = meta.version
-        requires_dist = tuple(meta.requires_dist or ())
-        requires_python = meta.requires_python
-        provides_extra = tuple(meta.provides_extra or ())
+        plain = _plain_fields(raw)
+        if plain is not None:
+            found_name = plain["name"][0]
+            name = canonicalize_name(found_name, validate=True)
+            version = Version(plain["version"][0])
+            requires_dist = tuple(
+                Requirement(r) for r in plain.get("requires-dist", ()))
+            python = plain.get("requires-python")
+            requires_python = SpecifierSet(python[0]) if python else None
+            provides_extra = tuple(
+                canonicalize_name(e, validate=True)
+                for e in plain.get("provides-extra", ())
+            )
+        else:
+            meta = Metadata.from_email(raw, validate=False)
+            found_name = meta.name
+            name = canonicalize_name(meta.name)
+            version = meta.version
+            requires_dist = tuple(meta.requires_dist or ())
+            requires_python = meta.requires_python
+            provides_extra = tuple(meta.provides_extra or ())
     except (
         InvalidMetadata,
         InvalidRequirement,
@@ -100,7 +159,7 @@ def _parse(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
         ) from exc
     if name != wheel_name or version != wheel_version:
         raise MetadataError(
-            f"{where}: METADATA says {meta.name} {meta.version}, "
+            f"{where}: METADATA says {found_name} {version}, "
             f"the filename says {wheel_name} {wheel_version}",
             hint="the index serves a wrong or renamed file; exclude this version",
         )
