@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 import tomllib
 from email.parser import BytesHeaderParser
 from pathlib import Path
@@ -180,14 +181,34 @@ def _toolkit(venv: Path) -> dict[str, str] | None:
         candidates.append(os.environ["CUDA_HOME"])
     candidates.append("/usr/local/cuda")
     for prefix in candidates:
-        try:
-            data = json.loads((Path(prefix) / "version.json").read_text("utf-8"))
-        except (OSError, ValueError):
-            continue
-        version = str(data.get("cuda", {}).get("version", ""))
-        if version:
-            return {"version": version, "prefix": str(Path(prefix).resolve())}
+        found = _toolkit_at(Path(prefix))
+        if found:
+            return found
     return None
+
+
+def _toolkit_at(prefix: Path) -> dict[str, str] | None:
+    """version.json where the toolkit has one; else ``bin/nvcc --version``, which
+    knows only the X.Y release (toolkits from packages ship no version.json)."""
+    try:
+        data = json.loads((prefix / "version.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        data = None
+    version = str(data.get("cuda", {}).get("version", "")) if isinstance(
+        data, dict) else ""
+    if version:
+        return {"version": version, "prefix": str(prefix.resolve())}
+    nvcc = prefix / "bin" / "nvcc"
+    if not nvcc.is_file():
+        return None
+    from stacklock.cuda.driver import parse_nvcc_version, run_command
+
+    try:
+        found = parse_nvcc_version(run_command([str(nvcc), "--version"]))
+    except (OSError, subprocess.SubprocessError, CudaError):
+        return None
+    return {"version": found.release, "nvcc": found.version,
+            "prefix": str(prefix.resolve()), "source": "nvcc --version"}
 
 
 def _driver() -> str | None:

@@ -106,3 +106,27 @@ def test_toolkit_named_by_the_activation_file(tmp_path: Path) -> None:
 def test_not_a_venv(tmp_path: Path) -> None:
     with pytest.raises(InstallError, match="not a virtual environment"):
         make_snapshot(tmp_path)
+
+
+def test_toolkit_without_version_json_is_read_from_nvcc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Toolkits installed from packages (the H200 image's) ship no version.json:
+    the prefix's nvcc says the release. Its output is the real one recorded there."""
+    probe = (DATA.parent / "real" / "device" / "h200-environment-probe.txt").read_text()
+    start = probe.index("nvcc: NVIDIA (R) Cuda compiler driver")
+    output = "\n".join(probe[start:].splitlines()[:5]) + "\n"
+    prefix = tmp_path / "cuda"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "output.txt").write_text(output)
+    nvcc = prefix / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\ncat '{prefix / 'bin' / 'output.txt'}'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(prefix))
+    doc = make_snapshot(_plain_venv(tmp_path / "env"))
+    assert doc["tool"]["stacklock"]["toolkit"] == {
+        "version": "13.0",
+        "nvcc": "13.0.88",
+        "prefix": str(prefix),
+        "source": "nvcc --version",
+    }
