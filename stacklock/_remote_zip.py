@@ -41,6 +41,8 @@ _CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # central directory entry, 46
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
 _ATTEMPTS = 3
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
+_METADATA_SUFFIX = b".dist-info/METADATA"
+_MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
 
 
 class ZipReadError(Exception):
@@ -243,10 +245,42 @@ def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int
     return csize, offset
 
 
+def _metadata_entries(window: bytes) -> list[Entry]:
+    """The ``*.dist-info/METADATA`` entries of a piece of central directory,
+    found by their name, without parsing the (thousands of) other entries."""
+    found: list[Entry] = []
+    hit = window.find(_METADATA_SUFFIX)
+    while hit >= 0:
+        name_end = hit + len(_METADATA_SUFFIX)
+        pos = window.rfind(b"PK\x01\x02", max(hit - _MAX_NAME, 0), hit)
+        while pos >= 0:
+            if pos + _CENTRAL.size <= hit and (
+                pos + _CENTRAL.size + _CENTRAL.unpack_from(window, pos)[10] == name_end
+            ):
+                entry_end = _entry_end(window, pos)
+                entries = (_parse_entries(window, pos, entry_end)
+                           if entry_end <= len(window) else None)
+                found.extend(entries or ())
+                break
+            pos = window.rfind(b"PK\x01\x02", max(hit - _MAX_NAME, 0), pos)
+        hit = window.find(_METADATA_SUFFIX, name_end)
+    return found
+
+
+def _entry_end(window: bytes, pos: int) -> int:
+    """Where the central-directory entry at ``pos`` ends (past ``window`` if cut)."""
+    fields = _CENTRAL.unpack_from(window, pos)
+    return pos + _CENTRAL.size + fields[10] + fields[11] + fields[12]
+
+
 def _tail_entries(reader: RangeReader, start: int, end: int) -> list[Entry]:
-    """The central-directory entries readable from the cached tail alone."""
+    """The central-directory entries readable from the cached tail alone: the
+    METADATA ones by name when there are any, else all that chain to the end."""
     window_start = max(start, reader.tail_start)
     window = reader.read_at(window_start, end - window_start)
+    named = _metadata_entries(window)
+    if named:
+        return named
     if window_start == start:
         return _parse_entries(window, 0, len(window)) or []
     pos = window.find(b"PK\x01\x02")
