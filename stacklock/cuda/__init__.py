@@ -6,6 +6,8 @@ against NVIDIA when NVIDIA can be reached.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from stacklock.cuda.catalog import (
     Catalog,
     CudaRelease,
@@ -33,7 +35,21 @@ from stacklock.cuda.driver import (
     render_driver_report,
 )
 from stacklock.cuda.entry import make_lock_entry, pypi_requirements
-from stacklock.cuda.refresh import RefreshReport, refresh_catalog, render_refresh
+
+if TYPE_CHECKING:
+    from stacklock.cuda.refresh import RefreshReport, refresh_catalog, render_refresh
+
+# The refresh names pull in the NVIDIA page scraper and BeautifulSoup (60 ms);
+# resolving a lock needs only the catalog, so they load on first use (PEP 562).
+_LAZY = frozenset({"RefreshReport", "refresh_catalog", "render_refresh"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from stacklock.cuda import refresh
+
+        return getattr(refresh, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "Catalog",
