@@ -34,7 +34,6 @@ from stacklock.resolve.model import (
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-    from packaging.version import Version
     from resolvelib.structs import RequirementInformation
 
     from stacklock.resolve.rules import Rules
@@ -47,10 +46,13 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def __init__(self, source: PackageSource, rules: Rules) -> None:
         self.source = source
         self.rules = rules
-        self._counts: dict[tuple[str, tuple[str, ...]], int] = {}
+        # (name, the requirements' specifiers) -> the candidates that match
+        self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
         # id(requirement) -> (the requirement, kept alive so its id stays its
-        # own; its answers per version)
-        self._satisfied: dict[int, tuple[Requirement, dict[Version, bool]]] = {}
+        # own; whether it pins; its specifier as text)
+        self._facts: dict[int, tuple[Requirement, bool, str]] = {}
+        # (id(requirement), id(candidate)) -> (both, kept alive; the answer)
+        self._satisfied: dict[tuple[int, int], tuple[Requirement, Candidate, bool]] = {}
 
     def identify(self, requirement_or_candidate: Requirement | Candidate) -> str:
         return requirement_or_candidate.identifier
@@ -65,10 +67,10 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     ) -> Any:
         reqs = [info.requirement for info in information[identifier]]
         name, extras = parse_identifier(identifier)
-        pinned = any(r.is_pinned for r in reqs) or name in self.rules.overrides
+        pinned = any(self._fact(r)[1] for r in reqs) or name in self.rules.overrides
         direct = any(r.parent is None for r in reqs)
-        return (not pinned, bool(extras), self._count(name, reqs), not direct,
-                identifier)
+        return (not pinned, bool(extras), len(self._matching(name, reqs)),
+                not direct, identifier)
 
     def narrow_requirement_selection(
         self,
@@ -99,15 +101,14 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
         # resolvelib asks this for every pin on every round (~100k times for
-        # sglang); the answers repeat, so remember them per requirement object.
-        entry = self._satisfied.get(id(requirement))
-        if entry is None or entry[0] is not requirement:
-            entry = self._satisfied[id(requirement)] = (requirement, {})
-        found = entry[1].get(candidate.version)
-        if found is None:
-            found = entry[1][candidate.version] = requirement.specifier.contains(
-                candidate.version, prereleases=True)
-        return found
+        # sglang); the answers repeat, so remember them per pair of objects.
+        key = (id(requirement), id(candidate))
+        entry = self._satisfied.get(key)
+        if entry is None or entry[0] is not requirement or entry[1] is not candidate:
+            entry = self._satisfied[key] = (
+                requirement, candidate,
+                requirement.specifier.contains(candidate.version, prereleases=True))
+        return entry[2]
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
         meta = self.source.metadata(candidate)
@@ -124,7 +125,23 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
 
     # -- helpers --------------------------------------------------------------------
 
+    def _fact(self, req: Requirement) -> tuple[Requirement, bool, str]:
+        facts = self._facts.get(id(req))
+        if facts is None or facts[0] is not req:
+            facts = self._facts[id(req)] = (req, req.is_pinned, str(req.specifier))
+        return facts
+
     def _matching(self, name: str, reqs: Sequence[Requirement]) -> list[Candidate]:
+        """The candidates every one of ``reqs`` allows, remembered per set of
+        specifiers (get_preference and find_matches ask the same again and
+        again; the text of a SpecifierSet says all that decides the answer)."""
+        key = (name, tuple(sorted(self._fact(r)[2] for r in reqs)))
+        found = self._matches.get(key)
+        if found is None:
+            found = self._matches[key] = self._match(name, reqs)
+        return found
+
+    def _match(self, name: str, reqs: Sequence[Requirement]) -> list[Candidate]:
         spec = SpecifierSet()
         for r in reqs:
             spec &= r.specifier
@@ -137,9 +154,3 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
             # Only pre-releases exist: take them, as pip and uv do.
             matching = [c for c in found if spec.contains(c.version, prereleases=True)]
         return matching
-
-    def _count(self, name: str, reqs: Sequence[Requirement]) -> int:
-        key = (name, tuple(sorted(str(r.specifier) for r in reqs)))
-        if key not in self._counts:
-            self._counts[key] = len(self._matching(name, reqs))
-        return self._counts[key]
