@@ -23,8 +23,13 @@ def cache_dir() -> Path:
     return base / "stacklock"
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to a temporary file beside ``path``, fsync, then rename."""
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, durable: bool = True
+) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, fsync, then rename.
+
+    ``durable=False`` skips the fsync: for cache entries, whose readers check
+    what they read (length, sha256, format) and fetch again after a crash."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -32,7 +37,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

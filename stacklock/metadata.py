@@ -217,7 +217,9 @@ class MetadataFetcher:
             if meta is None:
                 raw = self._fetch(link)
                 meta = _parse(raw, link.filename, where=link.redacted_url)
-                atomic_write_bytes(self._entry(key), raw)
+                # no fsync: a torn entry fails the name/version check and is
+                # fetched again
+                atomic_write_bytes(self._entry(key), raw, durable=False)
             self._memo[memo] = meta
             return meta
 

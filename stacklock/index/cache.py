@@ -6,7 +6,10 @@ Last-Modified, redirect target, length and sha256 of the body) and the body as
 fetched. Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file
 entries) as a marshal blob, keyed by the body's sha256, the URL its links resolve
 against, the content type and :data:`ROWS_FORMAT`: a warm run reads the header
-line and the blob, and neither reads nor parses a body. Credentials never reach
+line and the blob, and neither reads nor parses a body. Entries are written
+without fsync (a cache, not a record): every reader checks what it reads (the
+body's length and sha256, the blob's format) and refetches after a crash that
+tore one. Credentials never reach
 these files: page keys use the URL without them, and a page whose links would
 carry them (relative hrefs under a URL with user info) gets no blob.
 """
@@ -58,6 +61,9 @@ class PageCache:
             return None
         if not isinstance(meta, dict) or meta.get("length") != len(body):
             return None
+        digest = meta.get("sha256")
+        if isinstance(digest, str) and hashlib.sha256(body).hexdigest() != digest:
+            return None  # written without fsync and torn by a crash: fetch again
         return body, str(meta.get("content-type", "")), meta
 
     def write_page(self, url: str, page_url: str, body: bytes,
@@ -67,7 +73,8 @@ class PageCache:
         moved = strip_credentials(page_url) if page_url != url else None
         record = {**meta, "redirected-to": moved, "length": len(body)}
         header = json.dumps(record, sort_keys=True).encode()
-        atomic_write_bytes(self.page_path(url), header + b"\n" + body)
+        atomic_write_bytes(self.page_path(url), header + b"\n" + body,
+                           durable=False)
 
     def rows_path(self, base: str, content_type: str, body_sha256: str
                   ) -> Path | None:
@@ -100,7 +107,7 @@ class PageCache:
                 (ROWS_FORMAT, page.anchors, page.rows, page.files, page.base_url))
         except ValueError:  # JSON nested past marshal's depth: not cached
             return
-        atomic_write_bytes(path, data)
+        atomic_write_bytes(path, data, durable=False)
 
 
 def read_rows(path: Path | None) -> PageRows | None:

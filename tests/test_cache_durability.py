@@ -1,0 +1,51 @@
+"""Cache entries are written without fsync, so their readers must catch a torn
+file: a page body whose bytes no longer match the sha256 in its header line is
+not served; locks and other records are still fsynced."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING
+
+from stacklock._fs import atomic_write_bytes
+from stacklock.index.cache import PageCache
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+URL = "https://pypi.org/simple/six/"
+
+
+def _write(cache: PageCache, body: bytes) -> None:
+    meta = {"content-type": "text/html", "sha256": hashlib.sha256(body).hexdigest(),
+            "etag": '"abc"', "last-modified": None}
+    cache.write_page(URL, URL, body, meta)
+
+
+def test_fsync_only_for_durable_writes(tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    atomic_write_bytes(tmp_path / "lock.toml", b"x")
+    assert len(synced) == 1
+    atomic_write_bytes(tmp_path / "entry", b"y", durable=False)
+    assert len(synced) == 1
+    assert (tmp_path / "entry").read_bytes() == b"y"
+    _write(PageCache(tmp_path / "pages"), b"<a href='six-1.0.tar.gz'>six</a>")
+    assert len(synced) == 1  # the page cache does not fsync
+
+
+def test_a_torn_page_body_is_not_served(tmp_path: Path) -> None:
+    cache = PageCache(tmp_path / "pages")
+    body = b"<html><a href='six-1.17.0-py2.py3-none-any.whl'>six</a></html>"
+    _write(cache, body)
+    found = cache.read_page(URL)
+    assert found is not None and found[0] == body
+    path = cache.page_path(URL)
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-5] + b"\x00" * 5)  # same length, zeros at the end
+    assert cache.read_page(URL) is None
