@@ -23,6 +23,7 @@ import tomlkit
 from stacklock.errors import HashMismatchError, InstallError, LockError
 from stacklock.install import install_lock, render_install
 from stacklock.install.preflight import PreflightError
+from stacklock.install.toolkit import pypi_toolkit_home, write_activation
 from tests.test_install_server import Served, local_lock, server, tree_state
 
 __all__ = ["server"]
@@ -300,3 +301,25 @@ def test_pypi_toolkit_needs_no_runfile(
     assert result.plan.runfile_command is None and result.plan.toolkit_prefix is None
     assert {d.kind for d in result.plan.downloads} == {"wheel"}
     assert "CUDA_HOME" not in (tmp_path / "env" / "stacklock-activate.sh").read_text()
+
+
+def test_pypi_toolkit_home_is_the_wheels_cu13_folder(tmp_path: Path) -> None:
+    """The layout of the real nvidia-cuda-nvcc 13.0.88 / nvidia-cuda-runtime 13.0.96
+    wheels (nvidia/cu13/bin/nvcc, nvidia/cu13/lib/libcudart.so.13): CUDA_HOME points
+    there and LD_LIBRARY_PATH at its lib, not lib64."""
+    site = tmp_path / "gen" / "lib" / "python3.12" / "site-packages"
+    for name in ("nvidia/cu13/bin/nvcc", "nvidia/cu13/lib/libcudart.so.13"):
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(b"")
+    home = pypi_toolkit_home(tmp_path / "gen", "13.0.3")
+    assert home == site / "nvidia" / "cu13"
+    assert pypi_toolkit_home(tmp_path / "gen", "12.8.1") is None
+    text = write_activation(tmp_path / "act.sh", venv=tmp_path / "gen",
+                            prefix=home).read_text()
+    assert f"export CUDA_HOME={home}" in text
+    assert 'LD_LIBRARY_PATH="$CUDA_HOME/lib${' in text
+    runfile_home = tmp_path / "cuda-13.0"
+    (runfile_home / "lib64").mkdir(parents=True)
+    text = write_activation(tmp_path / "act2.sh", venv=tmp_path / "gen",
+                            prefix=runfile_home).read_text()
+    assert 'LD_LIBRARY_PATH="$CUDA_HOME/lib64${' in text

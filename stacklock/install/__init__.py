@@ -36,6 +36,7 @@ from stacklock.install.toolkit import (
     fetch_runfile,
     install_toolkit,
     link_cuda,
+    pypi_toolkit_home,
     write_activation,
 )
 from stacklock.install.venv import (
@@ -304,7 +305,10 @@ def install_lock(
             discard_generation(layout, plan.generation)
             shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
             raise
-        write_activation(plan.activation_path, venv=venv, prefix=plan.toolkit_prefix)
+        home = plan.toolkit_prefix
+        if home is None and plan.toolkit is not None and plan.toolkit.source == "pypi":
+            home = pypi_toolkit_home(plan.generation_dir, plan.toolkit.version)
+        write_activation(plan.activation_path, venv=venv, prefix=home)
         replaced = swap_in(layout, plan.generation)
         shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
         if plan.link_cuda is not None and plan.toolkit_prefix is not None:

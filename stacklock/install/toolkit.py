@@ -37,6 +37,7 @@ __all__ = [
     "fetch_runfile",
     "install_toolkit",
     "link_cuda",
+    "pypi_toolkit_home",
     "runfile_argv",
     "write_activation",
 ]
@@ -144,6 +145,18 @@ def link_cuda(link: Path, prefix: Path) -> None:
     os.replace(tmp, link)
 
 
+def pypi_toolkit_home(venv: Path, version: str) -> Path | None:
+    """Where ``cuda-toolkit`` wheels put a CUDA 13+ toolkit: nvcc, headers and
+    libraries all under ``site-packages/nvidia/cu13`` (the nvidia-cuda-nvcc and
+    -runtime wheels' real layout), which JIT compilers need as CUDA_HOME."""
+    major = version.split(".", 1)[0]
+    for site in sorted(venv.glob("lib/python3.*/site-packages")):
+        home = site / "nvidia" / f"cu{major}"
+        if (home / "bin").is_dir() or (home / "lib").is_dir():
+            return home
+    return None
+
+
 def write_activation(path: Path, *, venv: Path, prefix: Path | None) -> Path:
     """``source`` it: the venv plus CUDA_HOME, PATH and LD_LIBRARY_PATH."""
     lines = [
@@ -151,10 +164,13 @@ def write_activation(path: Path, *, venv: Path, prefix: Path | None) -> Path:
         f". {shlex.quote(str(venv / 'bin' / 'activate'))}",
     ]
     if prefix is not None:
+        # runfile toolkits keep libraries in lib64, the pip wheels in lib
+        libdir = "lib" if (prefix / "lib").is_dir() and not (
+            prefix / "lib64").exists() else "lib64"
         lines += [
             f"export CUDA_HOME={shlex.quote(str(prefix))}",
             'export PATH="$CUDA_HOME/bin:$PATH"',
-            'export LD_LIBRARY_PATH="$CUDA_HOME/lib64'
+            f'export LD_LIBRARY_PATH="$CUDA_HOME/{libdir}'
             '${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
         ]
     return atomic_write_text(path, "\n".join(lines) + "\n")
