@@ -24,6 +24,37 @@ def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
+def _progress(*, enabled: bool, status: str | None) -> tuple[Any, Any, Any]:
+    """(context, on_status, on_download) for a terminal: a rich status line and one
+    bar per download; off in pipes and with --json, where both callbacks are None."""
+    import contextlib
+
+    if not enabled:
+        return contextlib.nullcontext(), None, None
+    from rich.console import Console
+    from rich.filesize import decimal
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
+
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                        BarColumn(), TextColumn("{task.fields[size]}"),
+                        console=Console(stderr=True), transient=True)
+    files: dict[str, Any] = {}
+    on_status = None
+    if status is not None:
+        line = progress.add_task(status, total=None, size="")
+
+        def on_status(text: str) -> None:
+            progress.update(line, description=f"{status}: {text}")
+
+    def on_download(name: str, done: int, total: int | None) -> None:
+        if name not in files:
+            files[name] = progress.add_task(name, total=total, size="")
+        size = decimal(done) + (f"/{decimal(total)}" if total else "")
+        progress.update(files[name], completed=done, total=total, size=size)
+
+    return progress, on_status, on_download
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from stacklock.profile import list_profiles, load_profile
 
@@ -130,15 +161,12 @@ def _cmd_cuda_check_driver(args: argparse.Namespace) -> int:
 def _cmd_cuda_refresh(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    import httpx
-
     from stacklock._fs import atomic_write_bytes
     from stacklock.cuda.catalog import load_catalog
     from stacklock.cuda.refresh import refresh_catalog, render_refresh
+    from stacklock.index.client import make_http_client
 
-    with httpx.Client(timeout=httpx.Timeout(30.0, connect=10.0),
-                      follow_redirects=True,
-                      headers={"User-Agent": f"stacklock/{__version__}"}) as http:
+    with make_http_client() as http:
         report = refresh_catalog(http, load_catalog(), versions=args.only or None)
     if args.write:
         data = json.dumps(report.catalog.to_dict(), indent=1) + "\n"
@@ -151,8 +179,6 @@ def _cmd_cuda_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
-    import contextlib
-
     from stacklock.resolve.command import lock_profile, render_resolve
 
     urls: dict[str, str] = {}
@@ -162,30 +188,8 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
             raise StacklockError(f"--index {item!r} is not NAME=URL",
                                  hint="e.g. --index pypi=http://127.0.0.1:8080/simple")
         urls[name] = url
-    on_status = on_download = None
-    live: Any = contextlib.nullcontext()
-    if sys.stderr.isatty() and not args.json:
-        from rich.console import Console
-        from rich.filesize import decimal
-        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
-
-        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
-                            BarColumn(), TextColumn("{task.fields[size]}"),
-                            console=Console(stderr=True), transient=True)
-        status = progress.add_task("resolving", total=None, size="")
-        files: dict[str, Any] = {}
-
-        def on_status(text: str) -> None:
-            progress.update(status, description=f"resolving: {text}")
-
-        def on_download(name: str, done: int, total: int | None) -> None:
-            if name not in files:
-                files[name] = progress.add_task(f"hashing {name}", total=total,
-                                                size="")
-            size = decimal(done) + (f"/{decimal(total)}" if total else "")
-            progress.update(files[name], completed=done, total=total, size=size)
-
-        live = progress
+    live, on_status, on_download = _progress(
+        enabled=sys.stderr.isatty() and not args.json, status="resolving")
     with live:
         result = lock_profile(args.profile, output=args.output, index_urls=urls,
                               offline=args.offline, refresh=args.refresh,
@@ -198,7 +202,6 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    import contextlib
     from pathlib import Path
 
     from stacklock.install import (
@@ -215,22 +218,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
 
-    on_download = None
-    live: Any = contextlib.nullcontext()
-    if sys.stderr.isatty() and not args.json:
-        from rich.console import Console
-        from rich.progress import DownloadColumn, Progress
-
-        bars = Progress(*Progress.get_default_columns(), DownloadColumn(),
-                        console=Console(stderr=True), transient=True)
-        tasks: dict[str, Any] = {}
-
-        def on_download(name: str, done: int, total: int | None) -> None:
-            if name not in tasks:
-                tasks[name] = bars.add_task(name, total=total)
-            bars.update(tasks[name], completed=done, total=total)
-
-        live = bars
+    live, _, on_download = _progress(
+        enabled=sys.stderr.isatty() and not args.json, status=None)
     with live:
         result = install_lock(
             Path(args.lock),

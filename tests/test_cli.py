@@ -56,3 +56,21 @@ def test_bad_input_is_one_line_exit_2_no_traceback(
     assert needle in lines[0]
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "locks").exists()  # nothing half-written
+
+
+def test_terminal_progress_draws_one_bar_per_download() -> None:
+    from stacklock.cli import _progress
+
+    progress, on_status, on_download = _progress(enabled=True, status="resolving")
+    with progress:
+        on_status("torch")
+        on_download("torch.whl", 10, 100)
+        on_download("torch.whl", 100, 100)
+        on_download("sgl_kernel.whl", 5, None)
+    tasks = {t.description: t for t in progress.tasks}
+    assert tasks["resolving: torch"].total is None
+    assert (tasks["torch.whl"].completed, tasks["torch.whl"].total) == (100, 100)
+    assert tasks["sgl_kernel.whl"].completed == 5
+    assert len(tasks) == 3
+    quiet = _progress(enabled=False, status="resolving")
+    assert quiet[1] is None and quiet[2] is None  # pipes and --json stay quiet

@@ -18,10 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from stacklock._fs import cache_dir
 from stacklock.errors import InstallError, StacklockError
+from stacklock.index.client import make_http_client
 from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,
@@ -54,6 +53,8 @@ from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    import httpx
 
     from stacklock.install.plan import LockInfo
 
@@ -270,7 +271,7 @@ def install_lock(
             from stacklock.snapshot import write_snapshot
 
             snapshot = write_snapshot(venv, plan.snapshot_path)
-        own_http = http or httpx.Client(follow_redirects=True, timeout=60.0)
+        own_http = http or make_http_client(timeout=60.0)
         try:
             if prefetch:
                 plan = _prefetch_wheels(
