@@ -50,8 +50,8 @@ def lock_profile(
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
-    # the lock's rendering too, after the resolution; the CLI exits next
-    with few_collections(freeze=True):
+    # the lock's rendering too, after the resolution
+    with few_collections():
         resolution = resolve_profile(loaded, http=http, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
                                      on_status=on_status,

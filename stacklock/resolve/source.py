@@ -45,36 +45,21 @@ class SourceStats:
     prefetched: int = 0
 
 
-_froze: list[bool] = [False]  # whether the last few_collections(freeze=True) froze
-
-
 @contextlib.contextmanager
-def few_collections(*, freeze: bool = False) -> Iterator[None]:
+def few_collections() -> Iterator[None]:
     """Run the cycle collector rarely inside the block, and restore its setting.
 
     A resolution allocates millions of small objects (the rows of every page,
     the JSON they came from) and frees few; with the default gen-0 threshold of
     700 the collector walks them again and again (a second of CPU on a cold
     sglang resolution, and a quarter of a warm one while the lock is rendered
-    after it). Collect rarely, as mypy does for its build.
-
-    ``freeze``: on success, move every object alive now to the collector's
-    permanent generation (``gc.freeze``), so that neither the first collection
-    after the block nor the interpreter's exit walks what the resolution left
-    (0.25 s each for sglang, and the CLI exits right after). Reference counting
-    still frees those objects; only their cycles wait until the next
-    ``few_collections`` call thaws them (``gc.unfreeze``), so at most one
-    resolution's cycles are held at a time."""
-    if _froze[0]:
-        gc.unfreeze()
-        _froze[0] = False
+    after it). Collect rarely, as mypy does for its build. (The CLI, which exits
+    right after, also freezes what is left: a process-wide choice that belongs
+    to the process, not to this library.)"""
     before = gc.get_threshold()
     gc.set_threshold(max(GC_THRESHOLD, before[0]), *before[1:])
     try:
         yield
-        if freeze:
-            gc.freeze()
-            _froze[0] = True
     finally:
         gc.set_threshold(*before)
 
