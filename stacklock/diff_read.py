@@ -8,28 +8,26 @@ file and the key. uv's ``pylock.toml``, stacklock's locks and snapshots all pass
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date, datetime, time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from packaging.pylock import Pylock, PylockValidationError
 from packaging.version import Version
 
 from stacklock.errors import LockError
 from stacklock.index.pages import strip_credentials
+from stacklock.lockfile import LockFile, parse_lock_file, read_lock_file
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from packaging.pylock import Package
 
 __all__ = ["LockView", "PackageView", "load_lock_view", "parse_lock_view"]
 
-TOOL_LOCK_VERSIONS = (1,)
 # Bookkeeping, not the stack: a snapshot's venv path and the names it could not
 # trace are facts about the machine, derived from the packages already compared.
 _IGNORED_TOOL_KEYS = frozenset(
@@ -75,34 +73,17 @@ class LockView:
 
 def load_lock_view(path: str | Path) -> LockView:
     """Read and validate any PEP 751 lock; every problem is a one-line LockError."""
-    where = str(path)
-    try:
-        content = Path(path).read_bytes()
-    except OSError as exc:
-        raise LockError(
-            f"{where}: cannot read the lock: {exc.strerror or exc}",
-            hint="check the path; locks live in locks/pylock.<profile>.toml",
-        ) from exc
-    return parse_lock_view(content, path=where)
+    lockfile = read_lock_file(path)
+    return _view(lockfile)
 
 
 def parse_lock_view(content: bytes, *, path: str) -> LockView:
     """Validate ``content`` (a PEP 751 file) and reduce it to a :class:`LockView`."""
-    try:
-        data = tomllib.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise LockError(
-            f"{path}: not TOML: {_one_line(exc)}",
-            hint="pass a PEP 751 lock such as pylock.toml",
-        ) from exc
-    try:
-        pylock = Pylock.from_dict(data)
-    except PylockValidationError as exc:
-        key = exc.context or "(top level)"
-        raise LockError(
-            f"{path}: {key}: {_one_line(exc.message)}",
-            hint="pass a PEP 751 lock (lock-version 1.x) such as pylock.toml",
-        ) from exc
+    return _view(parse_lock_file(content, path=path))
+
+
+def _view(lockfile: LockFile) -> LockView:
+    path, pylock = lockfile.path, lockfile.pylock
     warnings = []
     if pylock.lock_version > Version("1.0"):
         warnings.append(
@@ -145,13 +126,7 @@ def _tool_table(
 
 
 def _read_stack(tool: Mapping[str, Any], *, path: str) -> dict[str, Any]:
-    version = tool.get("lock-version")
-    if version is not None and version not in TOOL_LOCK_VERSIONS:
-        raise LockError(
-            f"{path}: tool.stacklock.lock-version: unknown version {version!r} "
-            f"(this stacklock reads {', '.join(map(str, TOOL_LOCK_VERSIONS))})",
-            hint="upgrade stacklock to read this lock",
-        )
+    """[tool.stacklock] flattened; its lock-version was checked by lockfile."""
     flat: dict[str, Any] = {}
     for key, value in tool.items():
         if key in _IGNORED_TOOL_KEYS or key in _IGNORED_TOOL_TABLES:

@@ -190,41 +190,37 @@ def test_check_driver_against_wheels_uses_the_ga_release():
         check_driver(load_catalog(), h200)
 
 
-LOCK = """\
-lock-version = "1.0"
-created-by = "stacklock"
+REAL_LOCK = (Path(__file__).resolve().parent.parent
+             / "locks" / "pylock.blackwell-cu128.toml")
 
-[[packages]]
-name = "torch"
-version = "2.11.0+cu130"
 
-[packages.tool.stacklock]
-cuda = "{cuda}"
+def _lock_labels(text: str) -> dict[str, str]:
+    """name -> [packages.tool.stacklock] cuda, read with tomllib (independently)."""
+    import tomllib
 
-[[packages]]
-name = "filelock"
-version = "3.20.0"
-
-[tool.stacklock.cuda]
-version = "13.0.1"
-source = "runfile"
-"""
+    return {p["name"]: p["tool"]["stacklock"]["cuda"]
+            for p in tomllib.loads(text)["packages"]
+            if "cuda" in p.get("tool", {}).get("stacklock", {})}
 
 
 def test_check_driver_cli_with_a_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                       capsys: pytest.CaptureFixture[str]):
-    lock = tmp_path / "pylock.test.toml"
-    lock.write_text(LOCK.format(cuda="13.0"))
-    assert load_lock_cuda(lock) == ("13.0.1", {"torch": "13.0"})
+    """The committed CUDA 12.8 lock; then a copy whose torch says CUDA 13.1."""
+    text = REAL_LOCK.read_text()
+    labels = _lock_labels(text)
+    assert labels["torch"] == "12.8"
+    assert load_lock_cuda(REAL_LOCK) == ("12.8.1", labels)
     monkeypatch.setenv(DRIVER_ENV, "580.159.04")
-    assert main(["cuda", "check-driver", "--lock", str(lock)]) == 0
+    assert main(["cuda", "check-driver", "--lock", str(REAL_LOCK)]) == 0
     out = capsys.readouterr().out
-    assert "toolkit 13.0.1: pass" in out and "torch (CUDA 13.0): pass" in out
+    assert "toolkit 12.8.1: pass" in out and "torch (CUDA 12.8): pass" in out
     assert main(["cuda", "check-driver", "13.1", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["ok"] is False and data["checks"][0]["verdict"] == "compat-only"
-    lock.write_text(LOCK.format(cuda="13.1"))
-    assert main(["cuda", "check-driver", "--lock", str(lock)]) == 1
+    edited = tmp_path / "pylock.edited.toml"
+    edited.write_text(text.replace('cuda = "12.8"', 'cuda = "13.1"', 1))
+    assert _lock_labels(edited.read_text())["torch"] == "13.1"
+    assert main(["cuda", "check-driver", "--lock", str(edited)]) == 1
 
 
 def test_bad_lock_is_a_lock_error(tmp_path: Path):
@@ -232,5 +228,5 @@ def test_bad_lock_is_a_lock_error(tmp_path: Path):
     bad.write_text("[[packages]\n")
     with pytest.raises(LockError, match="not valid TOML"):
         load_lock_cuda(bad)
-    with pytest.raises(LockError, match="cannot read"):
+    with pytest.raises(LockError, match="no such lock file"):
         load_lock_cuda(tmp_path / "missing.toml")

@@ -491,8 +491,8 @@ def test_live_uv_lock_installed_then_snapshotted_matches(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("content", "where"),
     [
-        (b"lock-version = \n", "not TOML"),
-        (b"\xff\xfe", "not TOML"),
+        (b"lock-version = \n", "not valid TOML"),
+        (b"\xff\xfe", "not valid TOML"),
         (b'[project]\nname = "x"\n', "lock-version"),
         (b'lock-version = "2.0"\ncreated-by = "x"\npackages = []\n', "lock-version"),
         (b'lock-version = "1.0"\ncreated-by = "x"\n', "packages"),

@@ -65,7 +65,7 @@ def test_sdist_only_package_is_refused(tmp_path: Path) -> None:
 def test_not_a_pep751_file(tmp_path: Path) -> None:
     bad = tmp_path / "pylock.toml"
     bad.write_text('[[packages]]\nname = "six"\n')
-    with pytest.raises(LockError, match="not a valid PEP 751 lock"):
+    with pytest.raises(LockError, match="not a PEP 751 lock"):
         install_lock(bad, venv=tmp_path / "env", python=PY)
     with pytest.raises(LockError, match="no such lock file"):
         install_lock(tmp_path / "missing.toml", venv=tmp_path / "env", python=PY)

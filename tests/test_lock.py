@@ -118,7 +118,7 @@ def test_wheel_of_another_package_is_refused(tmp_path):
     bad = text.replace('name = "attrs-26.1.0-py3-none-any.whl"',
                        'name = "idna-26.1.0-py3-none-any.whl"', 1)
     assert bad != text
-    with pytest.raises(LockError, match="not a valid PEP 751 lock"):
+    with pytest.raises(LockError, match="not a PEP 751 lock"):
         load_lock(_write(tmp_path, bad))
 
 
@@ -128,7 +128,7 @@ def test_missing_table_bad_toml_and_missing_file_are_lock_errors(tmp_path):
         load_lock(_write(tmp_path, text.split("[tool.stacklock]")[0]))
     with pytest.raises(LockError, match="not valid TOML"):
         load_lock(_write(tmp_path, "lock-version = \n"))
-    with pytest.raises(LockError, match="cannot read"):
+    with pytest.raises(LockError, match="no such lock file"):
         load_lock(tmp_path / "absent.toml")
 
 

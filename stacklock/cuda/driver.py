@@ -24,7 +24,6 @@ import json
 import os
 import re
 import subprocess
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -324,13 +323,10 @@ def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = 
 def load_lock_cuda(path: Path) -> tuple[str | None, dict[str, str]]:
     """From a lock: the toolkit of ``[tool.stacklock.cuda]`` and each package's
     ``[packages.tool.stacklock] cuda``."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise LockError(f"{path}: cannot read: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise LockError(f"{path}: not valid TOML: {exc}") from None
-    tool = data.get("tool", {}).get("stacklock", {})
+    from stacklock.lockfile import read_lock_file
+
+    lockfile = read_lock_file(path)
+    data, tool = lockfile.data, lockfile.stacklock or {}
     toolkit = tool.get("cuda", {}).get("version")
     wheels = {}
     for i, pkg in enumerate(data.get("packages", [])):

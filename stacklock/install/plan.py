@@ -8,16 +8,15 @@ the real run executes exactly these commands.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.pylock import Pylock, PylockValidationError
 from packaging.utils import parse_wheel_filename
 
 from stacklock.errors import LockError
 from stacklock.install.venv import VenvLayout
+from stacklock.lockfile import read_lock_file
 from stacklock.store import redact_url
 
 if TYPE_CHECKING:
@@ -180,19 +179,9 @@ def _lock_error(path: Path, message: str, hint: str | None = None) -> LockError:
 
 def read_lock(path: Path) -> LockInfo:
     """Parse and check a lock: valid PEP 751, and a sha256 for every wheel."""
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError as exc:
-        raise _lock_error(
-            path, "no such lock file", "stacklock resolve PROFILE"
-        ) from exc
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise _lock_error(path, f"not a readable TOML file ({exc})") from exc
-    try:
-        pylock = Pylock.from_dict(data)
-    except PylockValidationError as exc:
-        raise _lock_error(path, f"not a valid PEP 751 lock: {exc}") from exc
-    tool = data.get("tool", {}).get("stacklock", {})
+    lockfile = read_lock_file(path)
+    data, pylock = lockfile.data, lockfile.pylock
+    tool = lockfile.stacklock or {}
     packages = []
     for i, pkg in enumerate(pylock.packages):
         where = f"packages[{i}] ({pkg.name})"

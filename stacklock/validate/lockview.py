@@ -7,18 +7,18 @@ only for the keys validate uses.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.pylock import Pylock, PylockValidationError
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.errors import LockError
+from stacklock.lockfile import read_lock_file
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from packaging.version import Version
 
 __all__ = ["LockView", "LockedPackage", "load_lock_view"]
@@ -48,27 +48,8 @@ class LockView:
 
 def load_lock_view(path: str | Path) -> LockView:
     where = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise LockError(f"{where}: cannot read the lock: {exc.strerror}",
-                        hint="pass a lock, e.g. locks/pylock.<profile>.toml") from exc
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise LockError(f"{where}: not valid TOML: {exc}") from exc
-    try:
-        pylock = Pylock.from_dict(data)
-    except PylockValidationError as exc:
-        raise LockError(f"{where}: not a PEP 751 lock: {exc}",
-                        hint="regenerate it with stacklock resolve") from exc
-    tool = data.get("tool", {}).get("stacklock", {})
-    if not isinstance(tool, dict):
-        raise LockError(f"{where}: tool.stacklock: expected a table")
-    if tool.get("lock-version", 1) != 1:
-        raise LockError(f"{where}: tool.stacklock.lock-version "
-                        f"{tool['lock-version']!r} is not supported",
-                        hint="this stacklock reads lock-version 1; upgrade stacklock")
+    lockfile = read_lock_file(path)
+    data, pylock, tool = lockfile.data, lockfile.pylock, lockfile.stacklock or {}
     packages: dict[NormalizedName, LockedPackage] = {}
     raw_packages = data.get("packages", [])
     for i, pkg in enumerate(pylock.packages):
