@@ -20,16 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 import tomllib
 from pathlib import Path
 
+from _bench import stacklock_command, timed, uv_binary
 from packaging.utils import canonicalize_name
 
 SETS: dict[str, list[str]] = {
@@ -39,38 +37,17 @@ SETS: dict[str, list[str]] = {
 PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
 
 
-def _uv() -> str:
-    here = Path(sys.executable).with_name("uv")
-    return str(here) if here.exists() else (shutil.which("uv") or "uv")
-
-
-def _stacklock() -> list[str]:
-    return [sys.executable, "-m", "stacklock.cli"]
-
-
-def _timed(cmd: list[str], **kwargs: object) -> tuple[float, float]:
-    """Run ``cmd``; (wall seconds, CPU seconds user + system of the child). The
-    CPU time is steadier than the wall time on a shared machine."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    subprocess.run(cmd, check=True, **kwargs)  # type: ignore[call-overload]
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return seconds, cpu
-
-
 def run_uv(reqs: list[str], cache: Path, work: Path
            ) -> tuple[float, float, dict[str, str]]:
     infile, outfile = work / "requirements.in", work / "uv.txt"
     infile.write_text("\n".join(reqs) + "\n")
-    cmd = [_uv(), "pip", "compile", str(infile), "--python-version", PYTHON,
+    cmd = [uv_binary(), "pip", "compile", str(infile), "--python-version", PYTHON,
            "--python-platform", PLATFORM, "--cache-dir", str(cache), "--no-header",
            "--quiet", "-o", str(outfile)]
     # Without an installed 3.12, uv would first try (and here fail, with retries)
     # to download one; it resolves for --python-version without it.
     env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
-    seconds, cpu = _timed(cmd, env=env)
+    seconds, cpu = timed(cmd, env=env)
     pins: dict[str, str] = {}
     for line in outfile.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
@@ -90,7 +67,7 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path
         f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n")
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
-    seconds, cpu = _timed([*_stacklock(), "resolve", str(profile), "-o", str(out),
+    seconds, cpu = timed([*stacklock_command(), "resolve", str(profile), "-o", str(out),
                            "--json"], env=env, stdout=subprocess.DEVNULL)
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}

@@ -1,0 +1,123 @@
+"""Benchmark ``stacklock install`` against ``uv venv`` + ``uv pip sync`` of one lock.
+
+Both tools install the same PEP 751 lock into a new venv built from the same
+interpreter, as separate processes, cold (fresh, empty cache directories for
+both stacklock and the uv it drives) and warm (a new venv, the caches the cold
+run left), alternating which tool goes first from one repetition to the next.
+Prints per phase the median wall time, the ratio stacklock/uv and the median
+CPU time (user + system) of each tool. stacklock runs with ``--allow-no-gpu``
+(no GPU here) and, unless ``--with-validate``, ``--no-validate``: validation is
+work uv does not do, reported separately when asked for.
+
+    .venv/bin/python scripts/bench_install.py LOCK --python /path/to/python3.12
+        [--repeat 2] [--with-validate] [--json]
+
+Talks to the lock's indexes (real PyPI for the committed PyPI locks). uv runs
+with ``UV_PYTHON_DOWNLOADS=never`` and the explicit interpreter, so neither tool
+pays for interpreter discovery or downloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from _bench import stacklock_command, timed, uv_binary
+
+KINDS = ("uv-cold", "sl-cold", "uv-warm", "sl-warm")
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "UV_NO_CONFIG": "1",
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_CACHE_DIR": str(cache / "uv"),
+        "STACKLOCK_CACHE_DIR": str(cache / "stacklock"),
+    }
+
+
+def run_uv(lock: Path, python: str, cache: Path, venv: Path) -> tuple[float, float]:
+    env = _env(cache)
+    quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    made = timed([uv_binary(), "venv", "-q", "--python", python, str(venv)], **quiet)
+    synced = timed(
+        [uv_binary(), "pip", "sync", "-q", "--python", str(venv / "bin" / "python"),
+         str(lock)],
+        **quiet,
+    )
+    return made[0] + synced[0], made[1] + synced[1]
+
+
+def run_stacklock(
+    lock: Path, python: str, cache: Path, venv: Path, *, validate: bool
+) -> tuple[float, float]:
+    cmd = [*stacklock_command(), "install", str(lock), "--venv", str(venv),
+           "--python", python, "--allow-no-gpu"]
+    if not validate:
+        cmd.append("--no-validate")
+    return timed(cmd, env=_env(cache), stdout=subprocess.DEVNULL)
+
+
+def bench(lock: Path, python: str, repeat: int, validate: bool) -> dict[str, object]:
+    times: dict[str, list[float]] = {k: [] for k in KINDS}
+    cpus: dict[str, list[float]] = {k: [] for k in KINDS}
+    for rep in range(repeat):
+        order = ["uv", "sl"] if rep % 2 == 0 else ["sl", "uv"]
+        with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
+            root = Path(tmp)
+            for phase in ("cold", "warm"):
+                for tool in order:
+                    venv = root / f"{tool}-{phase}-venv"
+                    cache = root / f"{tool}-cache"
+                    if tool == "uv":
+                        seconds, cpu = run_uv(lock, python, cache, venv)
+                    else:
+                        seconds, cpu = run_stacklock(
+                            lock, python, cache, venv, validate=validate
+                        )
+                    times[f"{tool}-{phase}"].append(seconds)
+                    cpus[f"{tool}-{phase}"].append(cpu)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "lock": str(lock),
+        "validate": validate,
+        "seconds": {k: round(v, 2) for k, v in med.items()},
+        "all-seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "cpu-seconds": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
+        "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
+        "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("lock", type=Path)
+    parser.add_argument("--python", required=True,
+                        help="the interpreter both tools build the venv from")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--with-validate", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = bench(args.lock.resolve(), args.python, args.repeat, args.with_validate)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    s, c = result["seconds"], result["cpu-seconds"]
+    assert isinstance(s, dict) and isinstance(c, dict)
+    print(f"{args.lock} ({'with' if args.with_validate else 'without'} validate)")
+    for phase in ("cold", "warm"):
+        print(f"    {phase}: stacklock {s[f'sl-{phase}']:.2f} s, uv "
+              f"{s[f'uv-{phase}']:.2f} s, ratio {result[f'{phase}-ratio']}; cpu "
+              f"stacklock {c[f'sl-{phase}']:.2f} s, uv {c[f'uv-{phase}']:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
