@@ -41,11 +41,12 @@ from packaging.requirements import Requirement  # noqa: E402
 from packaging.utils import canonicalize_name, parse_wheel_filename  # noqa: E402
 from packaging.version import Version  # noqa: E402
 
-from stacklock.index.client import ACCEPT, make_http_client  # noqa: E402
+from stacklock.http import make_http_client  # noqa: E402
+from stacklock.index.client import ACCEPT  # noqa: E402
 from stacklock.index.pages import Link, parse_json_page  # noqa: E402
 from stacklock.metadata import MetadataFetcher  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
-from stacklock.resolve.command import lock_profile  # noqa: E402
+from stacklock.resolve.locking import lock_profile  # noqa: E402
 from tests.cassette import RecordingTransport  # noqa: E402
 from tests.mirror import (  # noqa: E402
     DATA,
@@ -346,7 +347,7 @@ What was changed, all by the script, nothing typed by hand:
   These are stable builds, not nightlies: no cu130 nightly page is recorded
   anywhere (tests/data/pytorch/). Kept torch versions: {torches}.
 - **METADATA**: PyPI's pages here declare no PEP 658 files, so stacklock reads
-  METADATA with HTTP range reads into each wheel (`stacklock/_remote_zip.py`).
+  METADATA with HTTP range reads into each wheel (`stacklock/metadata/remote_zip.py`).
   `ranges/` is a tests/cassette.py cassette of files.pythonhosted.org's real
   answers to those reads (recorded with `RecordingTransport` while the mirror
   forwarded them); the mirror answers `GET /files/<wheel>` and

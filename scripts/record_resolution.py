@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stacklock.errors import ResolutionError, StacklockError  # noqa: E402
-from stacklock.index.client import make_http_client  # noqa: E402
+from stacklock.http import make_http_client  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve import resolve_profile  # noqa: E402
 from tests.cassette import (  # noqa: E402

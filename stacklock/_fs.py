@@ -1,4 +1,4 @@
-"""Small filesystem helpers: atomic replacement and the cache location.
+"""Small filesystem helpers: atomic replacement, file digests, the cache location.
 
 Every file stacklock writes for a user (locks, reports, snapshots, cache entries)
 goes through :func:`atomic_write_bytes`, so a crash or Ctrl-C never leaves half a file.
@@ -6,11 +6,12 @@ goes through :func:`atomic_write_bytes`, so a crash or Ctrl-C never leaves half 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "cache_dir"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "cache_dir", "file_digest"]
 
 
 def cache_dir() -> Path:
@@ -48,3 +49,9 @@ def atomic_write_bytes(
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes, read in chunks (wheels run to gigabytes)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, algorithm).hexdigest()

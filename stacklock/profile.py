@@ -10,15 +10,19 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import InvalidName, NormalizedName, canonicalize_name
+from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.errors import ProfileError
+from stacklock.tables import TableReader
 from stacklock.target import Target
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from packaging.requirements import Requirement
 
 __all__ = [
     "PYPI_URL",
@@ -126,240 +130,119 @@ class Profile:
         return replace(self, indexes=indexes)
 
 
-def _check_keys(data: Any, allowed: set[str], key: str, path: str | None) -> None:
-    if not isinstance(data, dict):
-        raise ProfileError(
-            f"expected a table, got {type(data).__name__}", path=path, key=key
-        )
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ProfileError(
-            f"unknown key {unknown[0]!r}",
-            path=path,
-            key=f"{key}.{unknown[0]}" if key else unknown[0],
-            hint="known keys: " + ", ".join(sorted(allowed)),
-        )
-
-
-def _str_list(value: Any, key: str, path: str | None) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ProfileError(
-            f"expected a list of strings, got {value!r}", path=path, key=key
-        )
-    return value
-
-
-def _names(value: Any, key: str, path: str | None) -> tuple[NormalizedName, ...]:
-    out: list[NormalizedName] = []
-    for i, text in enumerate(_str_list(value, key, path)):
-        try:
-            out.append(canonicalize_name(text, validate=True))
-        except InvalidName:
-            raise ProfileError(
-                f"{text!r} is not a project name", path=path, key=f"{key}[{i}]"
-            ) from None
-    return tuple(out)
-
-
-def _requirements(value: Any, key: str, path: str | None) -> tuple[Requirement, ...]:
-    out = []
-    for i, text in enumerate(_str_list(value, key, path)):
-        try:
-            out.append(Requirement(text))
-        except InvalidRequirement as exc:
-            reason = str(exc).splitlines()[0]
-            raise ProfileError(
-                f"{text!r} is not a PEP 508 requirement: {reason}",
-                path=path,
-                key=f"{key}[{i}]",
-            ) from exc
-    return tuple(out)
-
-
-def _datetime(value: Any, key: str, path: str | None) -> datetime:
-    if isinstance(value, datetime):
-        parsed = value
-    elif isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise ProfileError(
-                f"{value!r} is not an RFC 3339 date-time",
-                path=path,
-                key=key,
-                hint='write it as "2026-02-15T00:00:00Z"',
-            ) from exc
-    else:
-        raise ProfileError(f"expected a date-time, got {value!r}", path=path, key=key)
-    if parsed.tzinfo is None:
-        raise ProfileError(
-            f"{value!r} has no time zone",
-            path=path,
-            key=key,
-            hint="end it with Z for UTC",
-        )
-    return parsed
-
-
-def _typed(value: Any, kind: type, key: str, path: str | None) -> Any:
-    if not isinstance(value, kind):
-        raise ProfileError(
-            f"expected {kind.__name__}, got {value!r}", path=path, key=key
-        )
-    return value
-
-
-def _parse_indexes(raw: Any, path: str | None) -> tuple[IndexSpec, ...]:
+def _parse_indexes(raw: Any, r: TableReader) -> tuple[IndexSpec, ...]:
     if raw is None:
         return (IndexSpec(name="pypi", url=PYPI_URL),)
     if not isinstance(raw, list):
-        raise ProfileError(
-            "expected an array of tables [[index]]", path=path, key="index"
-        )
+        raise r.fail("index", "expected an array of tables [[index]]")
     out: list[IndexSpec] = []
     seen_pkg: dict[str, str] = {}
     for i, entry in enumerate(raw):
         key = f"index[{i}]"
-        _check_keys(entry, _KEYS["index"], key, path)
-        name = _typed(entry.get("name"), str, f"{key}.name", path)
+        r.table(entry, key, _KEYS["index"])
+        name = r.string(entry.get("name"), f"{key}.name")
         url = entry.get("url")
         if url is None:
             if name != "pypi":
-                raise ProfileError(
-                    "missing url",
-                    path=path,
-                    key=f"{key}.url",
-                    hint='only the index named "pypi" may omit url',
-                )
+                raise r.fail(f"{key}.url", "missing url",
+                             hint='only the index named "pypi" may omit url')
             url = PYPI_URL
-        url = _typed(url, str, f"{key}.url", path).rstrip("/")
-        kind = _typed(entry.get("kind", "simple"), str, f"{key}.kind", path)
+        url = r.string(url, f"{key}.url").rstrip("/")
+        kind = r.string(entry.get("kind", "simple"), f"{key}.kind")
         if kind not in _INDEX_KINDS:
-            raise ProfileError(
-                f"kind {kind!r} is not one of {_INDEX_KINDS}",
-                path=path,
-                key=f"{key}.kind",
-            )
+            raise r.fail(f"{key}.kind", f"kind {kind!r} is not one of {_INDEX_KINDS}")
         if any(o.name == name for o in out):
-            raise ProfileError(
-                f"index name {name!r} is used twice", path=path, key=f"{key}.name"
-            )
+            raise r.fail(f"{key}.name", f"index name {name!r} is used twice")
         packages = []
-        for j, pkg in enumerate(
-            _str_list(entry.get("packages", []), f"{key}.packages", path)
-        ):
+        for j, pkg in enumerate(r.strings(entry.get("packages", []),
+                                          f"{key}.packages")):
             norm = canonicalize_name(pkg)
             if norm in seen_pkg:
-                raise ProfileError(
-                    f"{pkg!r} is already pinned to index {seen_pkg[norm]!r}",
-                    path=path,
-                    key=f"{key}.packages[{j}]",
-                )
+                raise r.fail(f"{key}.packages[{j}]",
+                             f"{pkg!r} is already pinned to index {seen_pkg[norm]!r}")
             seen_pkg[norm] = name
             packages.append(norm)
         out.append(IndexSpec(name=name, url=url, packages=tuple(packages), kind=kind))
     if not out:
-        raise ProfileError(
-            "at least one [[index]] is needed (or none, for PyPI)",
-            path=path,
-            key="index",
-        )
+        raise r.fail("index", "at least one [[index]] is needed (or none, for PyPI)")
     return tuple(out)
+
+
+def _parse_target(raw: Any, r: TableReader) -> Target:
+    table = r.table(raw, "target", _KEYS["target"])
+    for key in ("python", "platform", "manylinux"):
+        if key in table:
+            r.string(table[key], f"target.{key}")
+    if "gpu-arch" in table:
+        r.strings(table["gpu-arch"], "target.gpu-arch")
+    try:
+        return Target.from_dict(table)
+    except ProfileError as exc:
+        raise ProfileError(exc.message, path=r.path, key=exc.key,
+                           hint=exc.hint) from None
+
+
+def _parse_requirements(raw: Any, r: TableReader) -> RequirementsSpec:
+    req = r.table(raw, "requirements", _KEYS["requirements"])
+    requirements = RequirementsSpec(
+        packages=r.requirements(req.get("packages", []), "requirements.packages"),
+        overrides=r.requirements(req.get("overrides", []), "requirements.overrides"),
+        constraints=r.requirements(req.get("constraints", []),
+                                   "requirements.constraints"),
+        prereleases=frozenset(
+            canonicalize_name(n)
+            for n in r.strings(req.get("prereleases", []), "requirements.prereleases")
+        ),
+        exclude_newer=(
+            r.date_time(req["exclude-newer"], "requirements.exclude-newer")
+            if "exclude-newer" in req else None
+        ),
+    )
+    if not requirements.packages:
+        raise r.fail("requirements.packages", "no packages to resolve")
+    return requirements
+
+
+def _parse_cuda(raw: Any, r: TableReader) -> CudaSpec:
+    cuda = r.table(raw, "cuda", _KEYS["cuda"])
+    source = r.string(cuda.get("source", "runfile" if "toolkit" in cuda else "none"),
+                      "cuda.source")
+    if source not in _CUDA_SOURCES:
+        raise r.fail("cuda.source", f"source {source!r} is not one of {_CUDA_SOURCES}")
+    toolkit = cuda.get("toolkit")
+    if toolkit is not None:
+        toolkit = r.string(toolkit, "cuda.toolkit")
+    if source != "none" and toolkit is None:
+        raise r.fail("cuda.toolkit", f"source {source!r} needs a toolkit version",
+                     hint='e.g. toolkit = "13.0.1"')
+    prefix = cuda.get("prefix")
+    return CudaSpec(
+        toolkit=toolkit,
+        source=source,
+        prefix=r.string(prefix, "cuda.prefix") if prefix is not None else None,
+        components=r.strings(cuda.get("components", []), "cuda.components"),
+        allow_mixed=r.names(cuda.get("allow-mixed", []), "cuda.allow-mixed"),
+    )
 
 
 def parse_profile(
     data: dict[str, Any], *, name: str, path: str | None = None, sha256: str = ""
 ) -> Profile:
     """Build a Profile from an already merged TOML document. Pure."""
-    _check_keys(data, _TOP_KEYS, "", path)
-    meta = data.get("profile", {})
-    _check_keys(meta, _KEYS["profile"], "profile", path)
-    target_raw = data.get("target", {})
-    _check_keys(target_raw, _KEYS["target"], "target", path)
-    if "gpu-arch" in target_raw:
-        _str_list(target_raw["gpu-arch"], "target.gpu-arch", path)
-    try:
-        target = Target.from_dict(target_raw)
-    except ProfileError as exc:
-        raise ProfileError(exc.message, path=path, key=exc.key, hint=exc.hint) from None
-
-    req = data.get("requirements", {})
-    _check_keys(req, _KEYS["requirements"], "requirements", path)
-    requirements = RequirementsSpec(
-        packages=_requirements(req.get("packages", []), "requirements.packages", path),
-        overrides=_requirements(
-            req.get("overrides", []), "requirements.overrides", path
-        ),
-        constraints=_requirements(
-            req.get("constraints", []), "requirements.constraints", path
-        ),
-        prereleases=frozenset(
-            canonicalize_name(n)
-            for n in _str_list(
-                req.get("prereleases", []), "requirements.prereleases", path
-            )
-        ),
-        exclude_newer=(
-            _datetime(req["exclude-newer"], "requirements.exclude-newer", path)
-            if "exclude-newer" in req
-            else None
-        ),
-    )
-    if not requirements.packages:
-        raise ProfileError(
-            "no packages to resolve", path=path, key="requirements.packages"
-        )
-
-    cuda_raw = data.get("cuda", {})
-    _check_keys(cuda_raw, _KEYS["cuda"], "cuda", path)
-    source = _typed(
-        cuda_raw.get("source", "runfile" if "toolkit" in cuda_raw else "none"),
-        str,
-        "cuda.source",
-        path,
-    )
-    if source not in _CUDA_SOURCES:
-        raise ProfileError(
-            f"source {source!r} is not one of {_CUDA_SOURCES}",
-            path=path,
-            key="cuda.source",
-        )
-    toolkit = cuda_raw.get("toolkit")
-    if toolkit is not None:
-        toolkit = _typed(toolkit, str, "cuda.toolkit", path)
-    if source != "none" and toolkit is None:
-        raise ProfileError(
-            f"source {source!r} needs a toolkit version",
-            path=path,
-            key="cuda.toolkit",
-            hint='e.g. toolkit = "13.0.1"',
-        )
-    prefix = cuda_raw.get("prefix")
-    if prefix is not None:
-        prefix = _typed(prefix, str, "cuda.prefix", path)
-    cuda = CudaSpec(
-        toolkit=toolkit,
-        source=source,
-        prefix=prefix,
-        components=tuple(
-            _str_list(cuda_raw.get("components", []), "cuda.components", path)
-        ),
-        allow_mixed=_names(cuda_raw.get("allow-mixed", []), "cuda.allow-mixed", path),
-    )
+    r = TableReader(path)
+    r.table(data, "", _TOP_KEYS)
+    meta = r.table(data.get("profile", {}), "profile", _KEYS["profile"])
+    target = _parse_target(data.get("target", {}), r)
+    requirements = _parse_requirements(data.get("requirements", {}), r)
+    cuda = _parse_cuda(data.get("cuda", {}), r)
     validate = data.get("validate", {})
-    _check_keys(
-        validate,
-        set(validate) if isinstance(validate, dict) else set(),
-        "validate",
-        path,
-    )
-
-    indexes = _parse_indexes(data.get("index"), path)
+    r.table(validate, "validate",
+            set(validate) if isinstance(validate, dict) else set())
     return Profile(
         name=name,
         description=str(meta.get("description", "")),
         target=target,
-        indexes=indexes,
+        indexes=_parse_indexes(data.get("index"), r),
         requirements=requirements,
         cuda=cuda,
         validate=dict(validate),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from stacklock._fs import atomic_write_text
+from stacklock._fs import atomic_write_text, file_digest
 from stacklock.errors import HashMismatchError, StacklockError
 from stacklock.index.pages import redact_url, strip_credentials
 
@@ -221,7 +221,7 @@ class ArtifactStore:
             content_range = response.headers.get("content-range")
             whole = have in (size, _range_total(content_range))
             if response.status_code == 416 and whole:
-                return _sha256_file(part)  # the partial file was already complete
+                return file_digest(part)  # the partial file was already complete
             response.raise_for_status()
             resumed = response.status_code == 206
             if resumed and _range_start(content_range) != have:
@@ -256,14 +256,6 @@ class ArtifactStore:
                 hint="the file changed upstream; re-resolve with --refresh",
             )
         return digest.hexdigest()
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager

@@ -35,7 +35,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httpx
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from stacklock.index.client import make_http_client
+from stacklock.http import make_http_client
 from stacklock.target import Target
 
 ROOT = Path(__file__).resolve().parent

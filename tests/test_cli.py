@@ -59,7 +59,7 @@ def test_bad_input_is_one_line_exit_2_no_traceback(
 
 
 def test_terminal_progress_draws_one_bar_per_download() -> None:
-    from stacklock.cli import _progress
+    from stacklock.cli.output import progress as _progress
 
     progress, on_status, on_download = _progress(enabled=True, status="resolving")
     with progress:

@@ -13,7 +13,8 @@ import pytest
 import respx
 
 from stacklock.errors import IndexError_
-from stacklock.index.client import ACCEPT, IndexClient, make_http_client
+from stacklock.http import make_http_client
+from stacklock.index.client import ACCEPT, IndexClient
 from stacklock.profile import IndexSpec
 from tests.cassette import CassetteMiss, ReplayTransport
 from tests.conftest import FLASHINFER_PAGES, PYPI_PAGES, SGL_PAGES, read_fixture

@@ -196,7 +196,7 @@ def _layered(*names: str):
 def _resolve_case(name: str, cache: Path, **changes):
     from dataclasses import replace
 
-    from stacklock.index.client import make_http_client
+    from stacklock.http import make_http_client
     from stacklock.profile import load_profile
     from stacklock.resolve import resolve_profile
 
@@ -210,9 +210,9 @@ def _resolve_case(name: str, cache: Path, **changes):
 @pytest.fixture(scope="module")
 def allowed_stack(tmp_path_factory):
     """cuda-allow resolved and locked through the CLI's library call."""
-    from stacklock.index.client import make_http_client
+    from stacklock.http import make_http_client
     from stacklock.lock import load_lock
-    from stacklock.resolve.command import lock_profile
+    from stacklock.resolve.locking import lock_profile
 
     root = tmp_path_factory.mktemp("cuda-allow")
     out = root / "pylock.cuda-allow.toml"
@@ -244,7 +244,7 @@ def test_allowed_carrier_is_reported_and_recorded_not_mixed(allowed_stack):
     assert "nvidia-cutlass-dsl" not in labels
     assert lock.cuda is not None and lock.cuda["allow-mixed"] == [CARRIER]
     assert "allow-mixed" not in lock.stacklock  # the cuda entry holds it
-    from stacklock.resolve.command import render_resolve
+    from stacklock.resolve.locking import render_resolve
 
     assert f"cuda allowed: nvidia-cutlass-dsl: requires {CARRIER}" in render_resolve(
         result)
@@ -267,7 +267,7 @@ def test_without_the_allowance_the_error_suggests_it_naming_requirer_and_twin(
 
 
 def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
-    from stacklock.index.client import make_http_client
+    from stacklock.http import make_http_client
     from stacklock.profile import load_profile
     from stacklock.resolve import resolve_profile
 

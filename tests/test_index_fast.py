@@ -18,8 +18,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from stacklock.index import cache as cache_module
 from stacklock.index import client as client_module
+from stacklock.index.evaluate import LinkEvaluator
 from stacklock.index.finder import Finder
-from stacklock.index.judge import Judge
 from stacklock.index.pages import (
     parse_html_page,
     parse_json_page,
@@ -64,7 +64,7 @@ def _all_filenames() -> list[str]:
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
 def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
-    judge = Judge(target, exclude_newer=None)
+    evaluator = LinkEvaluator(target, exclude_newer=None)
     accepted = set(target.tags())
     names = _all_filenames()
     kept = 0
@@ -74,9 +74,9 @@ def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
         except InvalidWheelFilename:
             continue
         if tags & accepted:
-            assert judge.could_fit(name), name
+            assert evaluator.could_fit(name), name
             kept += 1
-    dropped = sum(not judge.could_fit(n) for n in names)
+    dropped = sum(not evaluator.could_fit(n) for n in names)
     assert kept > 0 and dropped > len(names) // 2  # it does filter, and safely
 
 

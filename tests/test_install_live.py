@@ -14,7 +14,7 @@ from stacklock.diff_render import render_diff
 from stacklock.install import install_lock
 from stacklock.install.preflight import find_python
 from stacklock.install.runner import SubprocessRunner
-from stacklock.resolve.command import lock_profile
+from stacklock.resolve.locking import lock_profile
 from stacklock.snapshot import write_snapshot
 
 pytestmark = pytest.mark.live

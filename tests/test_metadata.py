@@ -18,10 +18,9 @@ import httpx
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from stacklock import _remote_zip
 from stacklock.errors import MetadataError
 from stacklock.index.pages import Link
-from stacklock.metadata import MetadataFetcher, parse_wheel_metadata
+from stacklock.metadata import MetadataFetcher, parse_wheel_metadata, remote_zip
 from stacklock.store import ArtifactStore
 from tests.test_store import range_response
 
@@ -34,7 +33,7 @@ WHEELS = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
 
 @pytest.fixture(autouse=True)
 def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_remote_zip.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(remote_zip.time, "sleep", lambda _s: None)
 
 
 class Recorded:

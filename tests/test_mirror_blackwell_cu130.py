@@ -29,7 +29,7 @@ from packaging.version import Version
 
 from stacklock import cli
 from stacklock.profile import load_profile
-from stacklock.resolve.command import lock_profile
+from stacklock.resolve.locking import lock_profile
 from tests.conftest import REAL
 from tests.mirror import (
     DATA,

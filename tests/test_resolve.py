@@ -17,11 +17,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from stacklock.errors import ResolutionError
-from stacklock.index.client import make_http_client
+from stacklock.http import make_http_client
 from stacklock.lock import load_lock, make_lock, render_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import resolve_profile
-from stacklock.resolve.command import lock_profile
+from stacklock.resolve.locking import lock_profile
 from tests.cassette import CassetteMiss, ReplayTransport
 
 DATA = Path(__file__).resolve().parent / "data" / "resolve"

@@ -12,7 +12,7 @@ from packaging.pylock import Pylock
 
 from stacklock.cli import main
 from stacklock.errors import ResolutionError
-from stacklock.index.client import make_http_client
+from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import resolve_profile
@@ -75,7 +75,7 @@ def test_cli_bad_index_options_exit_2(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("profile", ["pypi-small", "pypi-cu130"])
 def test_live_pypi_profile_resolves_and_uv_accepts_the_lock(profile, tmp_path):
     out = tmp_path / f"pylock.{profile}.toml"
-    from stacklock.resolve.command import lock_profile
+    from stacklock.resolve.locking import lock_profile
 
     result = lock_profile(profile, output=out, cache_dir=tmp_path / "cache")
     pylock = Pylock.from_dict(tomllib.loads(out.read_text()))
@@ -90,7 +90,7 @@ def test_index_error_in_a_page_worker_reaches_the_user_intact(tmp_path, capsys,
     """--offline with an empty cache: the worker process raises IndexError_, the
     CLI prints it as one line and exits 2 (the error crossed the process)."""
     from stacklock.errors import IndexError_
-    from stacklock.resolve.command import lock_profile
+    from stacklock.resolve.locking import lock_profile
 
     with pytest.raises(IndexError_) as err:
         lock_profile("pypi-small", output=tmp_path / "x.toml", offline=True,

@@ -30,8 +30,8 @@ from stacklock.index.finder import Finder
 from stacklock.lock import load_lock
 from stacklock.metadata import MetadataFetcher
 from stacklock.profile import PYPI_URL, IndexSpec, load_profile
-from stacklock.resolve.command import lock_profile
 from stacklock.resolve.hashes import settle_wheel
+from stacklock.resolve.locking import lock_profile
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource

@@ -34,7 +34,7 @@ from stacklock.cuda.driver import (
     read_driver,
     render_driver_report,
 )
-from stacklock.cuda.entry import make_lock_entry, pypi_requirements
+from stacklock.cuda.lock_entry import make_lock_entry, pypi_requirements
 
 if TYPE_CHECKING:
     from stacklock.cuda.refresh import RefreshReport, refresh_catalog, render_refresh

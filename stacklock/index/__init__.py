@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stacklock.index.client import IndexClient, make_http_client
+from stacklock.index.client import IndexClient
 from stacklock.index.finder import (
     Evaluation,
     Finder,
@@ -35,7 +35,6 @@ __all__ = [
     "evaluate_link",
     "find_links",
     "is_exact_pin",
-    "make_http_client",
     "parse_file_listing",
     "parse_flat_page",
     "parse_html_page",

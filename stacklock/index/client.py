@@ -26,7 +26,7 @@ from urllib.request import pathname2url, url2pathname
 import httpx
 from packaging.utils import canonicalize_name
 
-from stacklock import __version__
+from stacklock._fs import file_digest
 from stacklock.errors import IndexError_
 from stacklock.index.cache import PageCache, read_rows
 from stacklock.index.pages import (
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from stacklock.profile import IndexSpec
 
-__all__ = ["ACCEPT", "IndexClient", "make_http_client"]
+__all__ = ["ACCEPT", "IndexClient"]
 
 log = logging.getLogger("stacklock.index")
 
@@ -63,16 +63,6 @@ HINT = ("point the index at a mirror with --index NAME=URL, or use the page cach
         "with --offline")
 
 
-def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
-    """The one client a run shares: pooled, redirects followed, a per-request
-    timeout (connect 10 s), and a User-Agent naming stacklock."""
-    kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=10.0))
-    kwargs.setdefault("follow_redirects", True)
-    kwargs.setdefault("limits", httpx.Limits(max_connections=16))
-    kwargs.setdefault("headers", {"User-Agent": f"stacklock/{__version__}"})
-    return httpx.Client(**kwargs)
-
-
 def _is_local(url: str) -> bool:
     scheme = urlsplit(url).scheme.lower()
     return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")
@@ -87,14 +77,6 @@ def _local_path(url: str) -> Path:
 
 def _file_url(path: Path) -> str:
     return "file://" + pathname2url(str(path.resolve()))
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _scrub(text: str, url: str) -> str:
@@ -246,7 +228,7 @@ class IndexClient:
                 continue
             if project_of(path.name) != project:
                 continue
-            entries.append((path.name, path.stat().st_size, _sha256_file(path)))
+            entries.append((path.name, path.stat().st_size, file_digest(path)))
         return rows_from_listing(entries, _file_url(folder))
 
     def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:

@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
-from stacklock.index.judge import (
+from stacklock.index.evaluate import (
     NO_UPLOAD_TIME_NOTE,
     SDIST_REASON,
     Evaluation,
-    Judge,
+    LinkEvaluator,
     evaluate_link,
     is_exact_pin,
 )
-from stacklock.index.pages import link_of, redact_url
+from stacklock.index.pages import REASON, link_of, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -75,7 +75,7 @@ class Finder:
         self.indexes = tuple(indexes)
         self.target = target
         self.exclude_newer = exclude_newer
-        self._judge = Judge(target, exclude_newer=exclude_newer)
+        self._evaluator = LinkEvaluator(target, exclude_newer=exclude_newer)
         self._chosen: dict[str, IndexSpec | None] = {}
         self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
         self._fitting: dict[tuple[str, str], list[Evaluation]] = {}
@@ -153,12 +153,13 @@ class Finder:
         key = (index.name, canonicalize_name(project))
         found = self._fitting.get(key)
         if found is None:
-            could_fit, judge = self._judge.could_fit, self._judge.judge
+            could_fit = self._evaluator.could_fit
+            evaluate = self._evaluator.evaluate
             page = self.client.get_rows(index, project)
             rows = [page.row(i) for i, name in enumerate(page.filenames())
                     if name is not None and could_fit(name)]
-            judged = [judge(link_of(row), index=index.name, project=project)
-                      for row in rows if row[9] is None]
+            judged = [evaluate(link_of(row), index=index.name, project=project)
+                      for row in rows if row[REASON] is None]
             found = self._fitting[key] = sorted(
                 (e for e in judged if e.version is not None), key=_best_first)
         return found
@@ -169,7 +170,7 @@ class Finder:
         key = (index.name, canonicalize_name(project))
         if key not in self._evaluations:
             page = self.client.get_page(index, project)
-            found = [self._judge.judge(link, index=index.name, project=project)
+            found = [self._evaluator.evaluate(link, index=index.name, project=project)
                      for link in page.links]
             ranked = sorted((e for e in found if e.version is not None),
                             key=_best_first)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
@@ -112,14 +112,25 @@ def _metadata_attr(value: str | None) -> tuple[bool, str | None]:
 
 Row = tuple[str, str, str | None, str | None, str | None, bool, str | None,
             str | None, int | None, str | None]
-FILENAME, URL = 0, 1
+# the row's fields, by position (Final: mypy then knows each field's type)
+FILENAME: Final = 0
+URL: Final = 1
+SHA256: Final = 2
+REQUIRES_PYTHON: Final = 3
+YANKED: Final = 4
+METADATA: Final = 5
+METADATA_SHA256: Final = 6
+UPLOAD_TIME: Final = 7
+SIZE: Final = 8
+REASON: Final = 9
 
 
 def link_of(row: Row) -> Link:
     """The :class:`Link` a row describes."""
-    return Link(filename=row[0], url=row[1], sha256=row[2], requires_python=row[3],
-                yanked=row[4], metadata=row[5], metadata_sha256=row[6],
-                upload_time=parse_upload_time(row[7]), size=row[8])
+    return Link(filename=row[FILENAME], url=row[URL], sha256=row[SHA256],
+                requires_python=row[REQUIRES_PYTHON], yanked=row[YANKED],
+                metadata=row[METADATA], metadata_sha256=row[METADATA_SHA256],
+                upload_time=parse_upload_time(row[UPLOAD_TIME]), size=row[SIZE])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,19 +167,20 @@ class PageRows:
     def filenames(self) -> list[str | None]:
         """Each entry's file name; None for one that has no URL (no file)."""
         if self.files is None:
-            return [r[0] if r[9] is None else None for r in self.rows]
+            return [r[FILENAME] if r[REASON] is None else None for r in self.rows]
         names = [e.get("filename") if type(e) is dict else None for e in self.files]
         for i, name in enumerate(names):
             if type(name) is not str or not name:  # rare: taken from the URL
                 made = self.row(i)
-                names[i] = made[0] if made[9] is None else None
+                names[i] = made[FILENAME] if made[REASON] is None else None
         return names
 
     def to_page(self) -> ParsedPage:
         links: list[Link] = []
         skipped: list[SkippedLink] = []
         for row in self.all_rows():
-            reason = row[9] if row[9] is not None else classify_filename(row[0])
+            reason = (row[REASON] if row[REASON] is not None
+                      else classify_filename(row[FILENAME]))
             if reason is None:
                 links.append(link_of(row))
             else:
@@ -178,7 +190,7 @@ class PageRows:
 
     def has_links(self) -> bool:
         """Whether any entry is a wheel or sdist packaging accepts."""
-        return any(row[9] is None and classify_filename(row[0]) is None
+        return any(row[REASON] is None and classify_filename(row[FILENAME]) is None
                    for row in map(self.row, range(len(self))))
 
 
@@ -328,6 +340,7 @@ def parse_file_listing(
 def only_project_rows(page: PageRows, project: str) -> PageRows:
     """:func:`only_project` on rows: the rows packaging reads as this project's."""
     name = canonicalize_name(project)
-    rows = tuple(r for r in page.all_rows() if r[9] is None and
-                 classify_filename(r[0]) is None and project_of(r[0]) == name)
+    rows = tuple(r for r in page.all_rows() if r[REASON] is None and
+                 classify_filename(r[FILENAME]) is None
+                 and project_of(r[FILENAME]) == name)
     return PageRows(rows=rows, anchors=len(rows), problem=page.problem)

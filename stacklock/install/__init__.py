@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import cache_dir
 from stacklock.errors import InstallError, StacklockError
-from stacklock.index.client import make_http_client
+from stacklock.http import make_http_client
 from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,

@@ -20,11 +20,12 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep, Re
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import ResolutionError
-from stacklock.index.client import IndexClient, make_http_client
+from stacklock.http import make_http_client
+from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.index.pages import strip_credentials
 from stacklock.metadata import MetadataFetcher
-from stacklock.resolve import cuda_hooks
+from stacklock.resolve import toolkit
 from stacklock.resolve.explain import explain_conflict
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.model import iter_dependencies
@@ -120,7 +121,7 @@ def resolve_profile(
         rules = Rules(environment=env, overrides=spec.overrides,
                       constraints=spec.constraints, prereleases=spec.prereleases)
         wanted = [*spec.packages,
-                  *(PepRequirement(t) for t in cuda_hooks.extra_requirements(profile))]
+                  *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
         top = [r for r in wanted
                if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
 
@@ -141,8 +142,8 @@ def resolve_profile(
         ordered = sorted(chosen, key=lambda c: c.name)
         pending = [_package(c, profile, graph, metas[c.name], env) for c in ordered]
         # CUDA checks before any download: a mixed stack fails in seconds
-        pending, coherence = cuda_hooks.annotate(pending, profile)
-        entry = cuda_entry if cuda_entry is not None else cuda_hooks.lock_entry(
+        pending, coherence = toolkit.annotate(pending, profile)
+        entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
         packages = []
         for cand, pkg in zip(ordered, pending, strict=True):

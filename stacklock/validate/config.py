@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacklock.errors import ProfileError
+from stacklock.tables import TableReader
 from stacklock.validate.probes import DEFAULT_SIZES, parse_size
 
 __all__ = ["GateConfig", "ProbeConfig", "ValidateConfig", "parse_validate_config"]
@@ -93,70 +93,26 @@ class ValidateConfig:
     gate: GateConfig | None = None
 
 
-class _Reader:
-    """Type checks that name the file and the full key path on failure."""
-
-    def __init__(self, path: str | None, prefix: str) -> None:
-        self.path = path
-        self.prefix = prefix
-
-    def key(self, key: str) -> str:
-        if not key:
-            return self.prefix
-        return f"{self.prefix}.{key}" if self.prefix else key
-
-    def fail(self, key: str, message: str, hint: str | None = None) -> ProfileError:
-        return ProfileError(message, path=self.path, key=self.key(key), hint=hint)
-
-    def table(self, value: Any, key: str, allowed: set[str]) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(key, f"expected a table, got {value!r}")
-        unknown = sorted(set(value) - allowed)
-        if unknown:
-            raise self.fail(f"{key}.{unknown[0]}" if key else unknown[0],
-                            f"unknown key {unknown[0]!r}",
-                            hint="known keys: " + ", ".join(sorted(allowed)))
+def _size(r: TableReader, value: Any, key: str) -> int:
+    """A message size: bytes as an integer, or text like "42KB"."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-
-    def strings(self, value: Any, key: str) -> tuple[str, ...]:
-        if not isinstance(value, list):
-            raise self.fail(key, f"expected a list of strings, got {value!r}")
-        for i, item in enumerate(value):
-            if not isinstance(item, str):
-                raise self.fail(f"{key}[{i}]", f"expected a string, got {item!r}")
-        return tuple(value)
-
-    def number(self, value: Any, key: str, *, positive: bool = True) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(key, f"expected a number, got {value!r}")
-        if positive and value <= 0:
-            raise self.fail(key, f"expected a positive number, got {value!r}")
-        return float(value)
-
-    def integer(self, value: Any, key: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(key, f"expected a positive integer, got {value!r}")
-        return value
-
-    def size(self, value: Any, key: str) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-        if isinstance(value, str):
-            try:
-                return parse_size(value)
-            except ValueError as exc:
-                raise self.fail(key, str(exc), hint='write "42KB" or "4MB"') from None
-        raise self.fail(key, f"expected a size like \"42KB\", got {value!r}")
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            raise r.fail(key, str(exc), hint='write "42KB" or "4MB"') from None
+    raise r.fail(key, f"expected a size like \"42KB\", got {value!r}")
 
 
-def _parse_probes(raw: Any, r: _Reader) -> ProbeConfig:
+def _parse_probes(raw: Any, r: TableReader) -> ProbeConfig:
     data = r.table(raw, "probes", _PROBES)
     sizes: tuple[int, ...] = DEFAULT_SIZES
     if "sizes" in data:
         listed = data["sizes"]
         if not isinstance(listed, list) or not listed:
             raise r.fail("probes.sizes", f"expected a list of sizes, got {listed!r}")
-        sizes = tuple(r.size(v, f"probes.sizes[{i}]") for i, v in enumerate(listed))
+        sizes = tuple(_size(r, v, f"probes.sizes[{i}]") for i, v in enumerate(listed))
     limits: dict[int, float] = {}
     raw_limits = data.get("max-allreduce-us", {})
     if not isinstance(raw_limits, dict):
@@ -164,13 +120,11 @@ def _parse_probes(raw: Any, r: _Reader) -> ProbeConfig:
                      f"expected a table of size = microseconds, got {raw_limits!r}")
     for text, limit in raw_limits.items():
         key = f"probes.max-allreduce-us.{text}"
-        limits[r.size(text, key)] = r.number(limit, key)
+        limits[_size(r, text, key)] = r.number(limit, key)
     missing = sorted(set(limits) - set(sizes))
     if missing:
         sizes = tuple(sorted({*sizes, *missing}))
-    enabled = data.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise r.fail("probes.enabled", f"expected true or false, got {enabled!r}")
+    enabled = r.boolean(data.get("enabled", True), "probes.enabled")
     return ProbeConfig(
         enabled=enabled, sizes=sizes,
         iters=r.integer(data.get("iters", 100), "probes.iters"),
@@ -183,7 +137,7 @@ def _parse_probes(raw: Any, r: _Reader) -> ProbeConfig:
     )
 
 
-def _parse_gate(raw: Any, r: _Reader) -> GateConfig:
+def _parse_gate(raw: Any, r: TableReader) -> GateConfig:
     data = r.table(raw, "gate", _GATE)
     engine = data.get("engine", "sglang")
     if engine not in ENGINES:
@@ -246,7 +200,7 @@ def parse_validate_config(data: Any, *, path: str | None = None,
                           prefix: str = "validate") -> ValidateConfig:
     """``prefix`` is where the table sits: ``validate`` in a profile,
     ``tool.stacklock.validate`` in a lock; it starts every key path in errors."""
-    r = _Reader(path, prefix)
+    r = TableReader(path, prefix)
     table = r.table(data if data is not None else {}, "", _TOP)
     imports = r.strings(table.get("imports", []), "imports")
     min_gpus = (r.integer(table["min-gpus"], "min-gpus")

@@ -9,7 +9,7 @@ import zipfile
 
 import httpx
 
-from stacklock import _remote_zip
+from stacklock.metadata import remote_zip
 from tests.test_store import range_response
 
 METADATA = (b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
@@ -41,10 +41,10 @@ def _read(data: bytes) -> tuple[bytes, int]:
         return range_response(request, data)
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as http:
-        reader = _remote_zip.RangeReader(http, "https://files.example.org/demo.whl",
+        reader = remote_zip.RangeReader(http, "https://files.example.org/demo.whl",
                                          on_bytes=lambda _n: None)
         assert reader.open_tail(64 * 1024)
-        raw = _remote_zip.read_dist_info_metadata(reader, "demo-1.0-py3-none-any.whl")
+        raw = remote_zip.read_dist_info_metadata(reader, "demo-1.0-py3-none-any.whl")
     return raw, len(seen)
 
 
@@ -63,8 +63,8 @@ def test_directory_entries_found_by_name_equal_a_full_parse() -> None:
     start = data.rfind(b"PK\x05\x06")
     cd_offset = int.from_bytes(data[start + 16 : start + 20], "little")
     window = data[cd_offset:start]
-    named = _remote_zip._metadata_entries(window)
-    full = _remote_zip._parse_entries(window, 0, len(window)) or []
+    named = remote_zip._metadata_entries(window)
+    full = remote_zip._parse_entries(window, 0, len(window)) or []
     assert [e.name for e in named] == [
         n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
     assert named == [e for e in full if e.name.endswith(".dist-info/METADATA")]
@@ -78,5 +78,5 @@ def test_an_entry_cut_at_the_front_is_not_taken() -> None:
     window = data[cd_offset:start]
     hit = window.rfind(b"demo-1.0.dist-info/METADATA")
     header = window.rfind(b"PK\x01\x02", 0, hit)
-    names = [e.name for e in _remote_zip._metadata_entries(window[header + 10 :])]
+    names = [e.name for e in remote_zip._metadata_entries(window[header + 10 :])]
     assert names == ["demo/_vendor/other-2.0.dist-info/METADATA"]  # after the cut

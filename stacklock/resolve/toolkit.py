@@ -22,7 +22,7 @@ __all__ = ["annotate", "extra_requirements", "lock_entry"]
 
 def extra_requirements(profile: Profile) -> list[str]:
     try:
-        from stacklock.cuda.entry import pypi_requirements
+        from stacklock.cuda.lock_entry import pypi_requirements
     except ImportError:  # pragma: no cover - the CUDA module is optional
         return []
     return list(pypi_requirements(profile.cuda))
@@ -30,7 +30,7 @@ def extra_requirements(profile: Profile) -> list[str]:
 
 def lock_entry(profile: Profile) -> dict[str, Any] | None:
     try:
-        from stacklock.cuda.entry import make_lock_entry
+        from stacklock.cuda.lock_entry import make_lock_entry
     except ImportError:  # pragma: no cover
         return None
     return make_lock_entry(profile.cuda, profile.target)

@@ -1,8 +1,8 @@
-"""Judging one link against a target: does its file fit, and if not, why.
+"""Evaluating one link against a target: does its file fit, and if not, why.
 
 Checks run in a fixed order and the first failure is the reason: file name,
-project, file kind, tags, requires-python, yanked, upload time. :class:`Judge`
-computes what the target contributes once; its :meth:`Judge.could_fit` is a
+project, file kind, tags, requires-python, yanked, upload time. :class:`LinkEvaluator`
+computes what the target contributes once; its :meth:`LinkEvaluator.could_fit` is a
 string pre-filter on the file name's tag part that a resolution runs over every
 file of a page, so packaging parses only the few wheels that can fit.
 """
@@ -35,7 +35,7 @@ __all__ = [
     "NO_UPLOAD_TIME_NOTE",
     "SDIST_REASON",
     "Evaluation",
-    "Judge",
+    "LinkEvaluator",
     "evaluate_link",
     "is_exact_pin",
 ]
@@ -115,7 +115,7 @@ def _python_fits(requires_python: str, python: Version) -> bool | None:
     return spec.contains(python, prereleases=True)
 
 
-class Judge:
+class LinkEvaluator:
     """What judging a link needs from the target, computed once: the tag ranks,
     the Python version, and the tag parts for a cheap string pre-filter."""
 
@@ -137,7 +137,7 @@ class Judge:
         from the file name's last three parts by plain string checks (as
         packaging splits them: '-' between parts, '.' between alternatives,
         lower-cased), and for anything that is not a wheel. A name with fewer
-        than four '-' goes on to :meth:`judge` (packaging refuses it there)."""
+        than four '-' goes on to :meth:`evaluate` (packaging refuses it there)."""
         if filename[-4:] != ".whl":
             return False
         head = filename.rsplit("-", 3)[0]
@@ -152,7 +152,7 @@ class Judge:
                                           strict=True))
         return fits
 
-    def judge(self, link: Link, *, index: str, project: str) -> Evaluation:
+    def evaluate(self, link: Link, *, index: str, project: str) -> Evaluation:
         """See :func:`evaluate_link`."""
         parsed = _parse_filename(link.filename)
         if isinstance(parsed, str):
@@ -210,7 +210,8 @@ def evaluate_link(
     tag_ranks: dict[Any, int] | None = None,
     exclude_newer: datetime | None = None,
 ) -> Evaluation:
-    """Judge one link. Checks run in a fixed order and the first failure is the
+    """Evaluate one link. Checks run in a fixed order and the first failure is the
     reason: name, file kind, tags, requires-python, yanked, upload time."""
-    judge = Judge(target, exclude_newer=exclude_newer, tag_ranks=tag_ranks)
-    return judge.judge(link, index=index, project=project)
+    evaluator = LinkEvaluator(target, exclude_newer=exclude_newer,
+                              tag_ranks=tag_ranks)
+    return evaluator.evaluate(link, index=index, project=project)

@@ -7,8 +7,8 @@ the (up to 900 MB) wheel. :meth:`MetadataFetcher.get` tries, in order:
    index gave one, else by its URL: a second run reads no network bytes;
 2. a wheel already in the artifact store (``<cache>/artifacts``);
 3. the PEP 658/714 ``<url>.metadata`` file, checked against its sha256;
-4. HTTP range reads into the remote zip (:mod:`stacklock._remote_zip`): one suffix
-   read of the tail, then only the ``*.dist-info/METADATA`` member;
+4. HTTP range reads into the remote zip (:mod:`stacklock.metadata.remote_zip`): one
+   suffix read of the tail, then only the ``*.dist-info/METADATA`` member;
 5. a full download into the artifact store, only when the server ignores ``Range``.
 
 Every result is checked against the wheel filename (name and version) before it is
@@ -38,10 +38,10 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from stacklock import _remote_zip
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError
 from stacklock.index.pages import redact_url, strip_credentials
+from stacklock.metadata import remote_zip
 from stacklock.store import ArtifactStore, describe_http_error
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class MetadataFetcher:
                 f"({describe_http_error(exc)})",
                 hint=_hint_for(exc),
             ) from exc
-        except _remote_zip.ZipReadError as exc:
+        except remote_zip.ZipReadError as exc:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read METADATA: {exc}",
                 hint="the wheel or the server's range answers are broken; "
@@ -307,10 +307,10 @@ class MetadataFetcher:
 
     def _ranged(self, link: Link) -> bytes | None:
         """METADATA by range reads; None when the server ignores ``Range``."""
-        reader = _remote_zip.RangeReader(self._http, link.url, on_bytes=self._count)
+        reader = remote_zip.RangeReader(self._http, link.url, on_bytes=self._count)
         if not reader.open_tail(_TAIL, size_hint=link.size):
             return None
-        return _remote_zip.read_dist_info_metadata(reader, link.filename)
+        return remote_zip.read_dist_info_metadata(reader, link.filename)
 
     def _get(self, url: str) -> httpx.Response:
         """GET with a few retries on connection errors and 5xx."""
@@ -341,12 +341,12 @@ def _read_local(path: Path, link: Link) -> bytes:
     """METADATA from a whole wheel on disk."""
     try:
         with zipfile.ZipFile(path) as archive:
-            member = _remote_zip.pick_metadata(archive.namelist(), link.filename)
+            member = remote_zip.pick_metadata(archive.namelist(), link.filename)
             return archive.read(member)
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
         raise MetadataError(
             f"{link.redacted_url}: cannot read METADATA from {path}: {exc}",
             hint="delete the file from the cache and try again",
         ) from exc
-    except _remote_zip.ZipReadError as exc:
+    except remote_zip.ZipReadError as exc:
         raise MetadataError(f"{link.redacted_url}: {exc}") from exc

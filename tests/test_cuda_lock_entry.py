@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from stacklock.cuda.entry import (
+from stacklock.cuda.lock_entry import (
     PYPI_COMPONENTS,
     make_lock_entry,
     pypi_requirements,

@@ -1,4 +1,4 @@
-"""``stacklock resolve``: profile in, lock out, as one library call for the CLI."""
+"""Locking a profile (``stacklock resolve``): resolve it, then write the lock."""
 
 from __future__ import annotations
 

@@ -1,0 +1,45 @@
+"""The command line: parse arguments, make one library call, print, exit.
+
+This package is the only code that prints. Each verb is one function in its own
+module (``stacklock.cli.resolve.resolve``, ...), imported only when that verb runs,
+so ``stacklock --help`` loads argparse and nothing else. Every ``StacklockError``
+becomes one line on stderr and its exit code; anything else is a bug and keeps its
+traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from stacklock.errors import StacklockError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from types import ModuleType
+
+__all__ = ["main"]
+
+
+def _verb(path: str) -> Callable[..., int]:
+    """The function ``module:function`` under ``stacklock.cli``, imported now."""
+    import importlib
+
+    module_name, _, function = path.partition(":")
+    module: ModuleType = importlib.import_module(f"stacklock.cli.{module_name}")
+    found: Callable[..., int] = getattr(module, function)
+    return found
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from stacklock.cli.parser import build_parser
+
+    args = build_parser().parse_args(argv)
+    try:
+        return _verb(args.verb)(args)
+    except StacklockError as exc:
+        print(f"stacklock: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("stacklock: interrupted; nothing was half-written", file=sys.stderr)
+        return 130

@@ -1,0 +1,70 @@
+"""``stacklock cuda list|show|check-driver|refresh``: CUDA toolkit releases, the
+local driver, and the catalog checked against NVIDIA."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock.cli.output import print_json
+from stacklock.cuda.catalog import load_catalog, render_release, render_releases
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["cuda_check_driver", "cuda_list", "cuda_refresh", "cuda_show"]
+
+
+def cuda_list(args: argparse.Namespace) -> int:
+    catalog = load_catalog()
+    if args.json:
+        print_json([r.to_dict(args.platform) for r in catalog.releases])
+    else:
+        print(render_releases(catalog, args.platform))
+    return 0
+
+
+def cuda_show(args: argparse.Namespace) -> int:
+    release = load_catalog().get(args.cuda_version)
+    if args.json:
+        print_json(release.to_dict(args.platform))
+    else:
+        print(render_release(release, args.platform))
+    return 0
+
+
+def cuda_check_driver(args: argparse.Namespace) -> int:
+    from stacklock.cuda.driver import (
+        check_driver,
+        load_lock_cuda,
+        read_driver,
+        render_driver_report,
+    )
+
+    toolkit, wheels = (load_lock_cuda(Path(args.lock)) if args.lock
+                       else (None, {}))
+    report = check_driver(load_catalog(), read_driver(),
+                          toolkit=args.cuda_version or toolkit, wheels=wheels)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(render_driver_report(report))
+    return 0 if report.ok else 1
+
+
+def cuda_refresh(args: argparse.Namespace) -> int:
+    from stacklock._fs import atomic_write_bytes
+    from stacklock.cuda.refresh import refresh_catalog, render_refresh
+    from stacklock.http import make_http_client
+
+    with make_http_client() as http:
+        report = refresh_catalog(http, load_catalog(), versions=args.only or None)
+    if args.write:
+        data = json.dumps(report.catalog.to_dict(), indent=1) + "\n"
+        atomic_write_bytes(Path(args.write), data.encode())
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        print(render_refresh(report))
+    return 0

@@ -1,0 +1,23 @@
+"""``stacklock diff``: what changed between two PEP 751 locks."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import TYPE_CHECKING
+
+from stacklock.diff import diff_lock_files
+from stacklock.diff_render import render_diff
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["diff"]
+
+
+def diff(args: argparse.Namespace) -> int:
+    result = diff_lock_files(args.old, args.new)
+    tty = sys.stdout.isatty()
+    width = shutil.get_terminal_size((110, 24)).columns if tty else 110
+    print(render_diff(result, args.format, color=tty, width=width), end="")
+    return 1 if args.exit_code and result.differs else 0

@@ -1,0 +1,156 @@
+"""The argument parser: one ``_add_*`` function per verb. Each verb names the
+function that runs it (``verb="module:function"`` under ``stacklock.cli``), which
+:func:`stacklock.cli.main` imports only when that verb runs."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from stacklock import __version__
+
+if TYPE_CHECKING:
+    _Sub = argparse._SubParsersAction[argparse.ArgumentParser]
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stacklock",
+        description="Lock, install, validate and diff GPU software stacks.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"stacklock {__version__}"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_profiles, _add_links, _add_resolve, _add_cuda, _add_install,
+                _add_snapshot, _add_diff, _add_validate):
+        add(sub)
+    return parser
+
+
+def _add_profiles(sub: _Sub) -> None:
+    p = sub.add_parser("profiles", help="list the built-in profiles")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="profiles:profiles")
+
+
+def _add_links(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "links", help="list every link an index has for a project, and why each "
+        "fits the target or not")
+    p.add_argument("project")
+    p.add_argument("--index", required=True, metavar="[NAME=]URL",
+                   help="https URL of a simple index, a file:// URL or a folder")
+    p.add_argument("--flat", action="store_true",
+                   help="the URL is a find-links page, not a simple index root")
+    p.add_argument("--python", default="3.12")
+    p.add_argument("--platform", default="linux_x86_64")
+    p.add_argument("--manylinux", default="2_28")
+    p.add_argument("--exclude-newer", metavar="TIME")
+    p.add_argument("--offline", action="store_true", help="use only the page cache")
+    p.add_argument("--refresh", action="store_true",
+                   help="revalidate cached pages with the index")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="links:links")
+
+
+def _add_resolve(sub: _Sub) -> None:
+    p = sub.add_parser("resolve", help="resolve a profile into a PEP 751 lock")
+    p.add_argument("profile", metavar="PROFILE",
+                   help="a built-in profile name or a path to a .toml file")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="where to write the lock (default locks/pylock.PROFILE.toml)")
+    p.add_argument("--index", action="append", default=[], metavar="NAME=URL",
+                   help="point the profile's index NAME at another URL (a mirror)")
+    p.add_argument("--offline", action="store_true",
+                   help="use only the caches; no network")
+    p.add_argument("--refresh", action="store_true",
+                   help="revalidate cached pages with the indexes")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="resolve:resolve")
+
+
+def _add_cuda(sub: _Sub) -> None:
+    cuda = sub.add_parser(
+        "cuda", help="CUDA toolkit releases, the local driver, catalog refresh")
+    cuda_sub = cuda.add_subparsers(dest="cuda_command", required=True,
+                                   metavar="CUDA_COMMAND")
+    platform_help = "linux-x86_64 or linux-sbsa (default linux-x86_64)"
+    p = cuda_sub.add_parser("list", help="the CUDA releases stacklock knows")
+    p.add_argument("--platform", default="linux-x86_64", help=platform_help)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="cuda:cuda_list")
+    p = cuda_sub.add_parser("show", help="one release: runfile, URL, hashes, drivers")
+    p.add_argument("cuda_version", metavar="VERSION")
+    p.add_argument("--platform", default="linux-x86_64", help=platform_help)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="cuda:cuda_show")
+    p = cuda_sub.add_parser(
+        "check-driver", help="does the local driver run a toolkit and a lock's "
+        "wheels? (exit 1 if not)")
+    p.add_argument("cuda_version", metavar="VERSION", nargs="?")
+    p.add_argument("--lock", metavar="LOCK",
+                   help="check the toolkit and wheels of this pylock file")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="cuda:cuda_check_driver")
+    p = cuda_sub.add_parser(
+        "refresh", help="check the embedded catalog against NVIDIA's site")
+    p.add_argument("--version", dest="only", action="append", metavar="VERSION",
+                   help="check only this release (repeatable)")
+    p.add_argument("--write", metavar="PATH",
+                   help="write the refreshed catalog (JSON) to PATH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="cuda:cuda_refresh")
+
+
+def _add_install(sub: _Sub) -> None:
+    p = sub.add_parser("install", help="install a lock: wheels (uv) and toolkit")
+    p.add_argument("lock", metavar="LOCK", nargs="?", help="the pylock file")
+    p.add_argument("--venv", default=".venv", help="the venv path (a symlink)")
+    p.add_argument("--python", help="interpreter to build the venv from")
+    p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
+    p.add_argument("--no-toolkit", action="store_true", help="wheels only")
+    p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--rollback", action="store_true", help="restore the previous venv")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="install without a driver (e.g. to build an image)")
+    p.add_argument("--link-cuda", action="store_true",
+                   help="also point /usr/local/cuda at the new toolkit")
+    p.add_argument("--no-validate", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="install:install")
+
+
+def _add_snapshot(sub: _Sub) -> None:
+    p = sub.add_parser("snapshot", help="a PEP 751 lock of what a venv holds")
+    p.add_argument("--venv", default=".venv")
+    p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
+    p.set_defaults(verb="snapshot:snapshot")
+
+
+def _add_diff(sub: _Sub) -> None:
+    p = sub.add_parser("diff", help="what changed between two PEP 751 locks")
+    p.add_argument("old", metavar="OLD", help="a lock, a uv pylock.toml or a snapshot")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument(
+        "--exit-code", action="store_true", help="exit 1 when the locks differ"
+    )
+    p.set_defaults(verb="diff:diff")
+
+
+def _add_validate(sub: _Sub) -> None:
+    p = sub.add_parser("validate", help="check an installed venv against its lock")
+    p.add_argument("lock", metavar="LOCK", nargs="?", help="the pylock file")
+    p.add_argument("--venv", default=".venv", help="the venv to check")
+    p.add_argument("--python", help="check this interpreter instead of --venv's")
+    p.add_argument("--toolkit-prefix", metavar="PATH",
+                   help="the toolkit to check (default: the lock's prefix)")
+    p.add_argument("--no-gate", action="store_true", help="skip the throughput gate")
+    p.add_argument("--no-probes", action="store_true", help="skip the GPU probes")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.json, report.md and plots here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="validate:validate_venv")

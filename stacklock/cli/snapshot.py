@@ -1,0 +1,22 @@
+"""``stacklock snapshot``: a PEP 751 lock of what a venv holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock.snapshot import make_snapshot, render_snapshot, write_snapshot
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["snapshot"]
+
+
+def snapshot(args: argparse.Namespace) -> int:
+    venv = Path(args.venv)
+    if args.output:
+        print(write_snapshot(venv, Path(args.output)))
+    else:
+        print(render_snapshot(make_snapshot(venv)), end="")
+    return 0
