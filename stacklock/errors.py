@@ -9,6 +9,7 @@
      +-- CudaError          unknown toolkit, a driver that cannot run it, mixed CUDA
      +-- InstallError       preflight or an install step failed
      +-- ValidateError      validation could not run (not: a check failed)
+     +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
 
 Library code raises; only ``stacklock.cli`` catches, prints ``str(error)`` (one line,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "CudaError",
+    "FleetError",
     "HashMismatchError",
     "IndexError_",
     "InstallError",
@@ -108,6 +110,10 @@ class InstallError(StacklockError):
 
 class ValidateError(StacklockError):
     """Validation could not run at all."""
+
+
+class FleetError(StacklockError):
+    """A fleet run could not start or gathered nothing (not: a host failed)."""
 
 
 class ResolutionError(StacklockError):

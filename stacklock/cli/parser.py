@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_profiles, _add_links, _add_resolve, _add_cuda, _add_install,
-                _add_snapshot, _add_diff, _add_validate):
+                _add_snapshot, _add_diff, _add_validate, _add_fleet):
         add(sub)
     return parser
 
@@ -154,3 +154,28 @@ def _add_validate(sub: _Sub) -> None:
                    help="write report.json, report.md and plots here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="validate:validate_venv")
+
+
+def _add_fleet(sub: _Sub) -> None:
+    fleet = sub.add_parser(
+        "fleet", help="install a pack on many hosts with Ansible; one table")
+    fleet_sub = fleet.add_subparsers(dest="fleet_command", required=True,
+                                     metavar="FLEET_COMMAND")
+    p = fleet_sub.add_parser(
+        "install", help="install and validate PACK on every inventory host "
+        "(exit 1 if any host fails)")
+    p.add_argument("pack", metavar="PACK", help="a pack made by `stacklock pack`")
+    p.add_argument("--inventory", "-i", metavar="INV", help="an Ansible inventory")
+    p.add_argument("--limit", metavar="HOSTS", help="an Ansible host pattern")
+    p.add_argument("--forks", type=int, metavar="N", help="hosts at a time")
+    p.add_argument("--report", required=True, metavar="DIR",
+                   help="gather DIR/<host>/report.json, write fleet.json and fleet.md")
+    p.add_argument("--emit-playbook", metavar="PATH",
+                   help="only write the playbook to PATH (to read or run by hand)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="fleet:fleet_install")
+    p = fleet_sub.add_parser("report", help="re-render fleet.json and fleet.md "
+                             "from the gathered reports")
+    p.add_argument("dir", metavar="DIR", help="the --report DIR of fleet install")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="fleet:fleet_report")

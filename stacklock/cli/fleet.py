@@ -1,0 +1,62 @@
+"""``stacklock fleet``: install a pack on every host of an Ansible inventory and
+gather one table of verdicts; ``fleet report`` re-renders it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock.cli.output import print_json
+from stacklock.errors import StacklockError
+from stacklock.fleet import (
+    emit_playbook,
+    load_fleet,
+    render_fleet_text,
+    run_fleet,
+    write_fleet,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["fleet_install", "fleet_report"]
+
+
+def _echo(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def fleet_install(args: argparse.Namespace) -> int:
+    if args.emit_playbook:
+        path = emit_playbook(Path(args.pack), Path(args.report),
+                             Path(args.emit_playbook))
+        print(f"wrote {path}; run it with: ansible-playbook -i INVENTORY {path}")
+        return 0
+    if args.inventory is None:
+        raise StacklockError("fleet install needs --inventory INV",
+                             hint="an Ansible inventory file, e.g. hosts.ini")
+    run = run_fleet(Path(args.pack), inventory=Path(args.inventory),
+                    report_dir=Path(args.report), limit=args.limit,
+                    forks=args.forks,
+                    on_line=_echo if sys.stderr.isatty() and not args.json else None)
+    if args.json:
+        print_json(run.fleet.to_dict())
+    else:
+        print(render_fleet_text(run.fleet))
+        for name in (*run.files, str(run.log)):
+            print(f"report: {name}")
+    return run.fleet.exit_code
+
+
+def fleet_report(args: argparse.Namespace) -> int:
+    folder = Path(args.dir)
+    fleet = load_fleet(folder)
+    files = write_fleet(fleet, folder)
+    if args.json:
+        print_json(fleet.to_dict())
+    else:
+        print(render_fleet_text(fleet))
+        for name in files:
+            print(f"report: {name}")
+    return fleet.exit_code
