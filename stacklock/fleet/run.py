@@ -123,9 +123,11 @@ def run_fleet(
                 on_line(line.rstrip("\n"))
         code = proc.wait()
     if code not in HOST_OUTCOMES:
-        tail = [ln for ln in log.read_text("utf-8").splitlines() if ln.strip()]
-        raise FleetError(f"ansible-playbook exited {code}: "
-                         f"{tail[-1] if tail else 'no output'}",
+        lines = [ln.strip() for ln in log.read_text("utf-8").splitlines()[1:]]
+        said = next((ln for ln in lines if ln.startswith("[ERROR]")),
+                    next((ln for ln in reversed(lines) if ln), "no output"))
+        where = f"{inventory}" + (f" --limit {limit}" if limit else "")
+        raise FleetError(f"ansible-playbook exited {code} on {where}: {said}",
                          hint=f"see {log}")
     try:
         fleet = load_fleet(report_dir)

@@ -1,0 +1,96 @@
+"""Fleet runs through a real ``ansible-playbook`` (ansible-core from the test extra)
+on hosts that need no network: ``ansible_connection=local``, a broken
+``ansible_python_interpreter``, and an ssh host whose port refuses connections."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacklock.fleet.run import find_ansible_playbook
+
+PY = sys.executable
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "stacklock", *args], capture_output=True,
+                          text=True, timeout=600, check=False, cwd=cwd)
+
+
+def test_emitted_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
+    pack = tmp_path / "stack.pack"
+    pack.write_bytes(b"a pack is only read by the hosts, never by --emit-playbook")
+    out = tmp_path / "site" / "fleet.yml"
+    proc = _cli("fleet", "install", str(pack), "--report", str(tmp_path / "fleet"),
+                "--emit-playbook", str(out))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert f'stacklock_pack: "{pack}"' in text
+    assert f'stacklock_fleet_dir: "{tmp_path / "fleet"}"' in text
+    check = subprocess.run([find_ansible_playbook(), "--syntax-check", "-i",
+                            "localhost,", str(out)], capture_output=True, text=True,
+                           timeout=120, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    again = _cli("fleet", "install", str(pack), "--report", str(tmp_path / "fleet"),
+                 "--emit-playbook", str(out))
+    assert again.returncode == 0 and out.read_text() == text
+
+
+@pytest.mark.skipif(shutil.which("ssh") is None, reason="needs an ssh client")
+def test_unreachable_and_broken_interpreter_hosts(tmp_path: Path) -> None:
+    """Neither host gets as far as copying the pack: the first task fails, each
+    row says why, and the run still writes the table."""
+    pack = tmp_path / "stack.pack"
+    pack.write_bytes(b"never copied: no host gets past its first task")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(
+        "[gpu]\n"
+        f"dead ansible_connection=ssh ansible_host=127.0.0.1 ansible_port=1 "
+        f"stacklock_venv={tmp_path}/dead/venv "
+        "ansible_ssh_common_args='-o ConnectTimeout=10 -o BatchMode=yes'\n"
+        f"broken ansible_connection=local stacklock_venv={tmp_path}/broken/venv "
+        f"ansible_python_interpreter={tmp_path}/no-such-python\n")
+    report = tmp_path / "fleet"
+    proc = _cli("fleet", "install", str(pack), "--inventory", str(inventory),
+                "--report", str(report), "--json")
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    rows = {h["host"]: h for h in data["hosts"]}
+    assert rows["dead"]["verdict"] == "unreachable"
+    assert "make the work folder" in rows["dead"]["why"]
+    assert rows["broken"]["verdict"] == "fail"
+    assert f"{tmp_path}/no-such-python" in rows["broken"]["why"]
+    assert json.loads((report / "fleet.json").read_text()) == data
+    assert not (tmp_path / "broken").exists()  # nothing was made on the host
+    assert "PLAY RECAP" in (report / "ansible.log").read_text()
+
+
+@pytest.mark.parametrize("missing", ["pack", "inventory"])
+def test_missing_pack_or_inventory_is_one_line_exit_2(tmp_path: Path,
+                                                      missing: str) -> None:
+    pack, inventory = tmp_path / "stack.pack", tmp_path / "hosts.ini"
+    if missing != "pack":
+        pack.write_bytes(b"x")
+    if missing != "inventory":
+        inventory.write_text("node1 ansible_connection=local\n")
+    proc = _cli("fleet", "install", str(pack), "--inventory", str(inventory),
+                "--report", str(tmp_path / "fleet"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert str(pack if missing == "pack" else inventory) in proc.stderr
+    assert not (tmp_path / "fleet").exists()
+
+
+def test_no_matching_host_is_exit_2(tmp_path: Path) -> None:
+    pack, inventory = tmp_path / "stack.pack", tmp_path / "hosts.ini"
+    pack.write_bytes(b"x")
+    inventory.write_text("node1 ansible_connection=local\n")
+    proc = _cli("fleet", "install", str(pack), "--inventory", str(inventory),
+                "--limit", "nosuchhost", "--report", str(tmp_path / "fleet"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "nosuchhost" in proc.stderr
