@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlsplit
 from packaging.version import Version
 
 from stacklock.errors import LockError
-from stacklock.index.pages import strip_credentials
 from stacklock.lockfile import LockFile, parse_lock_file, read_lock_file
+from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

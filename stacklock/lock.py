@@ -22,11 +22,11 @@ from stacklock import __version__
 from stacklock._fs import atomic_write_bytes
 from stacklock._lock_toml import render_packages
 from stacklock.errors import LockError
-from stacklock.index.pages import strip_credentials
 from stacklock.lockfile import read_lock_file
 from stacklock.profile import BUILTIN_DIR
 from stacklock.resolve.rules import requirement_text
 from stacklock.target import Target
+from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import os
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,17 +27,17 @@ import httpx
 
 from stacklock._fs import atomic_write_text, file_digest
 from stacklock.errors import HashMismatchError, StacklockError
-from stacklock.index.pages import redact_url, strip_credentials
+from stacklock.http import RETRY_STATUS, Retry
+from stacklock.urls import redact_text, redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["ArtifactStore", "DownloadError", "describe_http_error", "redact_url"]
+__all__ = ["ArtifactStore", "DownloadError", "describe_http_error"]
 
 _CHUNK = 1 << 20
-_ATTEMPTS = 4
+DOWNLOAD_RETRY = Retry(attempts=4)  # a cut download resumes, so try once more
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_USERINFO = re.compile(r"//[^/@\s]+@")
 
 
 class DownloadError(StacklockError):
@@ -54,7 +53,7 @@ def describe_http_error(exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return _USERINFO.sub("//***@", text)
+    return redact_text(text)
 
 
 def _url_key(url: str) -> str:
@@ -74,8 +73,9 @@ def _range_total(value: str | None) -> int | None:
 class ArtifactStore:
     """Files keyed by sha256, plus which URL gave which sha256."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, retry: Retry = DOWNLOAD_RETRY) -> None:
         self.root = Path(root)
+        self.retry = retry
 
     def _blob(self, sha256: str) -> Path:
         return self.root / "sha256" / sha256[:2] / sha256
@@ -175,14 +175,12 @@ class ArtifactStore:
         """Fill ``part`` with the whole body (resuming) and return its sha256."""
         shown = redact_url(url)
         last_error = "no attempt made"
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                time.sleep(min(0.2 * 2**attempt, 2.0))
+        for _attempt in self.retry:
             try:
                 finished = self._attempt(http, url, part, size=size, progress=progress)
             except httpx.HTTPStatusError as exc:
                 status = exc.response.status_code
-                if status < 500 and status not in (408, 429):
+                if status < 500 and status not in RETRY_STATUS:
                     raise DownloadError(
                         f"HTTP {status}", url=shown, hint="check the URL and its access"
                     ) from exc
@@ -195,7 +193,7 @@ class ArtifactStore:
                 return finished
             last_error = "connection closed before the whole body arrived"
         raise DownloadError(
-            f"download failed after {_ATTEMPTS} attempts ({last_error})",
+            f"download failed after {self.retry.attempts} attempts ({last_error})",
             url=shown,
             hint="run the command again: the partial file is kept and resumed",
         )

@@ -58,7 +58,9 @@ def make_client(tmp_path):
     """``make_client(handler_or_transport, **kwargs)`` -> IndexClient over a mock
     transport, with a per-test cache and a sleep that only records delays
     (``client.slept``)."""
-    from stacklock.index.client import IndexClient
+    from dataclasses import replace
+
+    from stacklock.index.client import PAGE_RETRY, IndexClient
 
     made: list[httpx.Client] = []
 
@@ -70,7 +72,8 @@ def make_client(tmp_path):
         slept: list[float] = []
         kwargs.setdefault("cache_dir", tmp_path / "cache")
         kwargs.setdefault("netrc_file", tmp_path / "no-netrc")
-        client = IndexClient(http, sleep=slept.append, **kwargs)
+        kwargs["retry"] = replace(kwargs.get("retry", PAGE_RETRY), sleep=slept.append)
+        client = IndexClient(http, **kwargs)
         client.slept = slept  # type: ignore[attr-defined]
         return client
 

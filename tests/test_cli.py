@@ -74,3 +74,43 @@ def test_terminal_progress_draws_one_bar_per_download() -> None:
     assert len(tasks) == 3
     quiet = _progress(enabled=False, status="resolving")
     assert quiet[1] is None and quiet[2] is None  # pipes and --json stay quiet
+
+
+_LIST_MODULES = """
+import contextlib, io, json, sys
+from stacklock.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main(sys.argv[1:])
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _imported(*args: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``stacklock ARGS``."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LIST_MODULES, *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=True,
+    )
+    return set(json.loads(result.stdout))
+
+
+HEAVY = {"httpx", "rich", "bs4", "resolvelib", "matplotlib", "tomlkit", "packaging"}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["resolve", "--help"],
+                                  ["install", "--help"], ["cuda", "list", "--help"]])
+def test_help_imports_argparse_and_the_parser_only(argv: list[str]) -> None:
+    modules = _imported(*argv)
+    assert "argparse" in modules
+    assert {m for m in modules if m.startswith("stacklock")} == {
+        "stacklock", "stacklock.cli", "stacklock.cli.parser", "stacklock.errors"}
+    assert not {m.split(".")[0] for m in modules} & HEAVY
+
+
+def test_a_verb_imports_only_its_own_module() -> None:
+    modules = _imported("cuda", "list", "--json")
+    verbs = {m for m in modules if m.startswith("stacklock.cli.")}
+    assert verbs == {"stacklock.cli.parser", "stacklock.cli.cuda",
+                     "stacklock.cli.output"}
+    assert not {m.split(".")[0] for m in modules} & {"httpx", "rich", "bs4",
+                                                      "resolvelib", "matplotlib"}

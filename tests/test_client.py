@@ -13,7 +13,7 @@ import pytest
 import respx
 
 from stacklock.errors import IndexError_
-from stacklock.http import make_http_client
+from stacklock.http import Retry, make_http_client
 from stacklock.index.client import ACCEPT, IndexClient
 from stacklock.profile import IndexSpec
 from tests.cassette import CassetteMiss, ReplayTransport
@@ -74,7 +74,7 @@ def test_transient_failure_then_200_is_retried(router, make_client, first):
     client = make_client(router.handler)
     assert len(client.get_links(PYPI, "packaging")) == N_PACKAGING
     assert route.call_count == 2
-    assert client.slept == [client.backoff]
+    assert client.slept == [client.retry.backoff]
     assert len(_cache_files(client)) == 1
 
 
@@ -86,7 +86,7 @@ def test_truncated_body_is_retried_and_never_cached(router, make_client):
     client = make_client(router.handler)
     with pytest.raises(IndexError_) as info:
         client.get_links(PYPI, "packaging")
-    assert route.call_count == client.attempts == 3
+    assert route.call_count == client.retry.attempts == 3
     assert f"truncated body: 1000 of {len(PACKAGING_JSON)} bytes" in str(info.value)
     assert _cache_files(client) == []
 
@@ -126,7 +126,8 @@ def test_total_timeout_stops_retrying(router, make_client):
         now[0] += 10.0
         return now[0]
 
-    client = make_client(router.handler, total_timeout=15.0, attempts=5, clock=clock)
+    client = make_client(router.handler,
+                         retry=Retry(total=15.0, attempts=5, clock=clock))
     with pytest.raises(IndexError_, match="gave up after the 15 s total"):
         client.get_links(PYPI, "torch")
     assert route.call_count < 5
@@ -236,7 +237,7 @@ def test_prefetch_fetches_each_page_once_and_keeps_errors(router, make_client):
     client = make_client(router.handler, cache_dir=None)
     client.prefetch([(PYPI, n) for n in [*names, *names, "broken"]])
     sent = client.requests
-    assert sent == len(names) + client.attempts
+    assert sent == len(names) + client.retry.attempts
     assert all(len(client.get_links(PYPI, n)) == N_PACKAGING for n in names)
     with pytest.raises(IndexError_, match="HTTP 500"):
         client.get_links(PYPI, "broken")

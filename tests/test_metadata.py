@@ -19,8 +19,9 @@ import pytest
 from packaging.utils import parse_wheel_filename
 
 from stacklock.errors import MetadataError
+from stacklock.http import Retry
 from stacklock.index.pages import Link
-from stacklock.metadata import MetadataFetcher, parse_wheel_metadata, remote_zip
+from stacklock.metadata import MetadataFetcher, parse_wheel_metadata
 from stacklock.store import ArtifactStore
 from tests.test_store import range_response
 
@@ -31,9 +32,7 @@ RECORDED = Path(__file__).parent / "data" / "metadata"
 WHEELS = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
 
 
-@pytest.fixture(autouse=True)
-def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(remote_zip.time, "sleep", lambda _s: None)
+NO_WAIT = Retry(sleep=lambda _s: None)
 
 
 class Recorded:
@@ -81,7 +80,7 @@ def fetcher_for(
     offline: bool = False,
 ) -> MetadataFetcher:
     http = httpx.Client(transport=httpx.MockTransport(handler))
-    return MetadataFetcher(http, cache_dir=cache, offline=offline)
+    return MetadataFetcher(http, cache_dir=cache, offline=offline, retry=NO_WAIT)
 
 
 @pytest.mark.parametrize("wheel", WHEELS)
@@ -224,6 +223,7 @@ def test_server_ignoring_range_falls_back_to_one_download(tmp_path: Path) -> Non
         httpx.Client(transport=httpx.MockTransport(server)),
         cache_dir=tmp_path / "other",
         store=ArtifactStore(tmp_path / "artifacts"),
+        retry=NO_WAIT,
     )
     before = len(server.requests)
     assert again.get(link).raw == meta.raw

@@ -20,9 +20,8 @@ from stacklock.index.pages import (
     parse_flat_page,
     parse_html_page,
     parse_json_page,
-    redact_url,
-    strip_credentials,
 )
+from stacklock.urls import redact_url, strip_credentials
 from tests.conftest import (
     FLASHINFER_PAGES,
     PYPI_PAGES,

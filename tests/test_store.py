@@ -14,6 +14,7 @@ import pytest
 
 from stacklock import store as store_module
 from stacklock.errors import HashMismatchError
+from stacklock.http import Retry
 from stacklock.store import ArtifactStore, DownloadError
 
 if TYPE_CHECKING:
@@ -23,9 +24,9 @@ SIX = Path(__file__).parent / "data" / "metadata" / "six-1.17.0-py2.py3-none-any
 URL = "https://files.example.org/packages/six-1.17.0-py2.py3-none-any.whl"
 
 
-@pytest.fixture(autouse=True)
-def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_module.time, "sleep", lambda _s: None)
+def _store(root: Path) -> ArtifactStore:
+    """A store whose retries do not wait."""
+    return ArtifactStore(root, retry=Retry(attempts=4, sleep=lambda _s: None))
 
 
 @pytest.fixture
@@ -77,7 +78,7 @@ def test_fetch_stores_by_sha256_and_never_downloads_twice(
         requests.append(request)
         return httpx.Response(200, content=payload)
 
-    store = ArtifactStore(tmp_path)
+    store = _store(tmp_path)
     sha = hashlib.sha256(payload).hexdigest()
     with client(handler) as http:
         path, got = store.fetch(http, URL, size=len(payload))
@@ -91,7 +92,7 @@ def test_fetch_stores_by_sha256_and_never_downloads_twice(
         assert store.fetch(http, mirror, expected_sha256=sha.upper()) == (path, sha)
     assert len(requests) == 1
     # A new store object on the same root (the next run) knows both URLs.
-    assert ArtifactStore(tmp_path).sha256_for_url(mirror) == sha
+    assert _store(tmp_path).sha256_for_url(mirror) == sha
     assert list((tmp_path / "tmp").glob("*.part")) == []
 
 
@@ -114,7 +115,7 @@ def test_resume_after_a_cut_connection(tmp_path: Path, payload: bytes) -> None:
         return response
 
     progress: list[tuple[int, int | None]] = []
-    store = ArtifactStore(tmp_path)
+    store = _store(tmp_path)
     with client(handler) as http:
         path, _sha = store.fetch(
             http,
@@ -142,7 +143,7 @@ def test_resume_across_runs_from_the_partial_file(
             return httpx.Response(200, stream=CutStream(payload[:third]))
         raise httpx.ConnectError("network is unreachable", request=request)
 
-    store = ArtifactStore(tmp_path)
+    store = _store(tmp_path)
     with client(failing) as http, pytest.raises(DownloadError) as caught:
         store.fetch(http, URL, size=len(payload))
     assert "partial file is kept" in str(caught.value)
@@ -155,7 +156,7 @@ def test_resume_across_runs_from_the_partial_file(
         return range_response(request, payload)
 
     with client(good) as http:
-        path, _sha = ArtifactStore(tmp_path).fetch(http, URL, size=len(payload))
+        path, _sha = _store(tmp_path).fetch(http, URL, size=len(payload))
     assert ranges == [f"bytes={third}-"]
     assert path.read_bytes() == payload
 
@@ -169,7 +170,7 @@ def test_server_that_ignores_range_restarts_cleanly(
     (part_dir / f"{key}.part").write_bytes(payload[:100])
 
     with client(lambda request: httpx.Response(200, content=payload)) as http:
-        path, sha = ArtifactStore(tmp_path).fetch(http, URL)
+        path, sha = _store(tmp_path).fetch(http, URL)
     assert path.read_bytes() == payload
     assert sha == hashlib.sha256(payload).hexdigest()
 
@@ -183,7 +184,7 @@ def test_hash_mismatch_removes_the_file_and_raises(
         client(lambda request: httpx.Response(200, content=payload)) as http,
         pytest.raises(HashMismatchError) as caught,
     ):
-        ArtifactStore(tmp_path).fetch(http, secret_url, expected_sha256=wrong)
+        _store(tmp_path).fetch(http, secret_url, expected_sha256=wrong)
     assert caught.value.expected == wrong
     assert caught.value.actual == hashlib.sha256(payload).hexdigest()
     assert "s3cret" not in str(caught.value)
@@ -193,7 +194,7 @@ def test_hash_mismatch_removes_the_file_and_raises(
 
 def test_credentials_never_reach_the_url_index(tmp_path: Path, payload: bytes) -> None:
     with client(lambda request: httpx.Response(200, content=payload)) as http:
-        ArtifactStore(tmp_path).fetch(
+        _store(tmp_path).fetch(
             http, "https://tok:s3cret@files.example.org/a.whl"
         )
     written = b"".join(
@@ -208,13 +209,13 @@ def test_http_error_names_the_redacted_url(tmp_path: Path) -> None:
         client(lambda request: httpx.Response(404)) as http,
         pytest.raises(DownloadError) as caught,
     ):
-        ArtifactStore(tmp_path).fetch(http, "https://u:pw@files.example.org/x.whl")
+        _store(tmp_path).fetch(http, "https://u:pw@files.example.org/x.whl")
     assert "HTTP 404" in str(caught.value)
     assert caught.value.url == "https://u:***@files.example.org/x.whl"
 
 
 def test_path_for_rejects_what_is_not_a_sha256(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path)
+    store = _store(tmp_path)
     assert store.path_for("../../etc/passwd") is None
     assert not store.has("ab" * 32)
 
@@ -234,7 +235,7 @@ def test_racing_fetches_of_one_url_download_once(
     def one(_i: int) -> tuple[Path, str]:
         # A store object per worker, as separate processes would have.
         with client(handler) as http:
-            return ArtifactStore(tmp_path).fetch(http, URL)
+            return _store(tmp_path).fetch(http, URL)
 
     with ThreadPoolExecutor(4) as pool:
         results = set(pool.map(one, range(8)))

@@ -4,7 +4,6 @@ the target or not."""
 from __future__ import annotations
 
 import shutil
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from stacklock._fs import cache_dir
@@ -13,6 +12,7 @@ from stacklock.errors import StacklockError
 from stacklock.http import make_http_client
 from stacklock.index import IndexClient, find_links, render_links
 from stacklock.profile import IndexSpec
+from stacklock.tables import parse_rfc3339
 from stacklock.target import Target
 
 if TYPE_CHECKING:
@@ -27,14 +27,11 @@ def links(args: argparse.Namespace) -> int:
                       kind="flat" if args.flat else "simple")
     target = Target(python=args.python, platform=args.platform,
                     manylinux=args.manylinux)
-    cutoff = None
-    if args.exclude_newer:
-        try:
-            cutoff = datetime.fromisoformat(args.exclude_newer.replace("Z", "+00:00"))
-        except ValueError:
-            raise StacklockError(
-                f"--exclude-newer {args.exclude_newer!r} is not an RFC 3339 time",
-                hint='write it as "2026-02-15T00:00:00Z"') from None
+    cutoff = parse_rfc3339(args.exclude_newer) if args.exclude_newer else None
+    if args.exclude_newer and cutoff is None:
+        raise StacklockError(
+            f"--exclude-newer {args.exclude_newer!r} is not an RFC 3339 time",
+            hint='write it as "2026-02-15T00:00:00Z"')
     with make_http_client() as http:
         client = IndexClient(http, cache_dir=cache_dir(), offline=args.offline,
                              refresh=args.refresh)

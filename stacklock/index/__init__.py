@@ -20,8 +20,6 @@ from stacklock.index.pages import (
     parse_flat_page,
     parse_html_page,
     parse_json_page,
-    redact_url,
-    strip_credentials,
 )
 
 __all__ = [
@@ -39,7 +37,5 @@ __all__ = [
     "parse_flat_page",
     "parse_html_page",
     "parse_json_page",
-    "redact_url",
     "render_links",
-    "strip_credentials",
 ]

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from stacklock._fs import atomic_write_bytes
-from stacklock.index.pages import PageRows, strip_credentials
+from stacklock.index.pages import PageRows
+from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from pathlib import Path

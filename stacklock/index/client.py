@@ -16,7 +16,6 @@ import logging
 import netrc
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from packaging.utils import canonicalize_name
 
 from stacklock._fs import file_digest
 from stacklock.errors import IndexError_
+from stacklock.http import RETRY_STATUS, Retry
 from stacklock.index.cache import PageCache, read_rows
 from stacklock.index.pages import (
     Link,
@@ -35,11 +35,11 @@ from stacklock.index.pages import (
     ParsedPage,
     only_project_rows,
     project_of,
-    redact_url,
     rows_from_html,
     rows_from_json,
     rows_from_listing,
 )
+from stacklock.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -57,8 +57,9 @@ ACCEPT = (
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
                "application/xhtml+xml")
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+# index pages: a little more patience per attempt, two minutes at most in all
+PAGE_RETRY = Retry(backoff=0.5, total=120.0)
 HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
         "with --offline")
 
@@ -79,17 +80,10 @@ def _file_url(path: Path) -> str:
     return "file://" + pathname2url(str(path.resolve()))
 
 
-def _scrub(text: str, url: str) -> str:
-    """Remove a password that an exception message might echo."""
-    password = urlsplit(url).password
-    text = text.replace(url, redact_url(url))
-    return text.replace(password, "***") if password else text
-
-
 class IndexClient:
     """Fetches and caches project pages; see the module docstring.
 
-    ``sleep`` and ``clock`` are injectable so retry tests run instantly. ``netrc_file``
+    ``retry`` carries the sleep and clock that retry tests replace. ``netrc_file``
     defaults to ``$NETRC`` or ``~/.netrc``.
     """
 
@@ -100,28 +94,20 @@ class IndexClient:
         cache_dir: Path | None = None,
         offline: bool = False,
         refresh: bool = False,
-        attempts: int = 3,
-        backoff: float = 0.5,
-        total_timeout: float = 120.0,
+        retry: Retry = PAGE_RETRY,
         max_workers: int = 8,
         netrc_file: Path | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.http = http
         self.cache_dir = Path(cache_dir) / "pages" if cache_dir is not None else None
         self._cache = PageCache(self.cache_dir) if self.cache_dir is not None else None
         self.offline = offline
         self.refresh = refresh
-        self.attempts = max(1, attempts)
-        self.backoff = backoff
-        self.total_timeout = total_timeout
+        self.retry = retry
         self.max_workers = max_workers
         self.requests = 0  # HTTP requests sent, retries included (for tests/benches)
         self._netrc_file = netrc_file
         self._netrc: netrc.netrc | bool | None = False  # False: not read yet
-        self._sleep = sleep
-        self._clock = clock
         self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
         self._lock = threading.Lock()
@@ -338,26 +324,21 @@ class IndexClient:
                  headers: dict[str, str]) -> httpx.Response:
         """GET with retries; returns a complete response with a final status."""
         shown = redact_url(url)
-        deadline = self._clock() + self.total_timeout
         auth = self._auth(url)
         problem = "no attempt made"
-        for attempt in range(self.attempts):
-            if attempt:
-                delay = self.backoff * 2 ** (attempt - 1)
-                if self._clock() + delay > deadline:
-                    problem += f"; gave up after the {self.total_timeout:g} s total"
-                    break
-                self._sleep(delay)
+        attempt = 0
+        for attempt in self.retry:
             with self._lock:
                 self.requests += 1
-            log.debug("GET %s (attempt %d)", shown, attempt + 1)
+            log.debug("GET %s (attempt %d)", shown, attempt)
             try:
                 kwargs: dict[str, Any] = {"headers": headers, "follow_redirects": True}
                 if auth is not None:
                     kwargs["auth"] = auth
                 response = self.http.get(url, **kwargs)
             except httpx.UnsupportedProtocol as exc:
-                raise IndexError_(f"unsupported URL: {_scrub(str(exc), url)}",
+                message = redact_text(str(exc), url=url)
+                raise IndexError_(f"unsupported URL: {message}",
                                   index=index.name, url=shown,
                                   hint="use an https://, file:// URL or a folder"
                                   ) from None
@@ -365,9 +346,9 @@ class IndexClient:
                 problem = f"timed out ({type(exc).__name__})"
                 continue
             except (httpx.TransportError, httpx.DecodingError) as exc:
-                problem = f"{type(exc).__name__}: {_scrub(str(exc), url)}"
+                problem = f"{type(exc).__name__}: {redact_text(str(exc), url=url)}"
                 continue
-            if response.status_code in _RETRY_STATUS:
+            if response.status_code in RETRY_STATUS:
                 problem = f"HTTP {response.status_code}"
                 continue
             short = _truncated(response)
@@ -375,8 +356,10 @@ class IndexClient:
                 problem = short
                 continue
             return response
+        if not self.retry.is_last(attempt):
+            problem += f"; gave up after the {self.retry.total:g} s total"
         raise IndexError_(
-            f"unreachable after {attempt + 1} attempt(s): {problem}",
+            f"unreachable after {attempt} attempt(s): {problem}",
             index=index.name, url=shown, hint=HINT)
 
 

@@ -27,7 +27,8 @@ from stacklock.index.evaluate import (
     evaluate_link,
     is_exact_pin,
 )
-from stacklock.index.pages import REASON, link_of, redact_url
+from stacklock.index.pages import REASON, link_of
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -1,7 +1,6 @@
 """What an index offers, before it is judged for a target: links, the entries a
 parser skipped, and the checks on a file name that need no target (is it a wheel
-or sdist packaging can read, which project it belongs to). Also the two URL
-helpers that keep credentials out of errors, logs and files.
+or sdist packaging can read, which project it belongs to).
 
 :mod:`stacklock.index.pages` re-exports all of it; the parsers live there.
 """
@@ -9,10 +8,8 @@ helpers that keep credentials out of errors, logs and files.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from functools import lru_cache
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -23,6 +20,12 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from stacklock.tables import parse_rfc3339
+from stacklock.urls import redact_url
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
 __all__ = [
     "Link",
     "ParsedPage",
@@ -31,8 +34,6 @@ __all__ = [
     "only_project",
     "parse_upload_time",
     "project_of",
-    "redact_url",
-    "strip_credentials",
 ]
 
 _OTHER_ARCHIVES = (".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tgz", ".tar", ".egg")
@@ -99,26 +100,6 @@ class ParsedPage:
     problem: str | None = None
 
 
-def redact_url(url: str) -> str:
-    """``https://user:secret@host/x`` -> ``https://user:***@host/x``; a bare token
-    user (``https://tok@host``) becomes ``***@``. For errors, logs and output."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, sep, _password = userinfo.partition(":")
-    masked = f"{user}:***" if sep else "***"
-    return urlunsplit(parts._replace(netloc=f"{masked}@{host}"))
-
-
-def strip_credentials(url: str) -> str:
-    """The URL without any user info: what a lock file records."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
 @lru_cache(maxsize=1 << 18)
 def classify_filename(filename: str) -> str | None:
     """None if packaging accepts the name as a wheel or sdist, else the reason.
@@ -147,11 +128,8 @@ def parse_upload_time(value: Any) -> datetime | None:
     without a time zone."""
     if not isinstance(value, str) or not value:
         return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
+    parsed = parse_rfc3339(value.strip())
+    return parsed if parsed is not None and parsed.tzinfo is not None else None
 
 
 @lru_cache(maxsize=1 << 16)

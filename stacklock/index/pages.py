@@ -30,8 +30,6 @@ from stacklock.index.links import (
     only_project,
     parse_upload_time,
     project_of,
-    redact_url,
-    strip_credentials,
 )
 
 if TYPE_CHECKING:
@@ -51,11 +49,9 @@ __all__ = [
     "parse_html_page",
     "parse_json_page",
     "project_of",
-    "redact_url",
     "rows_from_html",
     "rows_from_json",
     "rows_from_listing",
-    "strip_credentials",
 ]
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -17,7 +17,7 @@ from packaging.utils import parse_wheel_filename
 from stacklock.errors import LockError
 from stacklock.install.venv import VenvLayout
 from stacklock.lockfile import read_lock_file
-from stacklock.store import redact_url
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

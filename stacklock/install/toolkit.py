@@ -21,7 +21,7 @@ from stacklock._fs import atomic_write_text
 from stacklock.errors import InstallError
 from stacklock.install.plan import DRIVER_FLAGS
 from stacklock.install.preflight import toolkit_installed
-from stacklock.store import ArtifactStore, redact_url
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from stacklock.install.plan import InstallPlan, LockedToolkit
     from stacklock.install.runner import Runner
+    from stacklock.store import ArtifactStore
 
 SYSTEM_INSTALLER_LOG = Path("/var/log/cuda-installer.log")  # where root's run logs
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,16 +39,17 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError
-from stacklock.index.pages import redact_url, strip_credentials
 from stacklock.metadata import remote_zip
+from stacklock.metadata.remote_zip import RANGE_RETRY
 from stacklock.store import ArtifactStore, describe_http_error
+from stacklock.urls import redact_url, strip_credentials
 
 if TYPE_CHECKING:
+    from stacklock.http import Retry
     from stacklock.index.pages import Link
 
 __all__ = ["MetadataFetcher", "WheelMetadata", "parse_wheel_metadata"]
 
-_ATTEMPTS = 3
 _TAIL = 64 * 1024
 
 
@@ -196,8 +196,10 @@ class MetadataFetcher:
         cache_dir: Path,
         offline: bool = False,
         store: ArtifactStore | None = None,
+        retry: Retry = RANGE_RETRY,
     ) -> None:
         self._http = http
+        self._retry = retry
         self._dir = Path(cache_dir) / "metadata"
         self._offline = offline
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
@@ -307,23 +309,23 @@ class MetadataFetcher:
 
     def _ranged(self, link: Link) -> bytes | None:
         """METADATA by range reads; None when the server ignores ``Range``."""
-        reader = remote_zip.RangeReader(self._http, link.url, on_bytes=self._count)
+        reader = remote_zip.RangeReader(self._http, link.url, on_bytes=self._count,
+                                        retry=self._retry)
         if not reader.open_tail(_TAIL, size_hint=link.size):
             return None
         return remote_zip.read_dist_info_metadata(reader, link.filename)
 
     def _get(self, url: str) -> httpx.Response:
         """GET with a few retries on connection errors and 5xx."""
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                time.sleep(0.2 * 2**attempt)
+        for attempt in self._retry:
+            last = self._retry.is_last(attempt)
             try:
                 response = self._http.get(url)
             except httpx.TransportError:
-                if attempt == _ATTEMPTS - 1:
+                if last:
                     raise
                 continue
-            if response.status_code < 500 or attempt == _ATTEMPTS - 1:
+            if response.status_code < 500 or last:
                 return response
         raise AssertionError("unreachable")
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 import struct
-import time
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import httpx
 from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from stacklock.http import Retry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -39,7 +40,7 @@ _LOCATOR = struct.Struct("<4sIQI")  # ZIP64 end of central directory locator, 20
 _EOCD64 = struct.Struct("<4sQHHIIQQQQ")  # ZIP64 end of central directory, 56
 _CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # central directory entry, 46
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
-_ATTEMPTS = 3
+RANGE_RETRY = Retry()
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
 _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
@@ -64,9 +65,11 @@ class RangeReader:
     """Random access to a remote file through ``Range`` requests, with a cache."""
 
     def __init__(
-        self, http: httpx.Client, url: str, *, on_bytes: Callable[[int], None]
+        self, http: httpx.Client, url: str, *, on_bytes: Callable[[int], None],
+        retry: Retry = RANGE_RETRY,
     ) -> None:
         self._http = http
+        self._retry = retry
         self._url = url
         self._on_bytes = on_bytes
         self._segments: list[tuple[int, bytes]] = []
@@ -126,14 +129,13 @@ class RangeReader:
     def _request(self, spec: str) -> tuple[int, bytes, int | None] | None:
         """(start, body, total) of a 206 answer, None for a 200 (Range ignored)."""
         headers = {"Range": spec, "Accept-Encoding": "identity"}
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                time.sleep(0.2 * 2**attempt)
+        for attempt in self._retry:
+            last = self._retry.is_last(attempt)
             try:
                 with self._http.stream("GET", self._url, headers=headers) as response:
                     if response.status_code == 200:
                         return None  # closed unread: the caller downloads it whole
-                    if response.status_code >= 500 and attempt < _ATTEMPTS - 1:
+                    if response.status_code >= 500 and not last:
                         continue
                     if response.status_code != 416:
                         response.raise_for_status()  # 4xx/5xx: an HTTP error
@@ -143,7 +145,7 @@ class RangeReader:
                         )
                     body = response.read()
             except (httpx.TransportError, httpx.DecodingError):
-                if attempt == _ATTEMPTS - 1:
+                if last:
                     raise
                 continue
             self._on_bytes(len(body))

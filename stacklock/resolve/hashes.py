@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stacklock.errors import HashMismatchError
-from stacklock.index.pages import redact_url, strip_credentials
+from stacklock.urls import redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -23,7 +23,6 @@ from stacklock.errors import ResolutionError
 from stacklock.http import make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
-from stacklock.index.pages import strip_credentials
 from stacklock.metadata import MetadataFetcher
 from stacklock.resolve import toolkit
 from stacklock.resolve.explain import explain_conflict
@@ -33,6 +32,7 @@ from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.rules import AppliedOverride, Rules
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.store import ArtifactStore
+from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
