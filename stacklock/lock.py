@@ -211,6 +211,8 @@ def make_lock(resolution: Resolution) -> Lock:
     if spec.prereleases:
         table["prereleases"] = sorted(spec.prereleases)
     table["target"] = target.to_dict()
+    if resolution.variants:  # per-GPU-architecture projects: which, and why
+        table["gpu-variants"] = [v.to_dict() for v in resolution.variants]
     table["indexes"] = [{"name": i.name, "url": strip_credentials(i.url)}
                         for i in profile.indexes]
     allow_mixed = list(profile.cuda.allow_mixed)  # reviewed CUDA exceptions

@@ -18,6 +18,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from stacklock.errors import ProfileError
 from stacklock.tables import TableReader
 from stacklock.target import Target
+from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -39,7 +40,9 @@ __all__ = [
 PYPI_URL = "https://pypi.org/simple"
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
-_TOP_KEYS = {"profile", "target", "index", "requirements", "cuda", "validate"}
+_TOP_KEYS = {
+    "profile", "target", "index", "requirements", "cuda", "validate", "gpu-variants"
+}
 _KEYS = {
     "profile": {"description", "extends", "notes"},
     "target": {"python", "platform", "manylinux", "gpu-arch"},
@@ -104,6 +107,7 @@ class Profile:
     indexes: tuple[IndexSpec, ...] = ()
     requirements: RequirementsSpec = field(default_factory=RequirementsSpec)
     cuda: CudaSpec = field(default_factory=CudaSpec)
+    gpu_variants: tuple[GpuVariants, ...] = ()  # see stacklock.variants
     validate: dict[str, Any] = field(
         default_factory=dict
     )  # parsed by stacklock.validate
@@ -245,6 +249,7 @@ def parse_profile(
         indexes=_parse_indexes(data.get("index"), r),
         requirements=requirements,
         cuda=cuda,
+        gpu_variants=parse_gpu_variants(data.get("gpu-variants"), path),
         validate=dict(validate),
         path=path,
         sha256=sha256,

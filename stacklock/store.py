@@ -186,6 +186,10 @@ class ArtifactStore:
                     ) from exc
                 last_error = f"HTTP {status}"
                 continue
+            except httpx.TooManyRedirects as exc:
+                raise DownloadError("redirect loop: the server sends the file "
+                                    "round in a circle", url=shown,
+                                    hint="check the URL and the index") from exc
             except httpx.HTTPError as exc:
                 last_error = describe_http_error(exc)
                 continue

@@ -316,7 +316,8 @@ def test_truncated_response_caches_nothing(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.metadata"))
 
 
-@pytest.mark.parametrize(("status", "hint"), [(404, "--refresh"), (403, "netrc")])
+@pytest.mark.parametrize(("status", "hint"),
+                         [(404, "--refresh"), (401, "netrc"), (403, "refuses")])
 def test_http_errors_name_the_redacted_url(
     tmp_path: Path, status: int, hint: str
 ) -> None:

@@ -247,10 +247,9 @@ class IndexClient:
                       redact_url(url), index.name)
             return PageRows()
         if response.status_code >= 400:
-            hint = ("check the credentials (URL user:password or ~/.netrc)"
-                    if response.status_code in (401, 403) else HINT)
-            raise IndexError_(f"HTTP {response.status_code}", index=index.name,
-                              url=redact_url(url), hint=hint)
+            message, hint = _refusal(response.status_code)
+            raise IndexError_(message, index=index.name, url=redact_url(url),
+                              hint=hint)
         body = response.content
         meta = {
             "content-type": response.headers.get("content-type", ""),
@@ -336,6 +335,13 @@ class IndexClient:
                 if auth is not None:
                     kwargs["auth"] = auth
                 response = self.http.get(url, **kwargs)
+            except httpx.TooManyRedirects:
+                raise IndexError_(
+                    "redirect loop: the server sends the page round in a circle",
+                    index=index.name, url=shown,
+                    hint="check the index URL (with or without a trailing "
+                         "slash), or point the index at a mirror with "
+                         "--index NAME=URL") from None
             except httpx.UnsupportedProtocol as exc:
                 message = redact_text(str(exc), url=url)
                 raise IndexError_(f"unsupported URL: {message}",
@@ -361,6 +367,21 @@ class IndexClient:
         raise IndexError_(
             f"unreachable after {attempt} attempt(s): {problem}",
             index=index.name, url=shown, hint=HINT)
+
+
+def _refusal(status: int) -> tuple[str, str]:
+    """Message and hint for a page the index will not serve. A 403 is what
+    S3-backed indexes (download.pytorch.org) answer for a project they do not
+    have, so it says so rather than blaming credentials; a 401 asks for them."""
+    if status == 401:
+        return ("HTTP 401: the index wants credentials",
+                "put them in the URL (user:password@) or in ~/.netrc")
+    if status == 403:
+        return ("HTTP 403: the index refuses this page (download.pytorch.org "
+                "answers 403 for a project it does not have)",
+                "check the project name, or pin the project to an index that "
+                "has it ([[index]] packages)")
+    return f"HTTP {status}", HINT
 
 
 def _truncated(response: httpx.Response) -> str | None:

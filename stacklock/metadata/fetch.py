@@ -332,8 +332,13 @@ class MetadataFetcher:
 
 def _hint_for(exc: httpx.HTTPError) -> str:
     status = exc.response.status_code if isinstance(exc, httpx.HTTPStatusError) else 0
-    if status in (401, 403):
+    if status == 401:
         return "check the index credentials (in the URL or ~/.netrc)"
+    if status == 403:
+        return ("the host refuses the file (S3-backed hosts answer 403 for a "
+                "missing one); re-resolve with --refresh")
+    if isinstance(exc, httpx.TooManyRedirects):
+        return "the wheel's URL redirects in a circle; check the index"
     if status in (404, 410):
         return "the file is gone from the index; re-resolve with --refresh"
     return "check the network or the index, or use --offline with a filled cache"

@@ -33,6 +33,7 @@ from stacklock.resolve.rules import AppliedOverride, Rules
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
+from stacklock.variants import VariantChoice, choose_variants, pin_variants
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -68,6 +69,7 @@ class Resolution:
     overrides: tuple[AppliedOverride, ...] = ()
     cuda_entry: dict[str, Any] | None = None
     coherence: tuple[Any, ...] = ()
+    variants: tuple[VariantChoice, ...] = ()
     seconds: float = 0.0
     stats: SourceStats = field(default_factory=SourceStats)
 
@@ -108,6 +110,7 @@ def resolve_profile(
     root = cache_dir or default_cache_dir()
     own_http = http is None
     client_http = http or make_http_client()
+    profile = pin_variants(profile)
     try:
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
@@ -117,7 +120,8 @@ def resolve_profile(
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
                                   store=store)
         env = profile.target.marker_environment()
-        spec = profile.requirements
+        spec, variants = choose_variants(profile.requirements, profile.gpu_variants,
+                                         profile.target.gpu_arch, finder)
         rules = Rules(environment=env, overrides=spec.overrides,
                       constraints=spec.constraints, prereleases=spec.prereleases)
         wanted = [*spec.packages,
@@ -156,7 +160,7 @@ def resolve_profile(
             client_http.close()
     return Resolution(profile=profile, packages=tuple(packages),
                       overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
-                      coherence=tuple(coherence),
+                      coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats)
 
 
