@@ -118,9 +118,14 @@ def test_failed_and_unreachable_hosts_say_why() -> None:
     assert fleet.exit_code == 1 and fleet.spreads == ()
 
 
-def test_skipped_install_is_shown() -> None:
-    row = parse_host("node-a", _passing(), _ran(install="skipped"))
-    assert row.verdict == "pass" and row.install == "skipped"
+@pytest.mark.parametrize(("task_status", "shown"), [
+    ("changed", "installed"),  # the pack built a new venv generation
+    ("ok", "matched"),         # the pack found the venv as locked, validated only
+    ("skipped", "skipped"),    # the stamp of the last passing run held
+])
+def test_install_action_is_shown(task_status: str, shown: str) -> None:
+    row = parse_host("node-a", _passing(), _ran(install=task_status))
+    assert row.verdict == "pass" and row.install == shown
 
 
 def test_a_stale_report_is_not_trusted_when_the_install_failed() -> None:

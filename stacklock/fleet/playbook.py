@@ -2,10 +2,12 @@
 be read, kept next to an inventory and run again by hand with ``ansible-playbook``.
 
 Per host: copy the pack into a work folder beside the venv, run ``python3 PACK
-install`` (which installs, then validates), fetch ``report.json`` and ``report.md``
-into ``<fleet dir>/<host>/``. A host whose last passing run used the same pack
-bytes and whose venv still points at the generation that run made is skipped: the
-stamp ``passed.json`` in the work folder records both. Every value a host may
+install`` (which installs, unless the venv already matches the lock, then
+validates), fetch ``report.json`` and ``report.md`` into ``<fleet dir>/<host>/``.
+A host is skipped altogether (no install, no validation: its last report is
+fetched again) when its last passing run used the same pack bytes, its venv still
+points at the generation that run made, and holds the same distributions: the
+stamp ``passed.json`` in the work folder records all three. Every value a host may
 change is an inventory variable; the two controller paths are play variables, so
 ``-e stacklock_pack=... -e stacklock_fleet_dir=...`` reuses the file for another
 pack.
@@ -54,6 +56,11 @@ _TEMPLATE = """\
     _pack: "{{{{ _work }}}}/{{{{ stacklock_pack | basename }}}}"
     _report: "{{{{ _work }}}}/report"
     _gathered: "{{{{ stacklock_fleet_dir }}}}/{{{{ inventory_hostname }}}}"
+    # every distribution the venv holds, as name==version: the stamp keeps it, so a
+    # package added or removed since the last passing run makes the host run again
+    _held_py: >-
+      import importlib.metadata as m; print(" ".join(sorted(
+      d.metadata["Name"].lower() + "==" + d.version for d in m.distributions())))
   environment: >-
     {{{{ {{'STACKLOCK_CACHE_DIR': stacklock_cache_dir}}
         if stacklock_cache_dir is defined else {{}} }}}}
@@ -77,6 +84,13 @@ _TEMPLATE = """\
       register: _last
       failed_when: false
 
+    - name: list what the venv holds
+      ansible.builtin.command:
+        argv: ["{{{{ _venv }}}}/bin/python", "-c", "{{{{ _held_py }}}}"]
+      register: _held
+      changed_when: false
+      failed_when: false
+
     - name: look at the venv and the last report
       ansible.builtin.stat:
         path: "{{{{ item }}}}"
@@ -84,13 +98,15 @@ _TEMPLATE = """\
       loop: ["{{{{ _venv }}}}", "{{{{ _report }}}}/report.json"]
       register: _seen
 
-    - name: skip the host when its last passing run used this pack and venv
+    - name: skip the host when its last passing run used this pack and this venv
       ansible.builtin.set_fact:
         _skip: >-
           {{{{ _seen.results[1].stat.exists and _last.content is defined
+              and _held.rc == 0
               and (_last.content | b64decode | from_json)
                   == {{'pack_sha1': _copied.checksum,
-                      'venv': _seen.results[0].stat.lnk_source | default('')}} }}}}
+                      'venv': _seen.results[0].stat.lnk_source | default(''),
+                      'holds': _held.stdout}} }}}}
 
     - name: forget the last report and stamp (this host runs again)
       ansible.builtin.file:
@@ -109,22 +125,31 @@ _TEMPLATE = """\
               + (['--allow-no-gpu']
                  if stacklock_allow_no_gpu | default(false) | bool else []) }}}}
       register: _install
-      changed_when: true
+      # the pack leaves a venv that already matches its lock as it is
+      changed_when: "'already matches the lock' not in _install.stdout"
       failed_when: _install.rc not in [0, 1]
       when: not _skip
 
-    - name: stat the venv the install left
+    - name: list what the venv holds now
+      ansible.builtin.command:
+        argv: ["{{{{ _venv }}}}/bin/python", "-c", "{{{{ _held_py }}}}"]
+      register: _held_now
+      changed_when: false
+      when: not _skip and _install.rc == 0
+
+    - name: look at the venv the install left
       ansible.builtin.stat:
         path: "{{{{ _venv }}}}"
         get_checksum: false
-      register: _venv_after
+      register: _venv_now
       when: not _skip and _install.rc == 0
 
     - name: stamp this passing run (a re-run skips the host)
       ansible.builtin.copy:
         content: >-
           {{{{ {{'pack_sha1': _copied.checksum,
-                'venv': _venv_after.stat.lnk_source | default('')}} | to_json }}}}
+                'venv': _venv_now.stat.lnk_source | default(''),
+                'holds': _held_now.stdout}} | to_json }}}}
         dest: "{{{{ _work }}}}/passed.json"
         mode: "0644"
       when: not _skip and _install.rc == 0

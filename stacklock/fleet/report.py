@@ -46,7 +46,7 @@ class HostRow:
     verdict: str                       # pass | fail | unreachable
     why: str = ""                      # one line; empty for a pass
     failed_checks: tuple[str, ...] = ()
-    install: str | None = None         # installed | skipped | None (not known)
+    install: str | None = None         # installed | matched | skipped | None
     driver: str | None = None
     gpus: int | None = None
     allreduce_42kb_us: float | None = None   # slowest rank, eager
@@ -122,9 +122,12 @@ def _driver(result: ValidateResult) -> str | None:
 
 
 def _install_action(run: dict[str, Any] | None) -> str | None:
+    """installed; matched (the pack found the venv as locked and only validated);
+    skipped (the stamp of the last passing run still held: nothing ran)."""
+    actions = {"changed": "installed", "ok": "matched", "skipped": "skipped"}
     for task in (run or {}).get("tasks", ()):
         if task.get("task") == INSTALL_TASK:
-            return "skipped" if task.get("status") == "skipped" else "installed"
+            return actions.get(task.get("status", ""))
     return None
 
 
