@@ -61,6 +61,8 @@ def find_ansible_playbook() -> str:
 def _need_file(path: Path, what: str, hint: str) -> Path:
     if not path.exists():
         raise FleetError(f"{what} {path} does not exist", hint=hint)
+    if what == "pack" and not path.is_file():
+        raise FleetError(f"pack {path} is not a file", hint=hint)
     return path.resolve()
 
 
