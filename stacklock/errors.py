@@ -4,10 +4,14 @@
      +-- ProfileError       a profile file, key or value is wrong
      +-- IndexError_        an index cannot be read (unreachable, not an index)
      +-- MetadataError      a wheel's METADATA cannot be read
+     |    +-- ZipReadError  the remote file is not a zip range reads can read
+     +-- DownloadError      a download failed for good (after resuming)
      +-- HashMismatchError  downloaded bytes disagree with a recorded hash
      +-- LockError          a lock is missing, malformed or of an unknown version
-     +-- CudaError          unknown toolkit, a driver that cannot run it, mixed CUDA
-     +-- InstallError       preflight or an install step failed
+     +-- CudaError          unknown toolkit, a driver that cannot run it
+     |    +-- CudaMixError  wheels (or wheels and toolkit) of two CUDA majors
+     +-- InstallError       an install step failed
+     |    +-- PreflightError  preflight found problems; nothing was changed
      +-- ValidateError      validation could not run (not: a check failed)
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
@@ -19,18 +23,27 @@ and callers never parse messages.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stacklock.install.preflight import Problem
+
 __all__ = [
     "CudaError",
+    "CudaMixError",
+    "DownloadError",
     "FleetError",
     "HashMismatchError",
     "IndexError_",
     "InstallError",
     "LockError",
     "MetadataError",
+    "PreflightError",
     "ProfileError",
     "ResolutionError",
     "StacklockError",
     "ValidateError",
+    "ZipReadError",
 ]
 
 
@@ -82,6 +95,18 @@ class MetadataError(StacklockError):
     """A wheel's METADATA could not be read or parsed."""
 
 
+class ZipReadError(MetadataError):
+    """The remote file is not a zip range reads can read (the message says why)."""
+
+
+class DownloadError(StacklockError):
+    """A download failed for good (after resuming); ``url`` is redacted."""
+
+    def __init__(self, message: str, *, url: str, hint: str | None = None) -> None:
+        super().__init__(f"{url}: {message}", hint=hint)
+        self.url = url
+
+
 class HashMismatchError(StacklockError):
     """Bytes read from ``url`` hash to ``actual``, not ``expected``."""
 
@@ -104,8 +129,27 @@ class CudaError(StacklockError):
     """A CUDA toolkit or driver problem."""
 
 
+class CudaMixError(CudaError):
+    """Wheels (or wheels and toolkit) disagree on the CUDA major.
+    ``wheels`` maps each CUDA major seen to the wheels that target it."""
+
+    def __init__(self, message: str, *, wheels: dict[int, list[str]],
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.wheels = wheels
+
+
 class InstallError(StacklockError):
     """An install preflight or step failed."""
+
+
+class PreflightError(InstallError):
+    """Preflight found problems; nothing was changed. ``problems`` lists them."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        lines = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"preflight failed, nothing was changed:\n{lines}")
+        self.problems = problems
 
 
 class ValidateError(StacklockError):

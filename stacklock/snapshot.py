@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 import tomllib
 from email.parser import BytesHeaderParser
 from pathlib import Path
@@ -201,11 +200,15 @@ def _toolkit_at(prefix: Path) -> dict[str, str] | None:
     nvcc = prefix / "bin" / "nvcc"
     if not nvcc.is_file():
         return None
-    from stacklock.cuda.driver import parse_nvcc_version, run_command
+    from stacklock.cuda.driver import parse_nvcc_version
+    from stacklock.runner import SubprocessRunner
 
+    rc, out = SubprocessRunner().capture([str(nvcc), "--version"], timeout=30)
+    if rc != 0:
+        return None
     try:
-        found = parse_nvcc_version(run_command([str(nvcc), "--version"]))
-    except (OSError, subprocess.SubprocessError, CudaError):
+        found = parse_nvcc_version(out)
+    except CudaError:
         return None
     return {"version": found.release, "nvcc": found.version,
             "prefix": str(prefix.resolve()), "source": "nvcc --version"}

@@ -26,26 +26,18 @@ from typing import TYPE_CHECKING
 import httpx
 
 from stacklock._fs import atomic_write_text, file_digest
-from stacklock.errors import HashMismatchError, StacklockError
+from stacklock.errors import DownloadError, HashMismatchError
 from stacklock.http import RETRY_STATUS, Retry
 from stacklock.urls import redact_text, redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["ArtifactStore", "DownloadError", "describe_http_error"]
+__all__ = ["ArtifactStore", "describe_http_error"]
 
 _CHUNK = 1 << 20
 DOWNLOAD_RETRY = Retry(attempts=4)  # a cut download resumes, so try once more
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class DownloadError(StacklockError):
-    """A download failed for good (after resuming); ``url`` is redacted."""
-
-    def __init__(self, message: str, *, url: str, hint: str | None = None) -> None:
-        super().__init__(f"{url}: {message}", hint=hint)
-        self.url = url
 
 
 def describe_http_error(exc: httpx.HTTPError) -> str:

@@ -4,7 +4,6 @@ that decides whether a driver runs a toolkit."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,9 +25,10 @@ from stacklock.cuda.driver import (
     read_driver,
 )
 from stacklock.errors import CudaError, LockError
+from stacklock.runner import RecordingRunner
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    pass
 
 REAL = Path(__file__).resolve().parent / "data" / "real"
 PROBE = (REAL / "device" / "h200-environment-probe.txt").read_text()
@@ -99,29 +99,23 @@ def test_version_json_with_a_date_stamp_gives_major_minor():
         parse_version_json("{}")
 
 
-class FakeRunner:
-    def __init__(self, output: str | None) -> None:
-        self.output = output
-        self.calls: list[list[str]] = []
-
-    def __call__(self, argv: Sequence[str]) -> str:
-        self.calls.append(list(argv))
-        if self.output is None:
-            raise FileNotFoundError("nvidia-smi")
-        return self.output
+def smi(output: str | None, rc: int = 0) -> RecordingRunner:
+    """nvidia-smi answering ``output``; None: not installed."""
+    answer = (127, "") if output is None else (rc, output)
+    return RecordingRunner(outputs={"nvidia-smi": answer})
 
 
 def test_read_driver_order(tmp_path: Path):
-    runner = FakeRunner("580.159.04\n")
+    runner = smi("580.159.04\n")
     info = read_driver(env={}, root=tmp_path, runner=runner)
     assert info == DriverInfo(version="580.159.04", source="nvidia-smi")
-    assert runner.calls == [["nvidia-smi", "--query-gpu=driver_version",
-                             "--format=csv,noheader"]]
+    assert [c.argv for c in runner.calls] == [
+        ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")]
 
     proc = tmp_path / "proc/driver/nvidia/version"
     proc.parent.mkdir(parents=True)
     proc.write_text(_line("NVRM version:") + "\n" + _line("GCC version:") + "\n")
-    runner = FakeRunner(None)
+    runner = smi(None)
     info = read_driver(env={}, root=tmp_path, runner=runner)
     assert info.source == "/proc/driver/nvidia/version" and not runner.calls
 
@@ -137,17 +131,14 @@ def test_read_driver_order(tmp_path: Path):
 
 def test_no_driver_anywhere_is_one_clear_error(tmp_path: Path):
     with pytest.raises(CudaError) as info:
-        read_driver(env={}, root=tmp_path, runner=FakeRunner(None))
+        read_driver(env={}, root=tmp_path, runner=smi(None))
     assert "nvidia-smi" in info.value.message
     assert info.value.hint is not None and DRIVER_ENV in info.value.hint
 
 
 def test_failing_nvidia_smi_is_reported(tmp_path: Path):
-    def runner(argv: Sequence[str]) -> str:
-        raise subprocess.CalledProcessError(9, list(argv))
-
-    with pytest.raises(CudaError, match="CalledProcessError"):
-        read_driver(env={}, root=tmp_path, runner=runner)
+    with pytest.raises(CudaError, match=r"nvidia-smi \(exit 9\)"):
+        read_driver(env={}, root=tmp_path, runner=smi("", rc=9))
 
 
 def test_bad_env_override_is_rejected():

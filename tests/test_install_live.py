@@ -12,9 +12,9 @@ import pytest
 from stacklock.diff import diff_lock_files
 from stacklock.diff_render import render_diff
 from stacklock.install import install_lock
-from stacklock.install.preflight import find_python
-from stacklock.install.runner import SubprocessRunner
+from stacklock.install.preflight import find_base_python
 from stacklock.resolve.locking import lock_profile
+from stacklock.runner import SubprocessRunner, find_uv
 from stacklock.snapshot import write_snapshot
 
 pytestmark = pytest.mark.live
@@ -23,10 +23,8 @@ pytestmark = pytest.mark.live
 def _python312() -> str:
     """uv's discovery first; pyenv's shims can hide a 3.12 from it, so then the
     pyenv versions folder."""
-    from uv import find_uv_bin
-
     try:
-        return find_python("3.12", uv=str(find_uv_bin()), runner=SubprocessRunner())
+        return find_base_python("3.12", uv=find_uv(), runner=SubprocessRunner())
     except Exception:
         found = sorted(
             glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/python3.12"))

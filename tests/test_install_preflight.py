@@ -14,10 +14,10 @@ import tomlkit
 from uv import find_uv_bin
 
 from stacklock.cli import main
-from stacklock.errors import InstallError, LockError
+from stacklock.errors import InstallError, LockError, PreflightError
 from stacklock.install import install_lock
-from stacklock.install.preflight import PreflightError, find_python, probe_interpreter
-from stacklock.install.runner import SubprocessRunner
+from stacklock.install.preflight import find_base_python, probe_interpreter
+from stacklock.runner import SubprocessRunner
 from tests.test_install_server import SMALL_LOCK, tree_state
 
 PY = sys.executable
@@ -134,7 +134,7 @@ def test_cli_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 def test_uv_python_discovery_and_the_probe() -> None:
     runner = SubprocessRunner()
     uv = str(find_uv_bin())
-    found = find_python(
+    found = find_base_python(
         f"{sys.version_info[0]}.{sys.version_info[1]}", uv=uv, runner=runner
     )
     interp = probe_interpreter(found, runner=runner)
@@ -143,4 +143,4 @@ def test_uv_python_discovery_and_the_probe() -> None:
     assert interp.glibc is not None and interp.glibc >= (2, 17)
     assert interp.tags[0].interpreter == f"cp3{sys.version_info[1]}"
     with pytest.raises(InstallError, match="--python"):
-        find_python("3.1", uv=uv, runner=runner)
+        find_base_python("3.1", uv=uv, runner=runner)

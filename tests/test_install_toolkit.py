@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from stacklock.errors import HashMismatchError, InstallError, LockError
+from stacklock.errors import HashMismatchError, InstallError, LockError, PreflightError
 from stacklock.install import install_lock, render_install
-from stacklock.install.preflight import PreflightError
 from stacklock.install.toolkit import pypi_toolkit_home, write_activation
 from tests.test_install_server import Served, local_lock, server, tree_state
 

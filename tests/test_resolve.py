@@ -168,7 +168,7 @@ class _Layered(httpx.BaseTransport):
 
 
 def test_wheels_of_two_cuda_majors_are_refused_and_nothing_is_written(tmp_path):
-    from stacklock.cuda.coherence import CudaMixError
+    from stacklock.errors import CudaMixError
 
     transport = _Layered(ReplayTransport(CASSETTES / "torch-cu130"),
                          ReplayTransport(CASSETTES / "cuda-mix"))

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from stacklock import store as store_module
-from stacklock.errors import HashMismatchError
+from stacklock.errors import DownloadError, HashMismatchError
 from stacklock.http import Retry
-from stacklock.store import ArtifactStore, DownloadError
+from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

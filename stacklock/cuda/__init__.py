@@ -18,7 +18,6 @@ from stacklock.cuda.catalog import (
 )
 from stacklock.cuda.coherence import (
     CoherenceFinding,
-    CudaMixError,
     CudaTarget,
     PackageInfo,
     check_coherence,
@@ -54,7 +53,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Catalog",
     "CoherenceFinding",
-    "CudaMixError",
     "CudaRelease",
     "CudaTarget",
     "DriverInfo",

@@ -36,14 +36,13 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from stacklock.errors import CudaError
+from stacklock.errors import CudaError, CudaMixError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
 __all__ = [
     "CoherenceFinding",
-    "CudaMixError",
     "CudaTarget",
     "PackageInfo",
     "check_coherence",
@@ -103,16 +102,6 @@ class CoherenceFinding:
     def to_dict(self) -> dict[str, Any]:
         return {"package": self.package, "filename": self.filename, "cuda": self.cuda,
                 "evidence": self.evidence, "level": self.level, "message": self.message}
-
-
-class CudaMixError(CudaError):
-    """Wheels (or wheels and toolkit) disagree on the CUDA major.
-    ``wheels`` maps each CUDA major seen to the wheels that target it."""
-
-    def __init__(self, message: str, *, wheels: dict[int, list[str]],
-                 hint: str | None = None) -> None:
-        super().__init__(message, hint=hint)
-        self.wheels = wheels
 
 
 def _from_cu_digits(digits: str) -> str:

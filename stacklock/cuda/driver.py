@@ -23,8 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,9 +30,13 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import CudaError, LockError
+from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
     from stacklock.cuda.catalog import Catalog, CudaRelease
+    from stacklock.runner import Runner
 
 __all__ = [
     "DRIVER_ENV",
@@ -42,7 +44,6 @@ __all__ = [
     "DriverInfo",
     "DriverReport",
     "NvccVersion",
-    "Runner",
     "ToolkitVersion",
     "check_driver",
     "check_toolkit_driver",
@@ -55,11 +56,9 @@ __all__ = [
     "parse_version_json",
     "read_driver",
     "render_driver_report",
-    "run_command",
 ]
 
 DRIVER_ENV = "STACKLOCK_DRIVER_VERSION"
-Runner = Callable[[Sequence[str]], str]
 NVIDIA_SMI_QUERY = ("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader")
 _DRIVER_RE = re.compile(r"^\d{3}\.\d+(?:\.\d+)?$")
 _PROC_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d{3}\.\d+(?:\.\d+)?)\s")
@@ -178,12 +177,6 @@ def parse_version_json(content: bytes | str) -> ToolkitVersion:
     return ToolkitVersion(release=release, raw=raw, components=components)
 
 
-def run_command(argv: Sequence[str]) -> str:
-    """The default runner: run, return stdout; raise OSError/CalledProcessError."""
-    return subprocess.run(list(argv), check=True, capture_output=True, text=True,
-                          timeout=30).stdout
-
-
 @dataclass(frozen=True, kw_only=True)
 class DriverInfo:
     version: str
@@ -194,7 +187,7 @@ class DriverInfo:
 
 
 def read_driver(*, env: Mapping[str, str] | None = None, root: Path = Path("/"),
-                runner: Runner = run_command) -> DriverInfo:
+                runner: Runner | None = None) -> DriverInfo:
     """The local driver: ``$STACKLOCK_DRIVER_VERSION``, else /sys, /proc, nvidia-smi."""
     env = os.environ if env is None else env
     if env.get(DRIVER_ENV):
@@ -211,10 +204,9 @@ def read_driver(*, env: Mapping[str, str] | None = None, root: Path = Path("/"),
             tried.append(f"/{path.relative_to(root)}")
             continue
         return DriverInfo(version=parse(text), source=f"/{path.relative_to(root)}")
-    try:
-        out = runner(NVIDIA_SMI_QUERY)
-    except (OSError, subprocess.SubprocessError) as exc:
-        tried.append(f"nvidia-smi ({exc.__class__.__name__})")
+    rc, out = (runner or SubprocessRunner()).capture(NVIDIA_SMI_QUERY, timeout=30)
+    if rc != 0:
+        tried.append(f"nvidia-smi ({'not found' if rc == 127 else f'exit {rc}'})")
         raise CudaError(
             "no NVIDIA driver found: tried " + ", ".join(tried),
             hint=f"on a machine without a GPU set {DRIVER_ENV}=580.159.04",

@@ -14,13 +14,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name
+
+from stacklock.index.links import parse_filename
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -92,19 +88,6 @@ def is_exact_pin(specifier: SpecifierSet | str | None) -> bool:
         (specs[0].operator == "==" and not specs[0].version.endswith(".*")))
 
 
-@lru_cache(maxsize=1 << 18)
-def _parse_filename(filename: str) -> tuple[Any, Any, Any, frozenset[Any]] | str:
-    """(name, version, build, tags) as packaging reads the file name (no tags
-    for an sdist), or the reason it cannot. Cached: names repeat across calls."""
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)
-        name, version = parse_sdist_filename(filename)
-    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
-        return f"file name packaging cannot parse: {exc}"
-    return name, version, (), frozenset()
-
-
 @lru_cache(maxsize=4096)
 def _python_fits(requires_python: str, python: Version) -> bool | None:
     """Whether ``python`` satisfies the specifier; None when it is invalid."""
@@ -154,7 +137,7 @@ class LinkEvaluator:
 
     def evaluate(self, link: Link, *, index: str, project: str) -> Evaluation:
         """See :func:`evaluate_link`."""
-        parsed = _parse_filename(link.filename)
+        parsed = parse_filename(link.filename)
         if isinstance(parsed, str):
             return Evaluation(link=link, index=index, name=None, version=None,
                               build=(), compatible=False, reason=parsed,

@@ -26,12 +26,21 @@ from stacklock.urls import redact_url
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from packaging.tags import Tag
+    from packaging.utils import BuildTag
+    from packaging.version import Version
+
+    # (name, version, build, tags); an sdist has no build and no tags
+    FileName = tuple[NormalizedName, Version, BuildTag, frozenset[Tag]]
+
 __all__ = [
+    "FileName",
     "Link",
     "ParsedPage",
     "SkippedLink",
     "classify_filename",
     "only_project",
+    "parse_filename",
     "parse_upload_time",
     "project_of",
 ]
@@ -101,26 +110,33 @@ class ParsedPage:
 
 
 @lru_cache(maxsize=1 << 18)
-def classify_filename(filename: str) -> str | None:
-    """None if packaging accepts the name as a wheel or sdist, else the reason.
-    Cached: a resolution asks about the same few hundred thousand names again."""
+def parse_filename(filename: str) -> FileName | str:
+    """(name, version, build, tags) of a wheel or sdist file name as packaging
+    reads it (an sdist has no build and no tags), else the reason it is neither.
+    The one place file names are parsed; cached: a resolution asks about the same
+    few hundred thousand names again."""
     if not filename:
         return "no file name in the URL (a folder or page link)"
     if filename.endswith(".whl"):
         try:
-            parse_wheel_filename(filename)
+            return parse_wheel_filename(filename)
         except InvalidWheelFilename as exc:
             return f"wheel name packaging cannot parse: {exc}"
-        return None
     if filename.endswith((".tar.gz", ".zip")):
         try:
-            parse_sdist_filename(filename)
+            name, version = parse_sdist_filename(filename)
         except InvalidSdistFilename as exc:
             return f"sdist name packaging cannot parse: {exc}"
-        return None
+        return name, version, (), frozenset()
     if filename.endswith(_OTHER_ARCHIVES):
         return "legacy archive format, not a wheel or a .tar.gz/.zip sdist"
     return "not a wheel or sdist"
+
+
+def classify_filename(filename: str) -> str | None:
+    """None if packaging accepts the name as a wheel or sdist, else the reason."""
+    parsed = parse_filename(filename)
+    return parsed if isinstance(parsed, str) else None
 
 
 def parse_upload_time(value: Any) -> datetime | None:
@@ -132,15 +148,10 @@ def parse_upload_time(value: Any) -> datetime | None:
     return parsed if parsed is not None and parsed.tzinfo is not None else None
 
 
-@lru_cache(maxsize=1 << 16)
 def project_of(filename: str) -> NormalizedName | None:
     """The normalized project name of a wheel or sdist file name, else None."""
-    try:
-        if filename.endswith(".whl"):
-            return parse_wheel_filename(filename)[0]
-        return parse_sdist_filename(filename)[0]
-    except (InvalidWheelFilename, InvalidSdistFilename):
-        return None
+    parsed = parse_filename(filename)
+    return None if isinstance(parsed, str) else parsed[0]
 
 
 def only_project(page: ParsedPage, project: str) -> ParsedPage:

@@ -24,12 +24,11 @@ from stacklock.http import make_http_client
 from stacklock.install.plan import InstallPlan, make_plan, read_lock
 from stacklock.install.preflight import (
     INSTALLER_LOG,
-    find_python,
+    find_base_python,
     probe_interpreter,
     run_preflight,
     toolkit_installed,
 )
-from stacklock.install.runner import Runner, SubprocessRunner
 from stacklock.install.toolkit import (
     SYSTEM_INSTALLER_LOG,
     fetch_runfile,
@@ -49,6 +48,7 @@ from stacklock.install.venv import (
     rollback,
     swap_in,
 )
+from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
@@ -106,12 +106,6 @@ class RollbackResult:
             "from_generation": self.from_generation,
             "to_generation": self.to_generation,
         }
-
-
-def _uv() -> str:
-    from uv import find_uv_bin
-
-    return str(find_uv_bin())
 
 
 def _strict_check(path: Path) -> None:
@@ -203,8 +197,8 @@ def install_lock(
     venv = Path(os.path.abspath(venv))
     lock = read_lock(Path(lock_path))
     _strict_check(lock.path)
-    uv = _uv()
-    python = python or find_python(lock.python_request, uv=uv, runner=runner)
+    uv = find_uv()
+    python = python or find_base_python(lock.python_request, uv=uv, runner=runner)
     interp = probe_interpreter(python, runner=runner)
     layout = VenvLayout(venv=venv)
     store = ArtifactStore(cache / "artifacts")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.errors import CudaError, InstallError
+from stacklock.errors import CudaError, InstallError, PreflightError
 from stacklock.install.plan import Interpreter, applicable, best_wheel
 from stacklock.target import PLATFORMS, Target
 
@@ -25,13 +25,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from stacklock.install.plan import InstallPlan, LockInfo
-    from stacklock.install.runner import Runner
+    from stacklock.runner import Runner
 
 __all__ = [
     "INSTALLER_LOG",
-    "PreflightError",
     "Problem",
-    "find_python",
+    "find_base_python",
     "probe_interpreter",
     "run_preflight",
     "toolkit_installed",
@@ -77,19 +76,9 @@ class Problem:
         return f"{self.check}: {self.message} (try: {self.hint})"
 
 
-class PreflightError(InstallError):
-    """Preflight found problems; nothing was changed. ``problems`` lists them."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        lines = "\n".join(f"  {p}" for p in problems)
-        super().__init__(
-            f"preflight failed, nothing was changed:\n{lines}",
-        )
-        self.problems = problems
-
-
-def find_python(request: str | None, *, uv: str, runner: Runner) -> str:
-    """uv's python discovery: ``uv python find <request>``."""
+def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
+    """The interpreter a new venv is built from, found by uv's python discovery
+    (``uv python find <request>``)."""
     argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
     rc, out = runner.capture(argv)
     path = out.strip().splitlines()[-1] if out.strip() else ""

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.install.plan import InstallPlan, LockedToolkit
-    from stacklock.install.runner import Runner
+    from stacklock.runner import Runner
     from stacklock.store import ArtifactStore
 
 SYSTEM_INSTALLER_LOG = Path("/var/log/cuda-installer.log")  # where root's run logs

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from stacklock.install.plan import InstallPlan
-    from stacklock.install.runner import Runner
+    from stacklock.runner import Runner
 
 __all__ = [
     "VenvLayout",

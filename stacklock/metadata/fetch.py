@@ -38,7 +38,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion, Version
 
 from stacklock._fs import atomic_write_bytes
-from stacklock.errors import MetadataError, StacklockError
+from stacklock.errors import MetadataError, StacklockError, ZipReadError
 from stacklock.metadata import remote_zip
 from stacklock.metadata.remote_zip import RANGE_RETRY
 from stacklock.store import ArtifactStore, describe_http_error
@@ -278,7 +278,7 @@ class MetadataFetcher:
                 f"({describe_http_error(exc)})",
                 hint=_hint_for(exc),
             ) from exc
-        except remote_zip.ZipReadError as exc:
+        except ZipReadError as exc:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read METADATA: {exc}",
                 hint="the wheel or the server's range answers are broken; "
@@ -355,5 +355,5 @@ def _read_local(path: Path, link: Link) -> bytes:
             f"{link.redacted_url}: cannot read METADATA from {path}: {exc}",
             hint="delete the file from the cache and try again",
         ) from exc
-    except remote_zip.ZipReadError as exc:
+    except ZipReadError as exc:
         raise MetadataError(f"{link.redacted_url}: {exc}") from exc

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import httpx
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from stacklock.errors import ZipReadError
 from stacklock.http import Retry
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RangeReader",
-    "ZipReadError",
     "pick_metadata",
     "read_dist_info_metadata",
 ]
@@ -44,10 +44,6 @@ RANGE_RETRY = Retry()
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
 _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
-
-
-class ZipReadError(Exception):
-    """The remote file is not a zip we can read (message says why)."""
 
 
 @dataclass(frozen=True, kw_only=True)

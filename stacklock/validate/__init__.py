@@ -51,18 +51,19 @@ __all__ = [
     "ProbeResult",
     "ValidateConfig",
     "ValidateResult",
-    "find_python",
     "parse_validate_config",
     "read_distributions",
     "render_markdown",
     "render_text",
     "validate",
     "validate_install",
+    "venv_python",
 ]
 
 
-def find_python(venv: str | Path | None, python: str | Path | None) -> Path:
-    """``--python`` wins; else ``<venv>/bin/python``."""
+def venv_python(venv: str | Path | None, python: str | Path | None) -> Path:
+    """The interpreter of the environment under check: ``--python`` wins; else
+    ``<venv>/bin/python``."""
     if python is not None:
         path = Path(python)
     elif venv is not None:
@@ -118,7 +119,7 @@ def validate(
     """Run every check; write the report to ``report_dir`` when given."""
     # the lock first: a wrong lock path is the likelier mistake, and says more
     lock = load_lock_view(lock_path) if lock_path is not None else None
-    exe = find_python(venv, python)
+    exe = venv_python(venv, python)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
               if lock is not None else ValidateConfig())

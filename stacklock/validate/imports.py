@@ -20,6 +20,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stacklock.runner import SubprocessRunner
 from stacklock.validate.checks import FAIL, PASS, CheckResult
 from stacklock.validate.probes import PROBE_SCRIPT, last_json, probe_env
 
@@ -39,9 +40,9 @@ def _demangle(symbol: str) -> str | None:
     tool = shutil.which("c++filt")
     if tool is None or not symbol.startswith("_Z"):
         return None
-    proc = subprocess.run([tool, symbol], capture_output=True, text=True, check=False)
-    text = proc.stdout.strip()
-    return text if proc.returncode == 0 and text and text != symbol else None
+    rc, out = SubprocessRunner().capture([tool, symbol])
+    text = out.strip()
+    return text if rc == 0 and text and text != symbol else None
 
 
 def _label(version: str | None) -> str:

@@ -1,15 +1,18 @@
-"""The seam between install and the outside world: running a command.
+"""The seam between stacklock and the programs it starts.
 
-Every subprocess install starts (uv, the interpreter probe, the CUDA runfile,
-nvidia-smi) goes through a :class:`Runner`, so tests can use the real one for what
-can run here (uv) and :class:`RecordingRunner` for what cannot (a 4 GB runfile as
-root). Output always goes to a log file the caller names: nothing is lost, nothing
-is printed.
+Every subprocess (uv, an interpreter probe, the CUDA runfile, nvidia-smi, the
+venv's own python during validation) goes through a :class:`Runner`, so tests use
+the real one for what can run here (uv, python) and :class:`RecordingRunner` for
+what cannot (a 4 GB runfile as root, nvidia-smi without a GPU). ``run`` sends
+output to a log file the caller names (nothing is lost, nothing is printed);
+``capture`` returns a short query's output. Also here: where uv is, and a free
+local port for a server stacklock starts.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +21,29 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["RecordedCall", "RecordingRunner", "Runner", "SubprocessRunner"]
+__all__ = [
+    "RecordedCall",
+    "RecordingRunner",
+    "Runner",
+    "SubprocessRunner",
+    "find_uv",
+    "free_port",
+]
+
+
+def find_uv() -> str:
+    """The uv executable that ships with stacklock (the ``uv`` dependency)."""
+    from uv import find_uv_bin
+
+    return str(find_uv_bin())
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class Runner(Protocol):
@@ -34,9 +59,11 @@ class Runner(Protocol):
         ...
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
     ) -> tuple[int, str]:
-        """Run a short query (``uv python find``) and return (rc, stdout)."""
+        """Run a short query (``uv python find``) and return (rc, stdout); a
+        missing program or one past ``timeout`` is rc 127 with no output."""
         ...
 
 
@@ -79,7 +106,8 @@ class SubprocessRunner:
         return proc.returncode
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
     ) -> tuple[int, str]:
         try:
             proc = subprocess.run(
@@ -89,9 +117,9 @@ class SubprocessRunner:
                 env=_merged_env(env),
                 check=False,
                 text=True,
-                timeout=60,
+                timeout=timeout,
             )
-        except (FileNotFoundError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired):
             return 127, ""
         return proc.returncode, proc.stdout
 
@@ -128,7 +156,8 @@ class RecordingRunner:
         return self.handler(call, log) if self.handler else 0
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
     ) -> tuple[int, str]:
         call = RecordedCall(argv=tuple(argv), env=dict(env or {}), cwd=None)
         self.calls.append(call)
