@@ -16,9 +16,10 @@ the page skeleton that tests/data/real/PROVENANCE.md section 1 describes, one pa
 per index URL the anchors came from. Nothing is typed by hand: the anchor lines are
 copied unchanged, the skeleton is the one pytorch/test-infra's generator writes.
 
-``cassette`` records, through tests/cassette.py, what the client tests replay: the
-negotiated page of one small project, a 404 project, and a HEAD plus a ranged GET
-of one small wheel (so the cassette format is exercised on real ranged traffic).
+``cassette`` records, through tests/helpers/cassette.py, what the client tests
+replay: the negotiated page of one small project, a 404 project, and a HEAD plus a
+ranged GET of one small wheel (so the cassette format is exercised on real ranged
+traffic).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from stacklock.index.client import ACCEPT  # noqa: E402
-from tests.cassette import RecordingTransport  # noqa: E402
+from tests.helpers.cassette import RecordingTransport  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 PYPI = "https://pypi.org/simple"
@@ -173,11 +174,11 @@ def record_cassette(out: Path) -> None:
     note = (
         "# Client cassette\n\nRecorded "
         f"{_now()} by `scripts/record_fixtures.py cassette` through "
-        "`tests/cassette.py`'s RecordingTransport from the live index: "
+        "`tests/helpers/cassette.py`'s RecordingTransport from the live index: "
         f"`{PYPI}/packaging/` with the client's Accept header, a 404 project page, "
         f"and a HEAD plus a ranged GET (last 4096 bytes) of `{wheel['filename']}` "
         f"(index sha256 `{wheel['hashes']['sha256']}`). Format: see the "
-        "docstring of tests/cassette.py.\n")
+        "docstring of tests/helpers/cassette.py.\n")
     (out / "PROVENANCE.md").write_text(note, "utf-8")
     print(f"cassette: {len(transport.entries)} entries")
 

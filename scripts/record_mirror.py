@@ -47,21 +47,22 @@ from stacklock.index.pages import Link, parse_json_page  # noqa: E402
 from stacklock.metadata import MetadataFetcher  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
-from tests.cassette import RecordingTransport  # noqa: E402
-from tests.mirror import (  # noqa: E402
+from tests.helpers.cassette import RecordingTransport  # noqa: E402
+from tests.helpers.mirror import (  # noqa: E402  # noqa: E402
     DATA,
     PYTORCH_PREFIX,
     PYTORCH_PROJECTS,
     RANGES,
     WheelHost,
+    derived_index,
     dump_json,
     make_mirror_client,
     read_maybe_gz,
     render_pytorch_page,
     serve_mirror,
+    stand_in_wheel,
     trim_json_page,
 )
-from tests.test_resolve_indexes import _derived_index, stand_in_wheel  # noqa: E402
 
 PROFILE = "blackwell-cu130"
 PYPI = "https://pypi.org/simple"
@@ -276,7 +277,7 @@ def record(runs: int) -> str:
     work = Path(tempfile.mkdtemp(prefix="record-mirror-"))
     wheel = stand_in_wheel()  # zip timestamps: build it once
     sha = hashlib.sha256(wheel).hexdigest()
-    derived = Path(_derived_index(work, sha))
+    derived = Path(derived_index(work, sha))
     recorder = Recorder(DATA)
     locks = []
     for run in range(runs):

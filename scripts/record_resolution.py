@@ -29,7 +29,7 @@ from stacklock.errors import ResolutionError, StacklockError  # noqa: E402
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve import resolve_profile  # noqa: E402
-from tests.cassette import (  # noqa: E402
+from tests.helpers.cassette import (  # noqa: E402
     CassetteMiss,
     RecordingTransport,
     ReplayTransport,
@@ -38,7 +38,7 @@ from tests.cassette import (  # noqa: E402
 OUT = ROOT / "tests" / "data" / "resolve" / "cassettes"
 
 
-class _Layered(httpx.BaseTransport):
+class Layered(httpx.BaseTransport):
     """Answer from an existing cassette; record only what it lacks."""
 
     def __init__(self, base: ReplayTransport, rest: RecordingTransport) -> None:
@@ -57,7 +57,7 @@ def record(profile_arg: str, base: str | None = None) -> str:
     transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
     outer: httpx.BaseTransport = transport
     if base is not None:
-        outer = _Layered(ReplayTransport(OUT / base), transport)
+        outer = Layered(ReplayTransport(OUT / base), transport)
     http = make_http_client(transport=outer)
     with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache:
         try:

@@ -1,35 +1,36 @@
-"""Shared fixtures: where the recorded data lives, a loopback index server, and a
-client factory that never sleeps. Other test modules may append fixtures here."""
+"""Shared fixtures: the recorded data folder, a loopback index server, the install
+tests' loopback file server, and an index client factory that never sleeps. What
+they are built from lives in ``tests/helpers/``."""
 
 from __future__ import annotations
 
-import gzip
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
-DATA = Path(__file__).resolve().parent / "data"
-REAL = DATA / "real"
-SGL_PAGES = REAL / "sgl-project-whl-gh-pages"
-FLASHINFER_PAGES = REAL / "flashinfer-ai-whl-gh-pages-2024-03"
-PYPI_PAGES = DATA / "pypi"
-PYTORCH_PAGES = DATA / "pytorch"
+from tests.helpers.data import DATA
+from tests.helpers.install_server import Served, serve
 
-
-def read_fixture(path: Path) -> bytes:
-    """The bytes of a recorded file; ``name`` may be stored as ``name.gz``."""
-    if path.is_file():
-        return path.read_bytes()
-    return gzip.decompress(path.with_name(path.name + ".gz").read_bytes())
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, Served]]:
+    """(base URL, Served) of the install tests' loopback file server, one per
+    test (see tests/helpers/install_server.py)."""
+    with serve() as running:
+        yield running
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

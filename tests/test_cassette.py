@@ -9,8 +9,8 @@ import json
 import httpx
 import pytest
 
-from tests.cassette import CassetteMiss, RecordingTransport, ReplayTransport
-from tests.conftest import PYPI_PAGES, read_fixture
+from tests.helpers.cassette import CassetteMiss, RecordingTransport, ReplayTransport
+from tests.helpers.data import PYPI_PAGES, read_fixture
 
 BODY = read_fixture(PYPI_PAGES / "torch.json")  # a real page, > 32 KiB
 

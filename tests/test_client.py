@@ -16,8 +16,8 @@ from stacklock.errors import IndexError_
 from stacklock.http import Retry, make_http_client
 from stacklock.index.client import ACCEPT, IndexClient
 from stacklock.profile import IndexSpec
-from tests.cassette import CassetteMiss, ReplayTransport
-from tests.conftest import FLASHINFER_PAGES, PYPI_PAGES, SGL_PAGES, read_fixture
+from tests.helpers.cassette import CassetteMiss, ReplayTransport
+from tests.helpers.data import FLASHINFER_PAGES, PYPI_PAGES, SGL_PAGES, read_fixture
 
 PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")
 SECRET = IndexSpec(name="private", url="https://alice:s3cret@pkgs.example/simple")

@@ -187,10 +187,9 @@ CARRIER = "nvidia-cutlass-dsl-libs-cu12"
 
 
 def _layered(*names: str):
-    from tests.cassette import ReplayTransport
-    from tests.test_resolve import _Layered
+    from tests.helpers.cassette import Layered, ReplayTransport
 
-    return _Layered(*(ReplayTransport(CASSETTES / n) for n in names))
+    return Layered(*(ReplayTransport(CASSETTES / n) for n in names))
 
 
 def _resolve_case(name: str, cache: Path, **changes):

@@ -29,7 +29,7 @@ from stacklock.diff import diff_lock_files, diff_locks, parse_lock_view
 from stacklock.diff_render import render_json, render_markdown, render_text
 from stacklock.errors import LockError
 from stacklock.index.pages import parse_html_page
-from tests.conftest import DATA, SGL_PAGES, read_fixture
+from tests.helpers.data import DATA, SGL_PAGES, read_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 UV_128 = DATA / "diff" / "pylock.cu128.toml"

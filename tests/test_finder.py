@@ -20,7 +20,7 @@ from stacklock.index.finder import (
 from stacklock.index.pages import Link
 from stacklock.profile import IndexSpec
 from stacklock.target import Target
-from tests.conftest import PYPI_PAGES, SGL_PAGES, read_fixture
+from tests.helpers.data import PYPI_PAGES, SGL_PAGES, read_fixture
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")

@@ -29,7 +29,7 @@ from stacklock.index.pages import (
 from stacklock.profile import IndexSpec
 from stacklock.resolve.source import GC_THRESHOLD, PackageSource
 from stacklock.target import Target
-from tests.conftest import (
+from tests.helpers.data import (
     FLASHINFER_PAGES,
     PYPI_PAGES,
     PYTORCH_PAGES,

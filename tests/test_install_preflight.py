@@ -18,7 +18,7 @@ from stacklock.errors import InstallError, LockError, PreflightError
 from stacklock.install import install_lock
 from stacklock.install.preflight import find_base_python, probe_interpreter
 from stacklock.runner import SubprocessRunner
-from tests.test_install_server import SMALL_LOCK, tree_state
+from tests.helpers.install_server import SMALL_LOCK, tree_state
 
 PY = sys.executable
 

@@ -23,9 +23,7 @@ import tomlkit
 from stacklock.errors import HashMismatchError, InstallError, LockError, PreflightError
 from stacklock.install import install_lock, render_install
 from stacklock.install.toolkit import pypi_toolkit_home, write_activation
-from tests.test_install_server import Served, local_lock, server, tree_state
-
-__all__ = ["server"]
+from tests.helpers.install_server import Served, local_lock, tree_state
 
 PY = sys.executable
 VERSION = "13.0.1"

@@ -20,7 +20,7 @@ from stacklock.install.venv import (
     recover,
     swap_in,
 )
-from tests.test_install_server import SMALL_LOCK
+from tests.helpers.install_server import SMALL_LOCK
 
 
 @pytest.fixture(autouse=True)

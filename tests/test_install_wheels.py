@@ -18,17 +18,14 @@ from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
 from stacklock.snapshot import make_snapshot, render_snapshot
 from stacklock.store import ArtifactStore
-from tests.test_install_server import (
+from tests.helpers.install_server import (
     DATA,
     SMALL_LOCK,
     Served,
     local_lock,
-    server,
     sha256,
     tree_state,
 )
-
-__all__ = ["server"]  # the fixture, imported for pytest
 
 PY = sys.executable
 

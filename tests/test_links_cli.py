@@ -9,7 +9,7 @@ import re
 import pytest
 
 from stacklock.cli import main
-from tests.conftest import SGL_PAGES
+from tests.helpers.data import SGL_PAGES
 
 SGL_CU130 = SGL_PAGES / "cu130"
 

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -15,48 +10,10 @@ from packaging.pylock import Pylock
 
 from stacklock.errors import LockError
 from stacklock.lock import LOCK_VERSION, dump_lock, load_lock, render_lock
+from tests.helpers.uv import uv_dry_run
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = sorted((ROOT / "locks").glob("pylock.*.toml"))
-
-
-def _uv() -> str:
-    here = Path(sys.executable).with_name("uv")
-    return str(here) if here.exists() else (shutil.which("uv") or "uv")
-
-
-def python312(tmp_path: Path) -> str:
-    """A CPython 3.12 to dry-run installs for: an installed one, else one uv
-    provides (uv downloads it where the network allows)."""
-    pattern = os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")
-    found = sorted(glob.glob(pattern))
-    found += [p for p in [shutil.which("python3.12")] if p]
-    for exe in found:
-        ok = subprocess.run([exe, "-c", "import sys; assert sys.version_info[:2] == "
-                             "(3, 12)"], capture_output=True).returncode == 0
-        if ok:
-            return exe
-    venv = tmp_path / "py312"
-    made = subprocess.run([_uv(), "venv", "-q", "-p", "3.12", str(venv)],
-                          capture_output=True, text=True)
-    if made.returncode != 0:  # reported as skipped, never as passed
-        pytest.skip("no CPython 3.12 here and uv cannot download one: "
-                    + made.stderr.strip().splitlines()[-1])
-    return str(venv / "bin" / "python")
-
-
-def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
-    """uv installs the lock for its own target (pypi-cu130 needs glibc 2.34)."""
-    target = load_lock(lock).target
-    platform = f"{target.machine}-manylinux_{target.manylinux}"
-    cmd = [_uv(), "pip", "install", "--dry-run", "-r", str(lock),
-           "--python", python312(tmp_path), "--python-platform", platform,
-           "--cache-dir", str(tmp_path / "uv-cache")]
-    if offline:
-        cmd.append("--offline")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stderr + proc.stdout
 
 
 def test_there_are_committed_locks():

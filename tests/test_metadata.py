@@ -23,7 +23,7 @@ from stacklock.http import Retry
 from stacklock.index.pages import Link
 from stacklock.metadata import MetadataFetcher, parse_wheel_metadata
 from stacklock.store import ArtifactStore
-from tests.test_store import range_response
+from tests.helpers.ranges import range_response
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -10,7 +10,7 @@ import zipfile
 import httpx
 
 from stacklock.metadata import remote_zip
-from tests.test_store import range_response
+from tests.helpers.ranges import range_response
 
 METADATA = (b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
             b"Requires-Dist: filelock>=3\n")

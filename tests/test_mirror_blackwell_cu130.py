@@ -1,7 +1,7 @@
 """blackwell-cu130 resolved end to end on a loopback mirror of all three indexes.
 
 ``stacklock resolve blackwell-cu130 --index NAME=http://127.0.0.1:PORT/...`` for
-every index of the profile, through the CLI, against tests/mirror.py serving
+every index of the profile, through the CLI, against tests/helpers/mirror.py serving
 tests/data/mirror/ (real PyPI pages and range reads, recorded and trimmed by
 scripts/record_mirror.py; see its PROVENANCE.md) and the real sgl-kernel cu130
 page. github.com, where that page's wheels live, answers with a labelled stand-in
@@ -30,16 +30,17 @@ from packaging.version import Version
 from stacklock import cli
 from stacklock.profile import load_profile
 from stacklock.resolve.locking import lock_profile
-from tests.conftest import REAL
-from tests.mirror import (
+from tests.helpers.data import REAL
+from tests.helpers.mirror import (
     DATA,
     SGL_ROOT,
     WheelHost,
+    derived_index,
     is_usable,
     make_mirror_client,
     serve_mirror,
+    stand_in_wheel,
 )
-from tests.test_resolve_indexes import _derived_index, stand_in_wheel
 
 PROFILE = load_profile("blackwell-cu130")
 SGL_FILE = "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl"
@@ -92,7 +93,7 @@ def test_mirror_pages_hold_only_wheels_the_target_can_use():
 def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
                                                         tmp_path, wheel):
     sha = hashlib.sha256(wheel).hexdigest()
-    derived = Path(_derived_index(tmp_path, sha))  # the real page + one anchor
+    derived = Path(derived_index(tmp_path, sha))  # the real page + one anchor
     host = WheelHost(wheel)
     out = tmp_path / "pylock.blackwell-cu130.toml"
     with serve_mirror(sgl_root=derived) as mirror:

@@ -22,7 +22,7 @@ from stacklock.index.pages import (
     parse_json_page,
 )
 from stacklock.urls import redact_url, strip_credentials
-from tests.conftest import (
+from tests.helpers.data import (
     FLASHINFER_PAGES,
     PYPI_PAGES,
     PYTORCH_PAGES,

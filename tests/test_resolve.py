@@ -10,7 +10,6 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-import httpx
 import pytest
 from packaging.pylock import Pylock
 from packaging.specifiers import SpecifierSet
@@ -22,7 +21,7 @@ from stacklock.lock import load_lock, make_lock, render_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import resolve_profile
 from stacklock.resolve.locking import lock_profile
-from tests.cassette import CassetteMiss, ReplayTransport
+from tests.helpers.cassette import Layered, ReplayTransport
 
 DATA = Path(__file__).resolve().parent / "data" / "resolve"
 CASES = DATA / "cases"
@@ -151,26 +150,10 @@ def test_written_lock_loads_strictly(tmp_path):
     assert all(p.hash_source == "index" for p in lock.packages)
 
 
-class _Layered(httpx.BaseTransport):
-    """The cuda-mix cassette holds only what torch-cu130's lacks (recorded with
-    scripts/record_resolution.py --base, when torch-cu130's was named pypi-cu130)."""
-
-    def __init__(self, *layers: ReplayTransport) -> None:
-        self.layers = layers
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for layer in self.layers[:-1]:
-            try:
-                return layer.handle_request(request)
-            except CassetteMiss:
-                continue
-        return self.layers[-1].handle_request(request)
-
-
 def test_wheels_of_two_cuda_majors_are_refused_and_nothing_is_written(tmp_path):
     from stacklock.errors import CudaMixError
 
-    transport = _Layered(ReplayTransport(CASSETTES / "torch-cu130"),
+    transport = Layered(ReplayTransport(CASSETTES / "torch-cu130"),
                          ReplayTransport(CASSETTES / "cuda-mix"))
     out = tmp_path / "pylock.cuda-mix.toml"
     with make_http_client(transport=transport) as http, \

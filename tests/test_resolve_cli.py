@@ -16,8 +16,8 @@ from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import resolve_profile
-from tests.cassette import ReplayTransport
-from tests.test_lock import uv_dry_run
+from tests.helpers.cassette import ReplayTransport
+from tests.helpers.uv import uv_dry_run
 
 DATA = Path(__file__).resolve().parent / "data" / "resolve"
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,11 +14,7 @@ rejection test.
 from __future__ import annotations
 
 import hashlib
-import io
-import re
-import zipfile
 from dataclasses import replace
-from pathlib import Path
 
 import httpx
 import pytest
@@ -37,45 +33,9 @@ from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource
 from stacklock.store import ArtifactStore
 from stacklock.target import Target
-from tests.conftest import DATA, read_fixture
-
-MIRROR = DATA / "resolve" / "mirror"
-SGL_PAGE = DATA / "real" / "sgl-project-whl-gh-pages" / "cu130" / "sgl-kernel" / \
-    "index.html"
-SGL_FILE = "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl"
-
-
-def stand_in_wheel() -> bytes:
-    """A zip standing in for the sgl-kernel cu130 wheel (see module docstring)."""
-    meta = (MIRROR / "sgl_kernel-0.3.21-pypi.METADATA").read_bytes()
-    meta = meta.replace(b"\nVersion: 0.3.21\n", b"\nVersion: 0.3.21+cu130\n", 1)
-    buf = io.BytesIO()
-    stamp = (2026, 1, 1, 0, 0, 0)  # fixed, so every call gives the same bytes
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, data in (
-            ("STAND-IN.txt", b"not the real wheel: a test stand-in\n"),
-            ("sgl_kernel-0.3.21+cu130.dist-info/METADATA", meta),
-            ("sgl_kernel-0.3.21+cu130.dist-info/WHEEL",
-             b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"),
-        ):
-            zf.writestr(zipfile.ZipInfo(name, date_time=stamp), data)
-    return buf.getvalue()
-
-
-def _ranged(request: httpx.Request, body: bytes) -> httpx.Response:
-    if request.method == "HEAD":
-        return httpx.Response(200, headers={"content-length": str(len(body)),
-                                            "accept-ranges": "bytes"})
-    m = re.fullmatch(r"bytes=(\d*)-(\d*)", request.headers.get("range", ""))
-    if not m:
-        return httpx.Response(200, content=body)
-    start, end = m.groups()
-    if start == "":
-        first, last = max(len(body) - int(end), 0), len(body) - 1
-    else:
-        first, last = int(start), min(int(end or len(body) - 1), len(body) - 1)
-    return httpx.Response(206, content=body[first:last + 1], headers={
-        "content-range": f"bytes {first}-{last}/{len(body)}"})
+from tests.helpers.data import DATA, read_fixture
+from tests.helpers.mirror import SGL_FILE, derived_index, stand_in_wheel
+from tests.helpers.ranges import range_response
 
 
 class Hosts:
@@ -95,7 +55,7 @@ class Hosts:
         if request.url.host == "github.com":
             if request.method == "GET" and "range" not in request.headers:
                 self.wheel_gets += 1
-            return _ranged(request, self.wheel)
+            return range_response(request, self.wheel)
         return httpx.Response(404)
 
     def client(self) -> httpx.Client:
@@ -183,26 +143,11 @@ def test_stand_in_matching_none_of_the_listed_hashes_is_rejected(local_index,
     assert err.value.actual == hashlib.sha256(hosts.wheel).hexdigest()
 
 
-def _derived_index(tmp_path: Path, sha: str) -> str:
-    """The real page plus one anchor listing the stand-in's hash (a derived file,
-    written here, never stored as if it were recorded)."""
-    page = SGL_PAGE.read_bytes()
-    line = re.search(rb'<a href="([^"#]*' + re.escape(SGL_FILE.encode()) +
-                     rb')#sha256=[0-9a-f]{64}">', page)
-    assert line is not None
-    extra = (b'<a href="' + line.group(1) + b"#sha256=" + sha.encode() + b'">' +
-             SGL_FILE.encode() + b"</a><br>\n")
-    folder = tmp_path / "derived" / "sgl-kernel"
-    folder.mkdir(parents=True)
-    (folder / "index.html").write_bytes(page + extra)  # the page has no </body>
-    return str(tmp_path / "derived")
-
-
 def test_listed_stand_in_hash_is_settled_by_one_download(tmp_path):
     hosts = Hosts()
     sha = hashlib.sha256(hosts.wheel).hexdigest()
     with hosts.client() as http:
-        cand = _sgl_candidate(http, tmp_path, _derived_index(tmp_path, sha))
+        cand = _sgl_candidate(http, tmp_path, derived_index(tmp_path, sha))
         store = ArtifactStore(tmp_path / "art")
         seen: list[int] = []
         first = settle_wheel(cand, store=store, http=http,
@@ -224,7 +169,7 @@ def test_profile_with_pinned_sgl_index_locks_through_the_mirror(tmp_path):
         f"[[index]]\nname = \"sgl-kernel-cu130\"\nurl = \"{tmp_path / 'derived'}\"\n"
         "packages = [\"sgl-kernel\"]\n[[index]]\nname = \"pypi\"\n"
         "[requirements]\npackages = [\"sgl-kernel==0.3.21\"]\n")
-    _derived_index(tmp_path, sha)
+    derived_index(tmp_path, sha)
     out = tmp_path / "pylock.sgl-mirror.toml"
     with hosts.client() as http:
         result = lock_profile(str(profile_path), output=out, http=http,

@@ -16,9 +16,7 @@ from stacklock.cli import main
 from stacklock.errors import InstallError, LockError
 from stacklock.install import install_lock
 from stacklock.snapshot import make_snapshot
-from tests.test_install_server import DATA, Served, local_lock, server, sha256
-
-__all__ = ["server"]
+from tests.helpers.install_server import DATA, Served, local_lock, sha256
 
 PY = sys.executable
 UV = str(find_uv_bin())

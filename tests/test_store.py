@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +15,7 @@ from stacklock import store as store_module
 from stacklock.errors import DownloadError, HashMismatchError
 from stacklock.http import Retry
 from stacklock.store import ArtifactStore
+from tests.helpers.ranges import range_response
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -33,25 +33,6 @@ def _store(root: Path) -> ArtifactStore:
 def payload() -> bytes:
     """A real wheel (six, recorded whole from PyPI) as the file to download."""
     return (SIX / "0-11049.bin").read_bytes()
-
-
-def range_response(request: httpx.Request, data: bytes) -> httpx.Response:
-    """Answer like a real file server: 206 for ``bytes=a-``, ``a-b``, ``-n``."""
-    spec = request.headers.get("range")
-    if spec is None:
-        return httpx.Response(200, content=data)
-    match = re.fullmatch(r"bytes=(\d*)-(\d*)", spec)
-    assert match, spec
-    first, last = match.groups()
-    if first == "":
-        start, end = max(len(data) - int(last), 0), len(data) - 1
-    else:
-        start = int(first)
-        end = min(int(last), len(data) - 1) if last else len(data) - 1
-    if start >= len(data):
-        return httpx.Response(416, headers={"content-range": f"bytes */{len(data)}"})
-    headers = {"content-range": f"bytes {start}-{end}/{len(data)}"}
-    return httpx.Response(206, headers=headers, content=data[start : end + 1])
 
 
 class CutStream(httpx.SyncByteStream):

@@ -21,7 +21,7 @@ from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.profile import IndexSpec, RequirementsSpec, parse_profile
 from stacklock.variants import choose_variants, parse_gpu_variants, pin_variants
-from tests.conftest import REAL
+from tests.helpers.data import REAL
 
 CU130 = REAL / "flashinfer-ai-whl-cu130" / "cu130"
 DECLARED = parse_gpu_variants({"flashinfer-jit-cache": {

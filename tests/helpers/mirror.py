@@ -23,8 +23,11 @@ tests/data/mirror/PROVENANCE.md) and refuses every other host that is not loopba
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import re
 import threading
+import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,10 +40,11 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from stacklock.http import make_http_client
 from stacklock.target import Target
+from tests.helpers.ranges import range_response
 
-ROOT = Path(__file__).resolve().parent
-DATA = ROOT / "data" / "mirror"
-SGL_ROOT = ROOT / "data" / "real" / "sgl-project-whl-gh-pages"
+TESTS = Path(__file__).resolve().parents[1]
+DATA = TESTS / "data" / "mirror"
+SGL_ROOT = TESTS / "data" / "real" / "sgl-project-whl-gh-pages"
 PYTORCH_PROJECTS = ("torch", "torchvision", "torchaudio")
 PYTORCH_PREFIX = "/whl/cu130/"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -137,7 +141,7 @@ def locate(url_path: str, root: Path = DATA,
 
 class Ranges:
     """The recorded answers of files.pythonhosted.org to stacklock's METADATA range
-    reads (a tests/cassette.py cassette), looked up by wheel filename, so the
+    reads (a tests/helpers/cassette.py cassette), looked up by wheel filename, so the
     mirror answers ``GET /files/<wheel>`` with ``Range`` exactly as PyPI did."""
 
     def __init__(self, root: Path) -> None:
@@ -274,15 +278,13 @@ class WheelHost(httpx.BaseTransport):
         self.refused: list[str] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        from tests.test_resolve_indexes import _ranged
-
         if request.url.host != "github.com":
             self.refused.append(str(request.url))
             raise httpx.ConnectError("refused: the mirror test stays on loopback",
                                      request=request)
         if request.method == "GET" and "range" not in request.headers:
             self.gets += 1
-        response = _ranged(request, self.wheel)
+        response = range_response(request, self.wheel)
         return httpx.Response(response.status_code, headers=response.headers,
                               content=response.content, request=request)
 
@@ -296,3 +298,42 @@ def make_mirror_client(host: WheelHost, **kwargs: Any) -> httpx.Client:
 
 def dump_json(data: Any) -> bytes:
     return json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
+
+
+RESOLVE_MIRROR = TESTS / "data" / "resolve" / "mirror"
+SGL_PAGE = SGL_ROOT / "cu130" / "sgl-kernel" / "index.html"
+SGL_FILE = "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl"
+
+
+def stand_in_wheel() -> bytes:
+    """A zip standing in for the sgl-kernel cu130 wheel, whose github.com release
+    asset cannot be reached from here: the real METADATA (PyPI's 0.3.21 with the
+    +cu130 local version), a WHEEL file, and a note saying what it is."""
+    meta = (RESOLVE_MIRROR / "sgl_kernel-0.3.21-pypi.METADATA").read_bytes()
+    meta = meta.replace(b"\nVersion: 0.3.21\n", b"\nVersion: 0.3.21+cu130\n", 1)
+    buf = io.BytesIO()
+    stamp = (2026, 1, 1, 0, 0, 0)  # fixed, so every call gives the same bytes
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in (
+            ("STAND-IN.txt", b"not the real wheel: a test stand-in\n"),
+            ("sgl_kernel-0.3.21+cu130.dist-info/METADATA", meta),
+            ("sgl_kernel-0.3.21+cu130.dist-info/WHEEL",
+             b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"),
+        ):
+            zf.writestr(zipfile.ZipInfo(name, date_time=stamp), data)
+    return buf.getvalue()
+
+
+def derived_index(tmp_path: Path, sha: str) -> str:
+    """The real page plus one anchor listing the stand-in's hash (a derived file,
+    written here, never stored as if it were recorded)."""
+    page = SGL_PAGE.read_bytes()
+    line = re.search(rb'<a href="([^"#]*' + re.escape(SGL_FILE.encode()) +
+                     rb')#sha256=[0-9a-f]{64}">', page)
+    assert line is not None
+    extra = (b'<a href="' + line.group(1) + b"#sha256=" + sha.encode() + b'">' +
+             SGL_FILE.encode() + b"</a><br>\n")
+    folder = tmp_path / "derived" / "sgl-kernel"
+    folder.mkdir(parents=True)
+    (folder / "index.html").write_bytes(page + extra)  # the page has no </body>
+    return str(tmp_path / "derived")

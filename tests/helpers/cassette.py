@@ -188,3 +188,20 @@ class RecordingTransport(httpx.BaseTransport):
 
     def close(self) -> None:
         self.inner.close()
+
+
+class Layered(httpx.BaseTransport):
+    """Cassettes read in order, the first that has the request answers it: a
+    cassette recorded with ``scripts/record_resolution.py --base`` holds only what
+    its base lacks (cuda-mix over torch-cu130)."""
+
+    def __init__(self, *layers: ReplayTransport) -> None:
+        self.layers = layers
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for layer in self.layers[:-1]:
+            try:
+                return layer.handle_request(request)
+            except CassetteMiss:
+                continue
+        return self.layers[-1].handle_request(request)
