@@ -30,8 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from record_diff_locks import compile_args, find_uv
 
 from stacklock._fs import cache_dir
-from stacklock.diff import diff_lock_files
-from stacklock.diff_render import render_json, render_markdown, render_text
+from stacklock.diff import (
+    diff_lock_files,
+    render_json,
+    render_markdown,
+    render_text,
+)
 
 REQUIREMENTS = [
     "sglang==0.5.9",

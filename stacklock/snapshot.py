@@ -7,7 +7,8 @@ name, version and the installed ``WHEEL`` tags). Anything else (pip-installed
 from an index that left no record) keeps name and version, a ``directory`` entry
 pointing at its dist-info, and is listed in ``[tool.stacklock] unknown-origin``;
 such a snapshot diffs fine but cannot be installed as it is. The fingerprint of
-each ``RECORD`` file lets a diff notice files changed in place.
+each ``RECORD`` file lets a diff notice files changed in place. The result is a
+:class:`~stacklock.lock.Lock`, written by the one lock writer.
 """
 
 from __future__ import annotations
@@ -15,23 +16,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 from email.parser import BytesHeaderParser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tomlkit
-from packaging.tags import parse_tag
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.tags import Tag, parse_tag
+from packaging.utils import canonicalize_name
 
 from stacklock import __version__
-from stacklock._fs import atomic_write_text
+from stacklock.cuda.driver import parse_nvcc_version, read_driver
 from stacklock.errors import CudaError, InstallError
+from stacklock.lock import Lock, dump_lock, load_lock, parse_lock_document
+from stacklock.lock.model import wheel_tags
+from stacklock.runner import SubprocessRunner
+
+if TYPE_CHECKING:
+    from packaging.pylock import PackageWheel
 
 __all__ = [
     "installed_lock_path",
     "make_snapshot",
-    "render_snapshot",
     "site_packages",
     "write_snapshot",
 ]
@@ -68,19 +72,28 @@ def _python_version(venv: Path) -> str | None:
     return values.get("version_info") or values.get("version")
 
 
-def _known_wheels(venv: Path) -> dict[tuple[str, str], list[dict[str, Any]]]:
+Known = dict[tuple[str, str], tuple["PackageWheel", ...]]
+
+
+def _known_wheels(venv: Path) -> Known:
     path = installed_lock_path(venv)
     if path is None:
         return {}
-    data = tomllib.loads(path.read_text("utf-8"))
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for pkg in data.get("packages", []):
-        key = (canonicalize_name(pkg["name"]), str(pkg.get("version")))
-        out[key] = list(pkg.get("wheels", []))
+    return {(p.name, str(p.version)): p.wheels for p in load_lock(path).packages}
+
+
+def _wheel_entry(wheel: PackageWheel) -> dict[str, Any]:
+    """A locked wheel as a ``[[packages.wheels]]`` table."""
+    out: dict[str, Any] = {"name": wheel.filename}
+    for key, value in (("url", wheel.url), ("path", wheel.path), ("size", wheel.size),
+                       ("upload-time", wheel.upload_time)):
+        if value is not None:
+            out[key] = value
+    out["hashes"] = dict(wheel.hashes)
     return out
 
 
-def _wheel_tags(dist_info: Path) -> frozenset[Any]:
+def _wheel_tags(dist_info: Path) -> frozenset[Tag]:
     try:
         headers = BytesHeaderParser().parsebytes((dist_info / "WHEEL").read_bytes())
     except OSError:
@@ -114,9 +127,7 @@ def _archive(
     return entry, True
 
 
-def _package(
-    dist_info: Path, known: dict[tuple[str, str], list[dict[str, Any]]]
-) -> tuple[dict[str, Any], bool]:
+def _package(dist_info: Path, known: Known) -> tuple[dict[str, Any], bool]:
     """One ``[[packages]]`` entry and whether its origin is known."""
     meta = BytesHeaderParser().parsebytes((dist_info / "METADATA").read_bytes())
     name, version = str(meta["Name"]), str(meta["Version"])
@@ -133,10 +144,9 @@ def _package(
     direct = dist_info / "direct_url.json"
     tags = _wheel_tags(dist_info)
     wheels = [
-        w
-        for w in known.get((canonicalize_name(name), version), [])
-        if parse_wheel_filename(str(w.get("name") or w["url"].rsplit("/", 1)[-1]))[3]
-        == tags
+        _wheel_entry(w)
+        for w in known.get((canonicalize_name(name), version), ())
+        if wheel_tags(w) == tags
     ]
     if wheels:
         entry["wheels"] = wheels
@@ -200,9 +210,6 @@ def _toolkit_at(prefix: Path) -> dict[str, str] | None:
     nvcc = prefix / "bin" / "nvcc"
     if not nvcc.is_file():
         return None
-    from stacklock.cuda.driver import parse_nvcc_version
-    from stacklock.runner import SubprocessRunner
-
     rc, out = SubprocessRunner().capture([str(nvcc), "--version"], timeout=30)
     if rc != 0:
         return None
@@ -216,17 +223,13 @@ def _toolkit_at(prefix: Path) -> dict[str, str] | None:
 
 def _driver() -> str | None:
     try:
-        from stacklock.cuda.driver import read_driver
-    except ImportError:  # pragma: no cover - cuda/ not present
-        return None
-    try:
         return read_driver().version
     except CudaError:
         return None
 
 
-def make_snapshot(venv: Path) -> dict[str, Any]:
-    """The PEP 751 document for ``venv`` (a dict ``packaging.pylock`` accepts)."""
+def make_snapshot(venv: Path, *, path: str | Path = "") -> Lock:
+    """What ``venv`` holds, as a lock (``path``: where it will be written)."""
     site = site_packages(venv)
     known = _known_wheels(venv)
     packages = []
@@ -257,17 +260,8 @@ def make_snapshot(venv: Path) -> dict[str, Any]:
         tool["driver"] = driver
     tool["unknown-origin"] = sorted(unknown, key=canonicalize_name)
     doc["tool"] = {"stacklock": tool}
-    return doc
-
-
-def render_snapshot(doc: dict[str, Any]) -> str:
-    header = (
-        f"# snapshot of {doc['tool']['stacklock']['venv']} by stacklock {__version__}\n"
-        "# regenerate with: stacklock snapshot --venv "
-        f"{doc['tool']['stacklock']['venv']}\n"
-    )
-    return header + tomlkit.dumps(doc)
+    return parse_lock_document(doc, path=str(path) or f"snapshot of {venv}")
 
 
 def write_snapshot(venv: Path, path: Path) -> Path:
-    return atomic_write_text(path, render_snapshot(make_snapshot(venv)))
+    return dump_lock(make_snapshot(venv, path=path), path)

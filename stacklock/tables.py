@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, NormalizedName, canonicalize_name
 
-from stacklock.errors import ProfileError
+from stacklock.errors import ProfileError, StacklockError
 
 __all__ = ["TableReader", "parse_rfc3339"]
 
@@ -44,7 +44,7 @@ class TableReader:
             return self.prefix
         return f"{self.prefix}.{key}" if self.prefix else key
 
-    def fail(self, key: str, message: str, hint: str | None = None) -> ProfileError:
+    def fail(self, key: str, message: str, hint: str | None = None) -> StacklockError:
         return ProfileError(message, path=self.path, key=self.key(key) or None,
                             hint=hint)
 

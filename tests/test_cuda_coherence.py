@@ -241,8 +241,9 @@ def test_allowed_carrier_is_reported_and_recorded_not_mixed(allowed_stack):
     assert labels["torch"] == "13.0"
     assert all(c.startswith("13") for c in labels.values())
     assert "nvidia-cutlass-dsl" not in labels
-    assert lock.cuda is not None and lock.cuda["allow-mixed"] == [CARRIER]
-    assert "allow-mixed" not in lock.stacklock  # the cuda entry holds it
+    assert lock.cuda is not None and lock.cuda.allow_mixed == (CARRIER,)
+    assert lock.stack is not None
+    assert lock.stack.allow_mixed == ()  # the cuda entry holds it
     from stacklock.resolve.locking import render_resolve
 
     assert f"cuda allowed: nvidia-cutlass-dsl: requires {CARRIER}" in render_resolve(
@@ -286,8 +287,9 @@ def test_lock_without_a_cuda_entry_records_the_allowance_at_the_top(allowed_stac
     from stacklock.lock import make_lock
 
     res = allowed_stack[0].resolution
-    table = make_lock(replace(res, cuda_entry=None)).stacklock
-    assert "cuda" not in table and table["allow-mixed"] == [CARRIER]
+    stack = make_lock(replace(res, cuda_entry=None)).stack
+    assert stack is not None
+    assert stack.cuda is None and stack.allow_mixed == (CARRIER,)
 
 
 def test_allowance_names_are_normalized_and_unused_ones_are_a_warning(

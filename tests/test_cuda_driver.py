@@ -16,7 +16,7 @@ from stacklock.cuda.driver import (
     DriverInfo,
     check_driver,
     check_toolkit_driver,
-    load_lock_cuda,
+    lock_cuda,
     parse_nvcc_version,
     parse_nvidia_smi,
     parse_nvidia_smi_csv,
@@ -25,6 +25,7 @@ from stacklock.cuda.driver import (
     read_driver,
 )
 from stacklock.errors import CudaError, LockError
+from stacklock.lock import load_lock
 from stacklock.runner import RecordingRunner
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ def test_check_driver_cli_with_a_lock(tmp_path: Path, monkeypatch: pytest.Monkey
     text = REAL_LOCK.read_text()
     labels = _lock_labels(text)
     assert labels["torch"] == "12.8"
-    assert load_lock_cuda(REAL_LOCK) == ("12.8.1", labels)
+    assert lock_cuda(load_lock(REAL_LOCK)) == ("12.8.1", labels)
     monkeypatch.setenv(DRIVER_ENV, "580.159.04")
     assert main(["cuda", "check-driver", "--lock", str(REAL_LOCK)]) == 0
     out = capsys.readouterr().out
@@ -218,6 +219,10 @@ def test_bad_lock_is_a_lock_error(tmp_path: Path):
     bad = tmp_path / "pylock.bad.toml"
     bad.write_text("[[packages]\n")
     with pytest.raises(LockError, match="not valid TOML"):
-        load_lock_cuda(bad)
+        load_lock(bad)
     with pytest.raises(LockError, match="no such lock file"):
-        load_lock_cuda(tmp_path / "missing.toml")
+        load_lock(tmp_path / "missing.toml")
+    bad.write_text(REAL_LOCK.read_text().replace('cuda = "12.8"', 'cuda = "cu128"', 1))
+    with pytest.raises(LockError, match=r"packages\[\d+\]\.tool\.stacklock\.cuda: "
+                       "'cu128' is not a CUDA version"):
+        lock_cuda(load_lock(bad))

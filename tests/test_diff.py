@@ -25,10 +25,17 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from stacklock.cli import main
-from stacklock.diff import diff_lock_files, diff_locks, parse_lock_view
-from stacklock.diff_render import render_json, render_markdown, render_text
+from stacklock.diff import (
+    diff_lock_files,
+    diff_locks,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from stacklock.diff.packages import compared_packages
 from stacklock.errors import LockError
 from stacklock.index.pages import parse_html_page
+from stacklock.lock import parse_lock
 from tests.helpers.data import DATA, SGL_PAGES, read_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -535,8 +542,8 @@ def test_newer_minor_lock_version_reads_with_a_warning() -> None:
     content = UV_128.read_bytes().replace(
         b'lock-version = "1.0"', b'lock-version = "1.1"'
     )
-    newer = parse_lock_view(content, path="pylock.newer.toml")
-    diff = diff_locks(parse_lock_view(UV_128.read_bytes(), path=str(UV_128)), newer)
+    newer = parse_lock(content, path="pylock.newer.toml")
+    diff = diff_locks(parse_lock(UV_128.read_bytes(), path=str(UV_128)), newer)
     assert not diff.packages
     assert any("lock-version 1.1" in w for w in diff.warnings)
 
@@ -548,8 +555,8 @@ def test_duplicate_names_are_keyed_by_marker() -> None:
     torch["marker"] = "sys_platform == 'darwin'"
     data["packages"].append(torch)
     _package(data, "torch")["marker"] = "sys_platform == 'linux'"
-    view = parse_lock_view(tomlkit.dumps(data).encode(), path="pylock.two.toml")
-    assert {k for k in view.packages if k.startswith("torch;")} == {
+    lock = parse_lock(tomlkit.dumps(data).encode(), path="pylock.two.toml")
+    assert {k for k in compared_packages(lock) if k.startswith("torch;")} == {
         'torch; sys_platform == "darwin"',
         'torch; sys_platform == "linux"',
     }

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.diff import diff_lock_files
-from stacklock.diff_render import render_diff
+from stacklock.diff import diff_lock_files, render_diff
 from stacklock.install import install_lock
 from stacklock.install.preflight import find_base_python
 from stacklock.resolve.locking import lock_profile

@@ -86,9 +86,8 @@ def test_no_matching_environment(tmp_path: Path) -> None:
 def test_other_platform_and_newer_glibc(tmp_path: Path) -> None:
     other = "linux_aarch64" if platform.machine() == "x86_64" else "linux_x86_64"
     target = {"python": "3.11", "platform": other, "manylinux": "2_99"}
-    lock = edited_lock(
-        tmp_path, lambda d: d.update({"tool": {"stacklock": {"target": target}}})
-    )
+    table = {"lock-version": 1, "target": target}
+    lock = edited_lock(tmp_path, lambda d: d.update({"tool": {"stacklock": table}}))
     assert problems(tmp_path, lock) == ["platform", "glibc"]
 
 

@@ -102,7 +102,7 @@ def toolkit_lock(
     }  # fmt: skip
     table.update(overrides)
     data = tomllib.loads(lock.read_text())
-    data["tool"] = {"stacklock": {"cuda": table}}
+    data["tool"] = {"stacklock": {"lock-version": 1, "cuda": table}}
     lock.write_text(tomlkit.dumps(data))
     return lock
 
@@ -292,7 +292,8 @@ def test_pypi_toolkit_needs_no_runfile(
     base, served = server
     lock = local_lock(base, served, tmp_path / "lock" / "pylock.small.toml")
     data = tomllib.loads(lock.read_text())
-    data["tool"] = {"stacklock": {"cuda": {"version": "13.0.1", "source": "pypi"}}}
+    data["tool"] = {"stacklock": {"lock-version": 1,
+                                  "cuda": {"version": "13.0.1", "source": "pypi"}}}
     lock.write_text(tomlkit.dumps(data))
     result = _install(tmp_path, lock, validate=False)
     assert result.plan.runfile_command is None and result.plan.toolkit_prefix is None

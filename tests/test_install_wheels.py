@@ -16,7 +16,8 @@ from packaging.pylock import Pylock
 
 from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
-from stacklock.snapshot import make_snapshot, render_snapshot
+from stacklock.lock import render_lock
+from stacklock.snapshot import make_snapshot
 from stacklock.store import ArtifactStore
 from tests.helpers.install_server import (
     DATA,
@@ -67,14 +68,14 @@ def test_install_imports_and_snapshot_matches(
     assert "uv-pip-sync" in result.logs and result.logs["uv-pip-sync"].is_file()
     # every wheel came from the loopback server, once
     assert sorted(p for p, _ in served.requests) == sorted(served.files)
-    doc = make_snapshot(venv)
-    snap = Pylock.from_dict(tomllib.loads(render_snapshot(doc)))
+    snapshot = make_snapshot(venv)
+    snap = Pylock.from_dict(tomllib.loads(render_lock(snapshot)))
     assert {str(p.name): str(p.version) for p in snap.packages} == _names(lock)
     locked = tomllib.loads(lock.read_text("utf-8"))
     want = {p["name"]: p["wheels"][0]["hashes"]["sha256"] for p in locked["packages"]}
-    got = {p["name"]: p["wheels"][0]["hashes"]["sha256"] for p in doc["packages"]}
+    got = {p.name: p.wheels[0].hashes["sha256"] for p in snapshot.packages}
     assert got == want
-    assert doc["tool"]["stacklock"]["unknown-origin"] == []
+    assert snapshot.snapshot is not None and snapshot.snapshot.unknown_origin == ()
     assert "generation 1" in render_install(result)
     # install ends with stacklock.validate: the lock's packages are all there
     assert result.validation is not None

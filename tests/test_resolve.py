@@ -19,7 +19,7 @@ from stacklock.errors import ResolutionError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock, make_lock, render_lock
 from stacklock.profile import load_profile
-from stacklock.resolve import resolve_profile
+from stacklock.resolve import AppliedOverride, resolve_profile
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.cassette import Layered, ReplayTransport
 
@@ -79,8 +79,8 @@ def test_torch_cu130_is_one_cuda_major_with_its_toolkit(tmp_path):
     assert res.cuda_entry is not None and res.cuda_entry["version"] == "13.0.1"
     assert all(p.wheel.hash_source == "index" for p in res.packages)
     lock = make_lock(res)
-    assert lock.stacklock["cuda"]["runfile"].startswith("cuda_13.0.1_")
-    assert lock.stacklock["validate"] == res.profile.validate
+    assert lock.cuda is not None and str(lock.cuda.runfile).startswith("cuda_13.0.1_")
+    assert lock.validate == res.profile.validate
 
 
 def test_conflict_is_explained_and_no_lock_is_written(tmp_path):
@@ -109,11 +109,12 @@ def test_override_replaces_a_dependency_and_is_recorded(tmp_path):
     applied = {(a.package, a.original, a.override) for a in res.overrides}
     assert ("requests", "urllib3<3,>=1.21.1", "urllib3<2") in applied
     assert any(a[0] == "requests" and a[2] == "idna>=3.0" for a in applied)
-    table = make_lock(res).stacklock
-    assert table["overrides"] == ["urllib3<2", "idna>=3.0"]
-    assert {"package": "requests", "original": "urllib3<3,>=1.21.1",
-            "override": "urllib3<2"} in table["overrides-applied"]
-    assert table["constraints"] == ["certifi<2025"]
+    stack = make_lock(res).stack
+    assert stack is not None
+    assert [str(r) for r in stack.overrides] == ["urllib3<2", "idna>=3.0"]
+    assert AppliedOverride(package="requests", original="urllib3<3,>=1.21.1",
+                           override="urllib3<2") in stack.overrides_applied
+    assert [str(r) for r in stack.constraints] == ["certifi<2025"]
 
 
 def test_prerelease_only_where_a_requirement_names_one(tmp_path):
@@ -146,8 +147,8 @@ def test_written_lock_loads_strictly(tmp_path):
     dump_lock(make_lock(res), out)
     lock = load_lock(out)
     assert lock.profile == "override"
-    assert {p.name: p.version for p in lock.packages} == res.pins()
-    assert all(p.hash_source == "index" for p in lock.packages)
+    assert {p.name: str(p.version) for p in lock.packages} == res.pins()
+    assert all(p.tool.hash_source == "index" for p in lock.packages)
 
 
 def test_wheels_of_two_cuda_majors_are_refused_and_nothing_is_written(tmp_path):

@@ -176,9 +176,10 @@ def test_profile_with_pinned_sgl_index_locks_through_the_mirror(tmp_path):
                               cache_dir=tmp_path / "cache")
     lock = load_lock(out)
     (pkg,) = lock.packages
-    assert (pkg.name, pkg.version, pkg.index_name) == (
+    assert (pkg.name, str(pkg.version), pkg.tool.index_name) == (
         "sgl-kernel", "0.3.21+cu130", "sgl-kernel-cu130")
-    assert pkg.wheel.sha256 == sha and pkg.hash_source == "download"
+    assert pkg.wheels[0].hashes["sha256"] == sha
+    assert pkg.tool.hash_source == "download"
     assert pkg.cuda == "13.0"
     assert result.to_dict()["packages"] == 1
     assert replace(load_profile(str(profile_path))).indexes[0].packages == (

@@ -15,6 +15,7 @@ from uv import find_uv_bin
 from stacklock.cli import main
 from stacklock.errors import InstallError, LockError
 from stacklock.install import install_lock
+from stacklock.lock import FoundToolkit, render_lock
 from stacklock.snapshot import make_snapshot
 from tests.helpers.install_server import DATA, Served, local_lock, sha256
 
@@ -73,13 +74,15 @@ def test_index_install_without_record_is_unknown_origin(
          "--index-url", f"{base}/simple", "six"],
         check=True,
     )  # fmt: skip
-    doc = make_snapshot(venv)
-    Pylock.from_dict(doc)
-    (six,) = doc["packages"]
-    assert (six["name"], six["version"]) == ("six", "1.17.0")
-    assert six["directory"]["path"].endswith("six-1.17.0.dist-info")
-    assert doc["tool"]["stacklock"]["unknown-origin"] == ["six"]
-    assert len(six["tool"]["stacklock"]["record-sha256"]) == 64
+    snapshot = make_snapshot(venv)
+    Pylock.from_dict(tomllib.loads(render_lock(snapshot)))
+    (six,) = snapshot.packages
+    assert (six.name, str(six.version)) == ("six", "1.17.0")
+    assert six.entry.directory is not None
+    assert six.entry.directory.path.endswith("six-1.17.0.dist-info")
+    assert snapshot.snapshot is not None
+    assert snapshot.snapshot.unknown_origin == ("six",)
+    assert len(six.tool.record_sha256 or "") == 64
     # such a snapshot is for diffing; install refuses it with a clear error
     snap = tmp_path / "pylock.snap.toml"
     assert main(["snapshot", "--venv", str(venv), "-o", str(snap)]) == 0
@@ -93,12 +96,11 @@ def test_toolkit_named_by_the_activation_file(tmp_path: Path) -> None:
     prefix.mkdir()
     (prefix / "version.json").write_text(json.dumps({"cuda": {"version": "13.0.1"}}))
     (venv / "stacklock-activate.sh").write_text(f"export CUDA_HOME='{prefix}'\n")
-    doc = make_snapshot(venv)
-    assert doc["tool"]["stacklock"]["toolkit"] == {
-        "version": "13.0.1",
-        "prefix": str(prefix),
-    }
-    assert doc["requires-python"] == f"=={'.'.join(map(str, sys.version_info[:3]))}"
+    snapshot = make_snapshot(venv).snapshot
+    assert snapshot is not None and snapshot.toolkit == FoundToolkit(
+        version="13.0.1", prefix=str(prefix))
+    python = ".".join(map(str, sys.version_info[:3]))
+    assert str(make_snapshot(venv).requires_python) == f"=={python}"
 
 
 def test_not_a_venv(tmp_path: Path) -> None:
@@ -121,10 +123,6 @@ def test_toolkit_without_version_json_is_read_from_nvcc(
     nvcc.write_text(f"#!/bin/sh\ncat '{prefix / 'bin' / 'output.txt'}'\n")
     nvcc.chmod(0o755)
     monkeypatch.setenv("CUDA_HOME", str(prefix))
-    doc = make_snapshot(_plain_venv(tmp_path / "env"))
-    assert doc["tool"]["stacklock"]["toolkit"] == {
-        "version": "13.0",
-        "nvcc": "13.0.88",
-        "prefix": str(prefix),
-        "source": "nvcc --version",
-    }
+    snapshot = make_snapshot(_plain_venv(tmp_path / "env")).snapshot
+    assert snapshot is not None and snapshot.toolkit == FoundToolkit(
+        version="13.0", nvcc="13.0.88", prefix=str(prefix), source="nvcc --version")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stacklock.lock import load_lock
 from stacklock.validate import read_distributions
 from stacklock.validate.checks import (
     check_distributions,
@@ -14,7 +15,6 @@ from stacklock.validate.checks import (
     check_wheel_hashes,
     parse_uv_pip_check,
 )
-from stacklock.validate.lockview import load_lock_view
 from tests.data.validate.wheelkit import (
     UV,
     build_wheel,
@@ -45,7 +45,7 @@ def test_installed_venv_matches_its_lock(tmp_path: Path, cache: Path) -> None:
                         {"tinypkg/__init__.py": b"X = 3\n", "tinypkg/data.txt": b"d"})
     python = make_venv(tmp_path / "venv")
     uv_install(python, wheel)
-    lock = load_lock_view(write_lock(tmp_path / "pylock.toml", [wheel]))
+    lock = load_lock(write_lock(tmp_path / "pylock.toml", [wheel]))
     dists = read_distributions(python)
     result = check_distributions(lock, dists)
     assert result.status == "pass", result.reason
@@ -66,7 +66,7 @@ def test_another_build_of_the_same_version_is_caught(tmp_path: Path,
     store_wheel(cache, locked)
     python = make_venv(tmp_path / "venv")
     uv_install(python, other)
-    lock = load_lock_view(write_lock(tmp_path / "pylock.toml", [locked]))
+    lock = load_lock(write_lock(tmp_path / "pylock.toml", [locked]))
     dists = read_distributions(python)
     assert check_distributions(lock, dists).status == "pass"  # names and versions agree
     result = check_wheel_hashes(lock, dists)
@@ -82,7 +82,7 @@ def test_missing_wrong_and_extra(tmp_path: Path, cache: Path) -> None:
     stray = build_wheel(tmp_path / "w", "stray", "0.1", {"stray.py": b""})
     python = make_venv(tmp_path / "venv")
     uv_install(python, helper, stray)
-    lock = load_lock_view(write_lock(tmp_path / "pylock.toml", [app, helper_old]))
+    lock = load_lock(write_lock(tmp_path / "pylock.toml", [app, helper_old]))
     result = check_distributions(lock, read_distributions(python))
     assert result.status == "fail"
     assert result.details["missing"] == ["app"]
@@ -102,17 +102,17 @@ def test_uv_pip_check_conflict_explained_by_override(tmp_path: Path) -> None:
     assert conflicts == [{"package": "app", "requirement": "helper==1.0",
                           "installed": "2.0"}]
     assert other == []
-    plain = load_lock_view(write_lock(tmp_path / "plain.toml", [app, helper]))
+    plain = load_lock(write_lock(tmp_path / "plain.toml", [app, helper]))
     failed = check_uv_pip_check(plain, python)
     assert failed.status == "fail"
     assert failed.reason == "1 unexplained: app requires helper==1.0, 2.0 installed"
-    lock = load_lock_view(write_lock(tmp_path / "over.toml", [app, helper],
+    lock = load_lock(write_lock(tmp_path / "over.toml", [app, helper],
                                      overrides=("helper>=2",)))
     passed = check_uv_pip_check(lock, python)
     assert passed.status == "pass"
     assert passed.notes == ("app asks for helper==1.0, helper 2.0 is installed as "
                             "the lock's override helper>=2 intends",)
-    wrong = load_lock_view(write_lock(tmp_path / "wrong.toml", [app, helper],
+    wrong = load_lock(write_lock(tmp_path / "wrong.toml", [app, helper],
                                       overrides=("helper>=3",)))
     assert check_uv_pip_check(wrong, python).status == "fail"
 
@@ -136,7 +136,7 @@ def test_live_pypi_venv_against_uv_lock(tmp_path: Path) -> None:
     python = make_venv(tmp_path / "venv")
     subprocess.run([UV, "pip", "sync", "-q", "--python", str(python), str(lock_path)],
                    check=True, capture_output=True)
-    lock = load_lock_view(lock_path)
+    lock = load_lock(lock_path)
     dists = read_distributions(python)
     result = check_distributions(lock, dists)
     assert result.status == "pass", result.reason

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from stacklock.errors import ProfileError
+from stacklock.lock import load_lock
 from stacklock.validate.config import parse_validate_config
-from stacklock.validate.lockview import load_lock_view
 from stacklock.validate.probes import DEFAULT_SIZES, parse_size
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"
@@ -52,7 +52,7 @@ def test_issue_gate_table_parses() -> None:
 
 
 def test_real_lock_tables() -> None:
-    lock = load_lock_view(H200 / "pylock.h200-cu130.toml")
+    lock = load_lock(H200 / "pylock.h200-cu130.toml")
     config = parse_validate_config(lock.validate, path=lock.path,
                                    prefix="tool.stacklock.validate")
     assert config.imports == ("torch", "torchvision", "torchaudio",
@@ -61,7 +61,7 @@ def test_real_lock_tables() -> None:
     assert config.probes.max_allreduce_us == {43008: 60.0, 4194304: 200.0}
     assert config.probes.min_matmul_tflops == 600.0
     assert config.gate is None
-    shipped = load_lock_view(ROOT / "locks" / "pylock.pypi-cu130.toml")
+    shipped = load_lock(ROOT / "locks" / "pylock.pypi-cu130.toml")
     profile = tomllib.loads((ROOT / "profiles" / "pypi-cu130.toml").read_text())
     config = parse_validate_config(shipped.validate)
     assert config.imports == tuple(profile["validate"]["imports"])

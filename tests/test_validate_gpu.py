@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.errors import ValidateError
+from stacklock.lock import Lock, load_lock
 from stacklock.validate.config import ProbeConfig
 from stacklock.validate.gpuchecks import (
     check_driver_runs_toolkit,
@@ -16,7 +17,6 @@ from stacklock.validate.gpuchecks import (
     check_toolkit,
     check_torch,
 )
-from stacklock.validate.lockview import LockView, load_lock_view
 from stacklock.validate.probes import ProbeResult, _merge, probe_env, run_gpu_probes
 from stacklock.validate.report import ValidateResult
 from tests.data.validate.wheelkit import make_venv
@@ -30,15 +30,15 @@ def info() -> dict:
 
 
 @pytest.fixture
-def lock() -> LockView:
-    return load_lock_view(H200 / "pylock.h200-cu130.toml")
+def lock() -> Lock:
+    return load_lock(H200 / "pylock.h200-cu130.toml")
 
 
 def _by_name(results: list) -> dict:
     return {r.name: r for r in results}
 
 
-def test_h200_torch_facts_pass(info: dict, lock: LockView) -> None:
+def test_h200_torch_facts_pass(info: dict, lock: Lock) -> None:
     results = _by_name(check_torch(info, lock, min_gpus=1))
     assert {n: r.status for n, r in results.items()} == {
         "torch-cuda": "pass", "gpu-count": "pass", "gpu-arch": "pass", "nccl": "pass"}
@@ -47,8 +47,10 @@ def test_h200_torch_facts_pass(info: dict, lock: LockView) -> None:
                                           "profile's gpu-arch")
 
 
-def test_profile_for_blackwell_fails_on_hopper(info: dict, lock: LockView) -> None:
-    blackwell = replace(lock, gpu_arch=("sm_120",))
+def test_profile_for_blackwell_fails_on_hopper(info: dict, lock: Lock) -> None:
+    assert lock.stack is not None and lock.stack.target is not None
+    target = replace(lock.stack.target, gpu_arch=("sm_120",))
+    blackwell = replace(lock, stack=replace(lock.stack, target=target))
     results = _by_name(check_torch(info, blackwell, min_gpus=8))
     assert results["gpu-arch"].status == "fail"
     assert results["gpu-arch"].reason == ("GPU 0 is sm_90, the profile's gpu-arch is "
@@ -66,7 +68,7 @@ def test_torch_without_kernels_for_the_gpu(info: dict) -> None:
                              "sm_50 sm_60")
 
 
-def test_torch_built_for_another_cuda(info: dict, lock: LockView) -> None:
+def test_torch_built_for_another_cuda(info: dict, lock: Lock) -> None:
     cu128 = dict(info, torch_version="2.9.1+cu128", torch_cuda="12.8")
     result = _by_name(check_torch(cu128, lock, min_gpus=None))["torch-cuda"]
     assert result.status == "fail"
@@ -74,7 +76,7 @@ def test_torch_built_for_another_cuda(info: dict, lock: LockView) -> None:
                              "says 13.0")
 
 
-def test_nccl_other_than_locked(info: dict, lock: LockView) -> None:
+def test_nccl_other_than_locked(info: dict, lock: Lock) -> None:
     result = _by_name(check_torch(dict(info, nccl_version="2.27.3"), lock,
                                   min_gpus=None))["nccl"]
     assert result.status == "fail"
@@ -82,7 +84,7 @@ def test_nccl_other_than_locked(info: dict, lock: LockView) -> None:
                              "2.28.9")
 
 
-def test_driver_from_env_against_locked_toolkit(lock: LockView,
+def test_driver_from_env_against_locked_toolkit(lock: Lock,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")
     assert check_driver_runs_toolkit(lock, "13.0").status == "pass"
@@ -92,14 +94,14 @@ def test_driver_from_env_against_locked_toolkit(lock: LockView,
     assert "570.86.10" in old.reason and "580" in old.reason
 
 
-def test_toolkit_missing_prefix(lock: LockView, tmp_path: Path) -> None:
+def test_toolkit_missing_prefix(lock: Lock, tmp_path: Path) -> None:
     result = check_toolkit(lock, prefix=tmp_path / "cuda-13.0")
     assert result.status == "fail"
     where = tmp_path / "cuda-13.0"
     assert result.reason == f"no toolkit at {where} (locked CUDA 13.0.1)"
 
 
-def test_toolkit_version_json(lock: LockView, tmp_path: Path) -> None:
+def test_toolkit_version_json(lock: Lock, tmp_path: Path) -> None:
     (tmp_path / "version.json").write_text(json.dumps(
         {"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}))
     result = check_toolkit(lock, prefix=tmp_path)

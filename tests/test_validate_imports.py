@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from stacklock.lock import load_lock
 from stacklock.validate import read_distributions
 from stacklock.validate.imports import check_imports
-from stacklock.validate.lockview import load_lock_view
 from tests.data.validate.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
 # c10::TensorImpl::release_resources(): a libtorch symbol whose ABI moved between
@@ -54,7 +54,7 @@ def broken_stack(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_undefined_symbol_is_an_abi_mismatch(broken_stack: tuple[Path, Path]) -> None:
     python, lock_path = broken_stack
-    lock = load_lock_view(lock_path)
+    lock = load_lock(lock_path)
     dists = read_distributions(python)
     assert dists["modules"]["sgl_kernel"] == ["sgl-kernel"]
     results = check_imports(python, ("torch", "sgl_kernel"), dists, lock)

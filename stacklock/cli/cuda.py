@@ -37,12 +37,13 @@ def cuda_show(args: argparse.Namespace) -> int:
 def cuda_check_driver(args: argparse.Namespace) -> int:
     from stacklock.cuda.driver import (
         check_driver,
-        load_lock_cuda,
+        lock_cuda,
         read_driver,
         render_driver_report,
     )
+    from stacklock.lock import load_lock
 
-    toolkit, wheels = (load_lock_cuda(Path(args.lock)) if args.lock
+    toolkit, wheels = (lock_cuda(load_lock(Path(args.lock))) if args.lock
                        else (None, {}))
     report = check_driver(load_catalog(), read_driver(),
                           toolkit=args.cuda_version or toolkit, wheels=wheels)

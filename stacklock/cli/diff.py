@@ -6,8 +6,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from stacklock.diff import diff_lock_files
-from stacklock.diff_render import render_diff
+from stacklock.diff import diff_lock_files, render_diff
 
 if TYPE_CHECKING:
     import argparse

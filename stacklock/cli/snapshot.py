@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.snapshot import make_snapshot, render_snapshot, write_snapshot
+from stacklock.lock import render_lock
+from stacklock.snapshot import make_snapshot, write_snapshot
 
 if TYPE_CHECKING:
     import argparse
@@ -18,5 +19,5 @@ def snapshot(args: argparse.Namespace) -> int:
     if args.output:
         print(write_snapshot(venv, Path(args.output)))
     else:
-        print(render_snapshot(make_snapshot(venv)), end="")
+        print(render_lock(make_snapshot(venv)), end="")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
+from stacklock.lock import load_lock
 from stacklock.validate import render_text, validate
 
 if TYPE_CHECKING:
@@ -14,8 +15,10 @@ __all__ = ["validate_venv"]
 
 
 def validate_venv(args: argparse.Namespace) -> int:
+    # the lock first: a wrong lock path is the likelier mistake, and says more
+    lock = load_lock(args.lock) if args.lock is not None else None
     result = validate(
-        args.lock, venv=args.venv, python=args.python, gate=not args.no_gate,
+        lock, venv=args.venv, python=args.python, gate=not args.no_gate,
         probes=not args.no_probes, report_dir=args.report,
         toolkit_prefix=args.toolkit_prefix,
     )

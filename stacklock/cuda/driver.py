@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.errors import CudaError, LockError
+from stacklock.errors import CudaError
 from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from stacklock.cuda.catalog import Catalog, CudaRelease
+    from stacklock.lock import Lock
     from stacklock.runner import Runner
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
     "ToolkitVersion",
     "check_driver",
     "check_toolkit_driver",
-    "load_lock_cuda",
+    "lock_cuda",
     "parse_driver_version",
     "parse_nvcc_version",
     "parse_nvidia_smi",
@@ -312,26 +313,12 @@ def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = 
     return DriverReport(driver=driver, checks=tuple(checks))
 
 
-def load_lock_cuda(path: Path) -> tuple[str | None, dict[str, str]]:
-    """From a lock: the toolkit of ``[tool.stacklock.cuda]`` and each package's
-    ``[packages.tool.stacklock] cuda``."""
-    from stacklock.lockfile import read_lock_file
-
-    lockfile = read_lock_file(path)
-    data, tool = lockfile.data, lockfile.stacklock or {}
-    toolkit = tool.get("cuda", {}).get("version")
-    wheels = {}
-    for i, pkg in enumerate(data.get("packages", [])):
-        cuda = pkg.get("tool", {}).get("stacklock", {}).get("cuda")
-        if cuda is None:
-            continue
-        try:
-            Version(str(cuda))
-        except InvalidVersion:
-            raise LockError(f"{path}: packages[{i}].tool.stacklock.cuda {cuda!r} "
-                            "is not a CUDA version") from None
-        wheels[str(pkg.get("name"))] = str(cuda)
-    return (str(toolkit) if toolkit is not None else None), wheels
+def lock_cuda(lock: Lock) -> tuple[str | None, dict[str, str]]:
+    """What a lock asks of the driver: the toolkit of ``[tool.stacklock.cuda]``
+    and the CUDA each package's wheel targets (``[packages.tool.stacklock] cuda``)."""
+    toolkit = lock.cuda.version if lock.cuda is not None else None
+    wheels = {str(p.name): p.cuda for p in lock.packages if p.cuda is not None}
+    return toolkit, wheels
 
 
 def render_driver_report(report: DriverReport) -> str:

@@ -1,27 +1,35 @@
 """``stacklock install``: put a lock on this machine, safely.
 
-Order of work, so that any failure (or a kill) before the last step leaves the
-machine as it was: read the lock -> find and ask the interpreter -> plan ->
-preflight -> (dry run stops here) -> snapshot the current venv -> fetch and verify
-the runfile -> build the new venv generation beside the old one -> run the runfile
-into a new prefix -> swap the venv symlink (atomic) -> activation file ->
-``/usr/local/cuda`` only if asked -> validate (when available).
+The steps, in order, so that any failure (or a kill) before the last one leaves the
+machine as it was:
+
+1. **read** the lock once (:mod:`~stacklock.install.read`);
+2. **plan** and **preflight**: ask the interpreter, decide every download and
+   command, check target, driver, disk and access (:mod:`~stacklock.install.plan`,
+   :mod:`~stacklock.install.preflight`); a dry run stops here;
+3. snapshot the current venv, **fetch** wheels and the runfile into the store
+   (:mod:`~stacklock.install.fetch`);
+4. **build** the new venv generation beside the old one
+   (:mod:`~stacklock.install.venv`), run the runfile into a new prefix
+   (**toolkit**, :mod:`~stacklock.install.toolkit`);
+5. **activate**: the activation file, swap the venv symlink (atomic),
+   ``/usr/local/cuda`` only if asked;
+6. **validate** the installed stack against the same lock (:mod:`stacklock.validate`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from stacklock._fs import cache_dir
 from stacklock.errors import InstallError, StacklockError
-from stacklock.http import make_http_client
-from stacklock.install.plan import InstallPlan, make_plan, read_lock
+from stacklock.install.fetch import fetch_artifacts
+from stacklock.install.plan import InstallPlan, Interpreter, make_plan
 from stacklock.install.preflight import (
     INSTALLER_LOG,
     find_base_python,
@@ -29,9 +37,9 @@ from stacklock.install.preflight import (
     run_preflight,
     toolkit_installed,
 )
+from stacklock.install.read import python_request, read_installable
 from stacklock.install.toolkit import (
     SYSTEM_INSTALLER_LOG,
-    fetch_runfile,
     install_toolkit,
     link_cuda,
     pypi_toolkit_home,
@@ -48,15 +56,18 @@ from stacklock.install.venv import (
     rollback,
     swap_in,
 )
+from stacklock.lock import wheel_sha256
 from stacklock.runner import Runner, SubprocessRunner, find_uv
+from stacklock.snapshot import write_snapshot
 from stacklock.store import ArtifactStore
+from stacklock.validate import ValidateResult, validate_install
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import httpx
 
-    from stacklock.install.plan import LockInfo
+    from stacklock.lock import Lock
 
 __all__ = [
     "InstallResult",
@@ -78,9 +89,9 @@ class InstallResult:
     snapshot: Path | None = None
     logs: dict[str, Path] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-    validation: Any = None
+    validation: ValidateResult | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "dry_run": self.dry_run,
             "plan": self.plan.to_dict(),
@@ -88,9 +99,7 @@ class InstallResult:
             "snapshot": str(self.snapshot) if self.snapshot else None,
             "logs": {k: str(v) for k, v in sorted(self.logs.items())},
             "notes": list(self.notes),
-            "validation": self.validation.to_dict()
-            if hasattr(self.validation, "to_dict")
-            else None,
+            "validation": self.validation.to_dict() if self.validation else None,
         }
 
 
@@ -100,7 +109,7 @@ class RollbackResult:
     from_generation: int
     to_generation: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "venv": str(self.venv),
             "from_generation": self.from_generation,
@@ -108,62 +117,114 @@ class RollbackResult:
         }
 
 
-def _strict_check(path: Path) -> None:
-    """A stacklock lock also goes through lock.load_lock (strict versioning)."""
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return  # read_lock already reported it
-    if "lock-version" not in data.get("tool", {}).get("stacklock", {}):
-        return  # a plain PEP 751 lock (uv pip compile), not ours
-    try:
-        from stacklock.lock import load_lock
-    except ImportError:  # pragma: no cover - lock.py not present
-        return
-    load_lock(path)
-
-
-def _validator() -> Callable[..., Any] | None:
-    """The seam to ``stacklock.validate``: its ``validate_install(lock, venv)``."""
-    try:
-        from stacklock import validate
-    except ImportError:  # pragma: no cover
-        return None
-    return getattr(validate, "validate_install", None)
-
-
-def _named(
-    on_download: Callable[[str, int, int | None], None] | None, name: str
-) -> Callable[[int, int | None], None] | None:
-    if on_download is None:
-        return None
-    return lambda done, total: on_download(name, done, total)
-
-
-def _prefetch_wheels(
-    lock: LockInfo,
-    plan: InstallPlan,
+def _plan(
+    lock: Lock,
+    interp: Interpreter,
     *,
+    venv: Path,
+    uv: str,
     store: ArtifactStore,
-    http: httpx.Client,
-    on_download: Callable[[str, int, int | None], None] | None,
-) -> InstallPlan:
-    """Fetch the plan's wheels into the store; uv then reads them by ``path``."""
-    urls = {w.sha256: w.url for p in lock.packages for w in p.wheels if w.url}
-    local = dict(plan.local_wheels)
-    for item in plan.downloads:
-        url = urls.get(item.sha256)
-        if item.kind != "wheel" or item.cached or url is None:
-            continue
-        path, _ = store.fetch(
-            http,
-            url,
-            expected_sha256=item.sha256,
-            size=item.size,
-            progress=_named(on_download, item.filename),
+    toolkit_prefix: Path | None,
+    no_toolkit: bool,
+    link_cuda_at: Path | None,
+) -> tuple[InstallPlan, Path | None]:
+    """The plan, and the prefix that already holds the lock's toolkit, if any."""
+    layout = VenvLayout(venv=venv)
+    current = current_generation(layout)
+    if venv.is_symlink() and current is None:
+        raise InstallError(
+            f"{venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
         )
-        local[item.sha256] = str(path)
-    return replace(plan, local_wheels=local)
+    exists = venv.exists()  # a dangling symlink holds nothing to keep
+    plain = exists and current is None
+    generation = next_generation(layout) + (1 if plain else 0)
+    toolkit = lock.cuda
+    prefix = toolkit_prefix or (
+        Path(toolkit.prefix) if toolkit and toolkit.prefix else None
+    )
+    present = bool(prefix and toolkit and toolkit_installed(prefix, toolkit.version))
+    cached = {
+        sha: hit
+        for p in lock.packages
+        for w in p.wheels
+        if (sha := wheel_sha256(w)) and (hit := store.path_for(sha)) is not None
+    }
+    plan = make_plan(
+        lock,
+        venv=venv,
+        interpreter=interp,
+        uv=uv,
+        generation=generation,
+        replaces=venv.resolve() if exists else None,
+        replaced_generation=generation - 1 if plain else current,
+        cached=cached,
+        toolkit_prefix=toolkit_prefix,
+        install_toolkit=not no_toolkit,
+        toolkit_present=present,
+        link_cuda=link_cuda_at,
+        runfile_cached=bool(toolkit and toolkit.sha256 and store.has(toolkit.sha256)),
+    )
+    return plan, prefix if present else None
+
+
+def _log_namer(cache: Path) -> Callable[[str], Path]:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
+    return lambda step: cache / "logs" / f"{stamp}-{step}.log"
+
+
+def _build(
+    lock: Lock,
+    plan: InstallPlan,
+    runfile: Path | None,
+    *,
+    runner: Runner,
+    logs: dict[str, Path],
+    log_for: Callable[[str], Path],
+    installer_log: Path,
+    system_installer_log: Path,
+) -> None:
+    """The new generation and the toolkit; on any failure both are removed."""
+    layout = VenvLayout(venv=plan.venv)
+    try:
+        build_generation(plan, lock, runner=runner, logs=logs, log_for=log_for)
+        if runfile is not None:
+            logs["runfile"] = log_for("runfile")
+            logs.update(
+                install_toolkit(
+                    plan,
+                    runfile,
+                    runner=runner,
+                    log=logs["runfile"],
+                    installer_log=installer_log,
+                    system_log=system_installer_log,
+                )
+            )
+    except BaseException:
+        discard_generation(layout, plan.generation)
+        shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
+        raise
+
+
+def _activate(plan: InstallPlan) -> int | None:
+    """Activation file, then the atomic swap; returns the replaced generation."""
+    home = plan.toolkit_prefix
+    if home is None and plan.toolkit is not None and plan.toolkit.source == "pypi":
+        home = pypi_toolkit_home(plan.generation_dir, plan.toolkit.version)
+    write_activation(plan.activation_path, venv=plan.venv, prefix=home)
+    replaced = swap_in(VenvLayout(venv=plan.venv), plan.generation)
+    shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
+    if plan.link_cuda is not None and plan.toolkit_prefix is not None:
+        link_cuda(plan.link_cuda, plan.toolkit_prefix)
+    return replaced
+
+
+def _validate(lock: Lock, venv: Path, notes: list[str]) -> ValidateResult | None:
+    try:
+        return validate_install(lock, venv)
+    except StacklockError as exc:  # installed fine; validation could not run
+        notes.append(f"validate could not run: {exc}")
+        return None
 
 
 def install_lock(
@@ -195,137 +256,36 @@ def install_lock(
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
     venv = Path(os.path.abspath(venv))
-    lock = read_lock(Path(lock_path))
-    _strict_check(lock.path)
+    lock = read_installable(Path(lock_path))
     uv = find_uv()
-    python = python or find_base_python(lock.python_request, uv=uv, runner=runner)
+    python = python or find_base_python(python_request(lock), uv=uv, runner=runner)
     interp = probe_interpreter(python, runner=runner)
-    layout = VenvLayout(venv=venv)
     store = ArtifactStore(cache / "artifacts")
-    current = current_generation(layout)
-    if venv.is_symlink() and current is None:
-        raise InstallError(
-            f"{venv} is a symlink stacklock did not make",
-            hint="remove it or install to another --venv",
-        )
-    exists = venv.exists()  # a dangling symlink holds nothing to keep
-    plain = exists and current is None
-    generation = next_generation(layout) + (1 if plain else 0)
-    prefix = toolkit_prefix or (
-        Path(lock.toolkit.prefix) if lock.toolkit and lock.toolkit.prefix else None
-    )
-    present = bool(
-        prefix and lock.toolkit and toolkit_installed(prefix, lock.toolkit.version)
-    )
-    cached = {
-        w.sha256: hit
-        for p in lock.packages
-        for w in p.wheels
-        if (hit := store.path_for(w.sha256)) is not None
-    }
-    plan = make_plan(
-        lock,
-        venv=venv,
-        interpreter=interp,
-        uv=uv,
-        generation=generation,
-        replaces=venv.resolve() if exists else None,
-        replaced_generation=generation - 1 if plain else current,
-        cached=cached,
-        toolkit_prefix=toolkit_prefix,
-        install_toolkit=not no_toolkit,
-        toolkit_present=present,
-        link_cuda=link_cuda_at,
-        runfile_cached=bool(
-            lock.toolkit and lock.toolkit.sha256 and store.has(lock.toolkit.sha256)
-        ),
-    )
-    notes = run_preflight(
-        lock,
-        plan,
-        interp,
-        cache=cache,
-        allow_no_gpu=allow_no_gpu,
-        installer_log=installer_log,
-    )
-    if present and lock.toolkit is not None:
-        notes.append(f"CUDA {lock.toolkit.version} in {prefix}; not reinstalled")
+    plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
+                          toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
+                          link_cuda_at=link_cuda_at)
+    notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
+                          installer_log=installer_log)
+    if present is not None and lock.cuda is not None:
+        notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
     if dry_run:
         return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + f"-{os.getpid()}"
     logs: dict[str, Path] = {}
-
-    def log_for(step: str) -> Path:
-        return cache / "logs" / f"{stamp}-{step}.log"
-
-    with locked_state(layout):
-        notes += recover(layout)
+    with locked_state(VenvLayout(venv=venv)):
+        notes += recover(VenvLayout(venv=venv))
         snapshot = None
-        if exists and plan.snapshot_path is not None:
-            from stacklock.snapshot import write_snapshot
-
+        if plan.snapshot_path is not None:
             snapshot = write_snapshot(venv, plan.snapshot_path)
-        own_http = http or make_http_client(timeout=60.0)
-        try:
-            if prefetch:
-                plan = _prefetch_wheels(
-                    lock, plan, store=store, http=own_http, on_download=on_download
-                )
-            runfile = None
-            if plan.runfile_command and plan.toolkit is not None:
-                runfile = fetch_runfile(
-                    plan.toolkit,
-                    store=store,
-                    http=own_http,
-                    progress=_named(on_download, str(plan.toolkit.runfile)),
-                )
-        finally:
-            if http is None:
-                own_http.close()
-        try:
-            build_generation(plan, lock.raw, runner=runner, logs=logs, log_for=log_for)
-            if runfile is not None:
-                logs["runfile"] = log_for("runfile")
-                logs.update(
-                    install_toolkit(
-                        plan,
-                        runfile,
-                        runner=runner,
-                        log=logs["runfile"],
-                        installer_log=installer_log,
-                        system_log=system_installer_log,
-                    )
-                )
-        except BaseException:
-            discard_generation(layout, plan.generation)
-            shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
-            raise
-        home = plan.toolkit_prefix
-        if home is None and plan.toolkit is not None and plan.toolkit.source == "pypi":
-            home = pypi_toolkit_home(plan.generation_dir, plan.toolkit.version)
-        write_activation(plan.activation_path, venv=venv, prefix=home)
-        replaced = swap_in(layout, plan.generation)
-        shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
-        if plan.link_cuda is not None and plan.toolkit_prefix is not None:
-            link_cuda(plan.link_cuda, plan.toolkit_prefix)
-    validation = None
-    check = _validator() if validate else None
-    if check is not None:
-        try:
-            validation = check(lock.path, venv)
-        except StacklockError as exc:  # installed fine; validation could not run
-            notes.append(f"validate could not run: {exc}")
-    elif validate:
-        notes.append("validate skipped: stacklock.validate offers no validate_install")
-    return InstallResult(
-        plan=plan,
-        dry_run=False,
-        replaced_generation=replaced,
-        snapshot=snapshot,
-        logs=logs,
-        notes=tuple(notes),
-        validation=validation,
-    )
+        plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
+                                        on_download=on_download, prefetch=prefetch)
+        _build(lock, plan, runfile, runner=runner, logs=logs,
+               log_for=_log_namer(cache), installer_log=installer_log,
+               system_installer_log=system_installer_log)
+        replaced = _activate(plan)
+    validation = _validate(lock, venv, notes) if validate else None
+    return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
+                         snapshot=snapshot, logs=logs, notes=tuple(notes),
+                         validation=validation)
 
 
 def rollback_install(venv: Path = Path(".venv")) -> RollbackResult:
@@ -364,9 +324,9 @@ def render_install(result: InstallResult) -> str:
     if plan.link_cuda:
         lines.append(f"relink {plan.link_cuda} -> {plan.toolkit_prefix}")
     lines += [f"log {k}: {v}" for k, v in sorted(result.logs.items())]
-    checks = getattr(result.validation, "checks", None)
-    if checks is not None:
-        failed = [c.name for c in checks if getattr(c, "status", "") == "fail"]
+    if result.validation is not None:
+        checks = result.validation.checks
+        failed = [c.name for c in checks if c.status == "fail"]
         verdict = "FAILED: " + ", ".join(failed) if failed else "ok"
         lines.append(f"validate: {verdict} ({len(checks)} checks)")
     lines += [f"note: {n}" for n in result.notes]

@@ -13,18 +13,21 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from stacklock.cuda.catalog import load_catalog
+from stacklock.cuda.driver import check_driver, lock_cuda, read_driver
 from stacklock.errors import CudaError, InstallError, PreflightError
 from stacklock.install.plan import Interpreter, applicable, best_wheel
 from stacklock.target import PLATFORMS, Target
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from packaging.tags import Tag
 
-    from stacklock.install.plan import InstallPlan, LockInfo
+    from stacklock.install.plan import InstallPlan
+    from stacklock.lock import Lock
     from stacklock.runner import Runner
 
 __all__ = [
@@ -112,7 +115,7 @@ def probe_interpreter(python: str, *, runner: Runner) -> Interpreter:
         glibc = (int(major), int(minor))
     machine = env["platform_machine"]
     platform = f"linux_{machine}"
-    tags: tuple = ()
+    tags: tuple[Tag, ...] = ()
     if platform in PLATFORMS and glibc is not None:
         target = Target(
             python=env["python_version"],  # "3.12": a pre-release is fine too
@@ -147,7 +150,7 @@ def _writable_base(path: Path) -> Path:
     return probe
 
 
-def _check_target(lock: LockInfo, interp: Interpreter) -> list[Problem]:
+def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
     out: list[Problem] = []
     env = dict(interp.marker_env)
     if lock.environments and not any(m.evaluate(env) for m in lock.environments):
@@ -172,7 +175,8 @@ def _check_target(lock: LockInfo, interp: Interpreter) -> list[Problem]:
                 hint=f"pass --python with a python {lock.requires_python}",
             )
         )
-    platform = str(lock.target.get("platform", ""))
+    target = lock.target
+    platform = target.platform if target is not None else ""
     if platform and platform in PLATFORMS and PLATFORMS[platform][0] != interp.machine:
         out.append(
             Problem(
@@ -181,7 +185,7 @@ def _check_target(lock: LockInfo, interp: Interpreter) -> list[Problem]:
                 hint="resolve a lock for this platform",
             )
         )
-    floor = str(lock.target.get("manylinux", ""))
+    floor = target.manylinux if target is not None else ""
     if floor and interp.glibc is not None:
         need = (2, int(floor.split("_")[1]))
         if interp.glibc < need:
@@ -208,17 +212,9 @@ def _check_target(lock: LockInfo, interp: Interpreter) -> list[Problem]:
     return out
 
 
-def _check_driver(
-    lock: LockInfo, allow_no_gpu: bool, notes: list[str]
-) -> list[Problem]:
-    """The CUDA author's driver check, for a lock that carries any CUDA."""
-    try:
-        from stacklock.cuda.catalog import load_catalog
-        from stacklock.cuda.driver import check_driver, load_lock_cuda, read_driver
-    except ImportError:  # pragma: no cover - cuda/ not present yet
-        notes.append("driver check skipped: stacklock.cuda not available")
-        return []
-    toolkit, wheels = load_lock_cuda(lock.path)
+def _check_driver(lock: Lock, allow_no_gpu: bool, notes: list[str]) -> list[Problem]:
+    """The driver runs the lock's toolkit and the CUDA its wheels target."""
+    toolkit, wheels = lock_cuda(lock)
     if toolkit is None and not wheels:
         return []
     try:
@@ -341,19 +337,18 @@ def _check_toolkit(plan: InstallPlan, installer_log: Path) -> list[Problem]:
 
 
 def run_preflight(
-    lock: LockInfo,
+    lock: Lock,
     plan: InstallPlan,
     interp: Interpreter,
     *,
     cache: Path,
     allow_no_gpu: bool,
     installer_log: Path = INSTALLER_LOG,
-    driver_check: Callable[[LockInfo, bool, list[str]], list[Problem]] | None = None,
 ) -> list[str]:
     """Raise :class:`PreflightError` listing every problem; return notes."""
     notes: list[str] = []
     problems = _check_target(lock, interp)
-    problems += (driver_check or _check_driver)(lock, allow_no_gpu, notes)
+    problems += _check_driver(lock, allow_no_gpu, notes)
     problems += _check_space(plan, cache)
     problems += _check_access(plan, cache, plan.link_cuda)
     problems += _check_toolkit(plan, installer_log)
@@ -361,6 +356,3 @@ def run_preflight(
         raise PreflightError(problems)
     return notes
 
-
-def problems_to_dicts(problems: list[Problem]) -> list[dict[str, Any]]:
-    return [p.to_dict() for p in problems]

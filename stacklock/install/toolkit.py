@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.install.plan import InstallPlan, LockedToolkit
+    from stacklock.install.plan import InstallPlan
+    from stacklock.lock import CudaEntry
     from stacklock.runner import Runner
     from stacklock.store import ArtifactStore
 
@@ -53,7 +54,7 @@ def _md5(path: Path) -> str:
 
 
 def fetch_runfile(
-    toolkit: LockedToolkit,
+    toolkit: CudaEntry,
     *,
     store: ArtifactStore,
     http: httpx.Client,

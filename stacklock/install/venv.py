@@ -22,20 +22,21 @@ import fcntl
 import json
 import os
 import shutil
-import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import tomlkit
+from typing import TYPE_CHECKING
 
 from stacklock._fs import atomic_write_text
 from stacklock.errors import InstallError
+from stacklock.lock import dump_lock, wheel_sha256
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
+
+    from packaging.pylock import PackageWheel
 
     from stacklock.install.plan import InstallPlan
+    from stacklock.lock import Lock, LockedPackage
     from stacklock.runner import Runner
 
 __all__ = [
@@ -144,46 +145,48 @@ def recover(layout: VenvLayout) -> list[str]:
     return done
 
 
-def _write_uv_lock(plan: InstallPlan, raw: Mapping[str, Any]) -> None:
-    """The lock uv installs from: a pylock copy whose cached wheels use ``path``.
+def _local_wheel(plan: InstallPlan, wheel: PackageWheel, wheel_dir: Path
+                 ) -> PackageWheel:
+    """``wheel`` as uv should read it: a relative ``path`` made absolute (PEP 751:
+    relative to the lock, which uv no longer reads from), a wheel already in the
+    artifact store linked under its real filename (uv reads the tags from it)."""
+    if wheel.path and not Path(wheel.path).is_absolute():
+        wheel = replace(wheel, path=str(plan.lock_path.parent.resolve() / wheel.path))
+    stored = plan.local_wheels.get(wheel_sha256(wheel) or "")
+    if stored is None:
+        return wheel
+    link = wheel_dir / wheel.filename
+    link.unlink(missing_ok=True)
+    link.symlink_to(stored)
+    return replace(wheel, name=wheel.filename, url=None, path=str(link))
 
-    Wheels resolve already downloaded into the artifact store are linked under
-    their real filename (uv reads the tags from it) and referenced by ``path``,
-    so uv reads them from disk and still checks every sha256.
-    """
-    data = tomllib.loads(tomlkit.dumps(dict(raw)))  # a deep, plain copy
+
+def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
+    """The lock uv installs from: a copy whose cached wheels use ``path``, so uv
+    reads them from disk and still checks every sha256."""
     wheel_dir = plan.uv_lock_path.parent / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
-    for pkg in data.get("packages", []):
-        for wheel in pkg.get("wheels", []):
-            if wheel.get("path") and not Path(wheel["path"]).is_absolute():
-                # PEP 751: relative to the lock, which uv no longer reads from
-                wheel["path"] = str(plan.lock_path.parent.resolve() / wheel["path"])
-            sha = wheel.get("hashes", {}).get("sha256", "").lower()
-            stored = plan.local_wheels.get(sha)
-            if stored is None:
-                continue
-            name = wheel.get("name") or str(wheel.get("url", "")).rsplit("/", 1)[-1]
-            link = wheel_dir / name
-            link.unlink(missing_ok=True)
-            link.symlink_to(stored)
-            wheel.pop("url", None)
-            wheel["name"] = name
-            wheel["path"] = str(link)
-    atomic_write_text(plan.uv_lock_path, tomlkit.dumps(data))
+
+    def local(pkg: LockedPackage) -> LockedPackage:
+        wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels]
+        return replace(pkg, entry=replace(pkg.entry, wheels=wheels))
+
+    packages = tuple(local(p) for p in lock.packages)
+    copy = replace(lock, path=str(plan.uv_lock_path), packages=packages)
+    dump_lock(copy, plan.uv_lock_path)
 
 
 def build_generation(
     plan: InstallPlan,
-    raw: Mapping[str, Any],
+    lock: Lock,
     *,
     runner: Runner,
     logs: dict[str, Path],
-    log_for: Any,
+    log_for: Callable[[str], Path],
     env: Mapping[str, str] | None = None,
 ) -> None:
     """``uv venv`` + ``uv pip sync`` into the new generation; mark it complete."""
-    _write_uv_lock(plan, raw)
+    _write_uv_lock(plan, lock)
     for step, argv in zip(("uv-venv", "uv-pip-sync"), plan.commands, strict=True):
         log = log_for(step)
         logs[step] = log

@@ -56,7 +56,7 @@ def lock_profile(
                                      refresh=refresh, cache_dir=cache_dir,
                                      on_status=on_status,
                                      on_download=on_download)
-        dump_lock(make_lock(resolution), path)
+        dump_lock(make_lock(resolution, path=path), path)
     return ResolveResult(lock=path, resolution=resolution,
                          seconds=time.monotonic() - started)
 

@@ -1,7 +1,6 @@
 """Where resolution meets the CUDA module (``stacklock.cuda``).
 
-Three calls, each made only when that part of ``stacklock.cuda`` is installed:
-the requirements a ``[cuda] source = "pypi"`` toolkit adds, the
+Three calls: the requirements a ``[cuda] source = "pypi"`` toolkit adds, the
 ``[tool.stacklock.cuda]`` table of the lock, and the coherence check that tags each
 locked wheel with the CUDA it targets (and refuses wheels of two CUDA majors).
 """
@@ -10,6 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from stacklock.cuda.coherence import (
+    CoherenceFinding,
+    PackageInfo,
+    check_coherence,
+    wheel_cuda,
+)
+from stacklock.cuda.lock_entry import make_lock_entry, pypi_requirements
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -21,29 +28,17 @@ __all__ = ["annotate", "extra_requirements", "lock_entry"]
 
 
 def extra_requirements(profile: Profile) -> list[str]:
-    try:
-        from stacklock.cuda.lock_entry import pypi_requirements
-    except ImportError:  # pragma: no cover - the CUDA module is optional
-        return []
     return list(pypi_requirements(profile.cuda))
 
 
 def lock_entry(profile: Profile) -> dict[str, Any] | None:
-    try:
-        from stacklock.cuda.lock_entry import make_lock_entry
-    except ImportError:  # pragma: no cover
-        return None
     return make_lock_entry(profile.cuda, profile.target)
 
 
 def annotate(packages: Sequence[ResolvedPackage], profile: Profile
-             ) -> tuple[list[ResolvedPackage], list[Any]]:
+             ) -> tuple[list[ResolvedPackage], list[CoherenceFinding]]:
     """Each package with ``cuda`` set where its wheel names one, and the
     coherence findings; raises the CUDA module's CudaMixError on a mix."""
-    try:
-        from stacklock.cuda.coherence import PackageInfo, check_coherence, wheel_cuda
-    except ImportError:  # pragma: no cover
-        return list(packages), []
     infos = {
         p.name: PackageInfo(name=p.name, version=str(p.version),
                             filename=p.wheel.filename, index_url=p.index_url,

@@ -1,7 +1,8 @@
 """Validate an installed stack against its lock: named checks, GPU probes, and the
 throughput gate, with a JSON/Markdown/PNG report.
 
-``validate(lock, venv=...)`` returns a :class:`ValidateResult`; ``result.ok`` is the
+``validate(lock, venv=...)`` (a :class:`~stacklock.lock.Lock`, read by the caller)
+returns a :class:`ValidateResult`; ``result.ok`` is the
 verdict (any failed check fails it, skipped checks do not). It raises
 ``ValidateError`` only when validation cannot run at all (no python, no lock).
 """
@@ -9,7 +10,7 @@ verdict (any failed check fails it, skipped checks do not). It raises
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stacklock.errors import ValidateError
 from stacklock.validate.checks import (
@@ -29,7 +30,6 @@ from stacklock.validate.gpuchecks import (
     check_torch,
 )
 from stacklock.validate.imports import check_imports
-from stacklock.validate.lockview import LockView, load_lock_view
 from stacklock.validate.probes import (
     PROBE_SCRIPT,
     ProbeResult,
@@ -44,6 +44,9 @@ from stacklock.validate.report import (
     render_text,
     write_report,
 )
+
+if TYPE_CHECKING:
+    from stacklock.lock import Lock
 
 __all__ = [
     "CheckResult",
@@ -95,7 +98,7 @@ def read_distributions(python: Path, *, timeout: float = 120.0) -> dict[str, Any
     return data
 
 
-def _lock_checks(lock: LockView | None, dists: dict[str, Any],
+def _lock_checks(lock: Lock | None, dists: dict[str, Any],
                  python: Path) -> list[CheckResult]:
     if lock is None:
         why = "no lock given"
@@ -107,7 +110,7 @@ def _lock_checks(lock: LockView | None, dists: dict[str, Any],
 
 
 def validate(
-    lock_path: str | Path | None,
+    lock: Lock | None,
     *,
     venv: str | Path | None = None,
     python: str | Path | None = None,
@@ -117,8 +120,6 @@ def validate(
     toolkit_prefix: str | Path | None = None,
 ) -> ValidateResult:
     """Run every check; write the report to ``report_dir`` when given."""
-    # the lock first: a wrong lock path is the likelier mistake, and says more
-    lock = load_lock_view(lock_path) if lock_path is not None else None
     exe = venv_python(venv, python)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
@@ -155,7 +156,7 @@ def validate(
     if config.gate is not None and gate:
         log_dir = folder or Path.cwd() / "stacklock-validate"
         gate_result = run_gate(config.gate, python=exe, log_dir=log_dir)
-    result = ValidateResult(lock=str(lock_path) if lock_path else None,
+    result = ValidateResult(lock=lock.path if lock is not None else None,
                             python=str(exe), checks=tuple(checks), venv_info=info,
                             probes=probe_result, gate=gate_result)
     if folder is None:
@@ -166,7 +167,7 @@ def validate(
                           files=files)
 
 
-def validate_install(lock_path: str | Path, venv: str | Path) -> ValidateResult:
-    """The seam ``stacklock install`` calls at its end: every check, the gate
+def validate_install(lock: Lock, venv: str | Path) -> ValidateResult:
+    """What ``stacklock install`` runs at its end: every check, the gate
     included, with the report in ``./stacklock-validate``."""
-    return validate(lock_path, venv=venv, report_dir=Path.cwd() / "stacklock-validate")
+    return validate(lock, venv=venv, report_dir=Path.cwd() / "stacklock-validate")

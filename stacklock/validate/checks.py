@@ -23,10 +23,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stacklock._fs import cache_dir
+from stacklock.lock import wheel_sha256
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
-    from stacklock.validate.lockview import LockView
+    from stacklock.lock import Lock
 
 __all__ = [
     "FAIL",
@@ -78,20 +79,20 @@ def _same_version(a: str, b: Version | None) -> bool:
         return False
 
 
-def check_distributions(lock: LockView, dists: dict[str, Any]) -> CheckResult:
+def check_distributions(lock: Lock, dists: dict[str, Any]) -> CheckResult:
     """Names and versions installed equal the lock, nothing missing, nothing extra."""
     installed = _installed(dists)
-    missing = sorted(n for n in lock.packages if n not in installed)
+    missing = sorted(n for n in lock.by_name if n not in installed)
     wrong = sorted(
         f"{n} {installed[n]['version']} (locked {p.version})"
-        for n, p in lock.packages.items()
+        for n, p in lock.by_name.items()
         if n in installed and not _same_version(installed[n]["version"], p.version)
     )
-    extra = sorted(n for n in installed if n not in lock.packages)
+    extra = sorted(n for n in installed if n not in lock.by_name)
     notes = tuple(f"{n} is installed but not locked (venv bootstrap tool)"
                   for n in extra if n in BOOTSTRAP)
     extra = [n for n in extra if n not in BOOTSTRAP]
-    details = {"locked": len(lock.packages), "installed": len(installed),
+    details = {"locked": len(lock.by_name), "installed": len(installed),
                "missing": missing, "wrong_version": wrong, "not_locked": extra}
     problems = []
     if missing:
@@ -107,7 +108,7 @@ def check_distributions(lock: LockView, dists: dict[str, Any]) -> CheckResult:
         return CheckResult(name="distributions", status=FAIL,
                            reason="; ".join(problems), notes=notes, details=details)
     return CheckResult(name="distributions", status=PASS,
-                       reason=f"all {len(lock.packages)} locked distributions "
+                       reason=f"all {len(lock.by_name)} locked distributions "
                        "installed at the locked versions", notes=notes, details=details)
 
 
@@ -140,14 +141,14 @@ def _compare_record(wheel: Path, dist_info: Path) -> list[str]:
     )
 
 
-def check_wheel_hashes(lock: LockView, dists: dict[str, Any]) -> CheckResult:
+def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
     """Installed files came from the locked wheel (by RECORD), where it is cached."""
     installed = _installed(dists)
     verified: list[str] = []
     mismatched: list[str] = []
     uncached: list[str] = []
     not_uv: list[str] = []
-    for name, pkg in sorted(lock.packages.items()):
+    for name, pkg in sorted(lock.by_name.items()):
         dist = installed.get(name)
         if dist is None or not dist.get("dist_info"):
             continue
@@ -155,7 +156,7 @@ def check_wheel_hashes(lock: LockView, dists: dict[str, Any]) -> CheckResult:
             continue  # the distributions check reports it
         if dist.get("installer") not in (None, "uv"):
             not_uv.append(f"{name} ({dist['installer']})")
-        wheels = [(f, h) for f, h in pkg.wheels if h]
+        wheels = [(w.filename, h) for w in pkg.wheels if (h := wheel_sha256(w))]
         paths = [(f, p) for f, h in wheels if (p := _artifact_path(h)) is not None]
         if not paths:
             uncached.append(name)
@@ -220,7 +221,7 @@ def find_uv() -> str | None:
         return shutil.which("uv")
 
 
-def _explained(conflict: dict[str, str | None], lock: LockView) -> str | None:
+def _explained(conflict: dict[str, str | None], lock: Lock) -> str | None:
     """The override that makes this reported conflict intended, as a note."""
     try:
         req = Requirement(str(conflict["requirement"]))
@@ -238,7 +239,7 @@ def _explained(conflict: dict[str, str | None], lock: LockView) -> str | None:
     return None
 
 
-def check_uv_pip_check(lock: LockView | None, python: Path, *,
+def check_uv_pip_check(lock: Lock | None, python: Path, *,
                        uv: str | None = None, timeout: float = 120.0) -> CheckResult:
     uv = uv or find_uv()
     if uv is None:

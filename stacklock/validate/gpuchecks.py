@@ -26,8 +26,8 @@ from stacklock.validate.checks import FAIL, PASS, SKIP, CheckResult
 from stacklock.validate.probes import format_size
 
 if TYPE_CHECKING:
+    from stacklock.lock import Lock
     from stacklock.validate.config import ProbeConfig
-    from stacklock.validate.lockview import LockView
     from stacklock.validate.probes import ProbeResult
 
 __all__ = [
@@ -55,12 +55,12 @@ def _nvcc_text(prefix: Path) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def check_toolkit(lock: LockView | None, *, prefix: Path | None = None) -> CheckResult:
+def check_toolkit(lock: Lock | None, *, prefix: Path | None = None) -> CheckResult:
     """The toolkit at the locked prefix is the locked version (version.json, nvcc)."""
     name = "toolkit"
-    cuda = lock.cuda if lock is not None else {}
-    want = cuda.get("version")
-    where = prefix or (Path(str(cuda["prefix"])) if cuda.get("prefix") else None)
+    cuda = lock.cuda if lock is not None else None
+    want = cuda.version if cuda is not None else None
+    where = prefix or (Path(cuda.prefix) if cuda is not None and cuda.prefix else None)
     if want is None and prefix is None:
         return CheckResult(name=name, status=SKIP,
                            reason="the lock has no [tool.stacklock.cuda] toolkit")
@@ -117,11 +117,11 @@ def check_toolkit(lock: LockView | None, *, prefix: Path | None = None) -> Check
                        reason=f"CUDA {want} at {where} ({how})")
 
 
-def check_driver_runs_toolkit(lock: LockView | None, torch_cuda: str | None
+def check_driver_runs_toolkit(lock: Lock | None, torch_cuda: str | None
                               ) -> CheckResult:
     """The driver can run the locked toolkit and the CUDA the torch wheel targets."""
     name = "driver"
-    toolkit = lock.cuda.get("version") if lock is not None else None
+    toolkit = lock.cuda.version if lock is not None and lock.cuda else None
     wheels = {"torch": _major_minor(torch_cuda) or torch_cuda} if torch_cuda else {}
     if toolkit is None and not wheels:
         return CheckResult(name=name, status=SKIP,
@@ -149,7 +149,7 @@ def _family(arch: str) -> str:
     return arch.rstrip("af") if arch.startswith("sm_") else arch
 
 
-def _locked_cuda(lock: LockView | None, name: str) -> str | None:
+def _locked_cuda(lock: Lock | None, name: str) -> str | None:
     pkg = lock.package(name) if lock is not None else None
     if pkg is None:
         return None
@@ -162,7 +162,7 @@ def _locked_cuda(lock: LockView | None, name: str) -> str | None:
     return None
 
 
-def check_torch(info: dict[str, Any], lock: LockView | None, *,
+def check_torch(info: dict[str, Any], lock: Lock | None, *,
                 min_gpus: int | None) -> list[CheckResult]:
     """torch-cuda, gpu-count, gpu-arch, nccl: what torch in the venv sees."""
     if "error" in info:
@@ -198,7 +198,8 @@ def check_torch(info: dict[str, Any], lock: LockView | None, *,
                            f"({', '.join(names) or 'none'}); {need} needed",
                            details={"device_count": count, "needed": need}))
     arch_list = [str(a) for a in info.get("arch_list", [])]
-    locked_arch = {_family(a) for a in (lock.gpu_arch if lock is not None else ())}
+    target = lock.target if lock is not None else None
+    locked_arch = {_family(a) for a in (target.gpu_arch if target else ())}
     bad: list[str] = []
     for dev in info.get("devices", []):
         sm = str(dev["sm"])
@@ -221,13 +222,13 @@ def check_torch(info: dict[str, Any], lock: LockView | None, *,
     return out
 
 
-def _check_nccl(info: dict[str, Any], lock: LockView | None) -> CheckResult:
+def _check_nccl(info: dict[str, Any], lock: Lock | None) -> CheckResult:
     nccl = info.get("nccl_version")
     if nccl is None:
         status = FAIL if info.get("device_count") else SKIP
         return CheckResult(name="nccl", status=status,
                            reason=str(info.get("nccl_error", "torch reports no NCCL")))
-    pkgs = [p for n, p in (lock.packages.items() if lock is not None else ())
+    pkgs = [p for n, p in (lock.by_name.items() if lock is not None else ())
             if n.startswith("nvidia-nccl")]
     if not pkgs:
         return CheckResult(name="nccl", status=PASS,

@@ -27,7 +27,7 @@ from stacklock.validate.probes import PROBE_SCRIPT, last_json, probe_env
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from stacklock.validate.lockview import LockView
+    from stacklock.lock import Lock
 
 __all__ = ["check_imports", "diagnose_import"]
 
@@ -53,7 +53,7 @@ def _label(version: str | None) -> str:
         return ""
 
 
-def _describe(name: str, dists: dict[str, Any], lock: LockView | None) -> str:
+def _describe(name: str, dists: dict[str, Any], lock: Lock | None) -> str:
     installed = next((d for d in dists.get("distributions", [])
                       if canonicalize_name(d["name"]) == canonicalize_name(name)), None)
     version = installed["version"] if installed else None
@@ -87,7 +87,7 @@ def _torch_pin(dist_name: str, dists: dict[str, Any]) -> str | None:
 
 
 def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
-                    lock: LockView | None) -> str:
+                    lock: Lock | None) -> str:
     """One line saying why the import failed, and which wheels disagree."""
     module = str(result["module"])
     message = str(result.get("message", ""))
@@ -132,7 +132,7 @@ def _run_import(python: Path, module: str, timeout: float) -> dict[str, Any]:
 
 
 def check_imports(python: Path, modules: tuple[str, ...], dists: dict[str, Any],
-                  lock: LockView | None, *,
+                  lock: Lock | None, *,
                   timeout: float = 300.0) -> list[CheckResult]:
     """One named check per module: ``import:<module>``."""
     results = []

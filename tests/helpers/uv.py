@@ -40,6 +40,7 @@ def python312(tmp_path: Path) -> str:
 def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
     """uv installs the lock for its own target (pypi-cu130 needs glibc 2.34)."""
     target = load_lock(lock).target
+    assert target is not None, f"{lock} has no [tool.stacklock] target"
     platform = f"{target.machine}-manylinux_{target.manylinux}"
     cmd = [find_uv(), "pip", "install", "--dry-run", "-r", str(lock),
            "--python", python312(tmp_path), "--python-platform", platform,

@@ -1,63 +1,4 @@
-"""Diff two PEP 751 locks: what moved, not which lines changed.
-
-Reviewers of a new GPU stack ask "torch 2.9.1+cu128 became 2.11.0+cu130, CUDA 12.8.1
-became 13.0.1, the minimum driver rose, three packages now come from another index,
-one wheel changed its hash under the same name". This module answers exactly that for
-any PEP 751 lock: stacklock's own, uv's ``pylock.toml`` or a ``stacklock snapshot`` of
-an installed environment. :mod:`stacklock.diff_read` reads and validates the files
-(``tomllib`` + ``packaging.pylock``), :mod:`stacklock.diff_stack` compares the
-toolkit and stack tables, :mod:`stacklock.diff_render` renders the result.
-
-Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice)
-the change is one of, by precedence:
-
-``added`` / ``removed``
-``upgraded`` / ``downgraded``  the version differs beyond its local label
-``rebuilt``      same public version, another local label (``cu128`` -> ``cu130``),
-                 or, at the very same version, a wheel for the same tags with another
-                 build tag
-``replaced``     a package without a version (vcs, directory, archive) points elsewhere
-``moved-index``  only the index changed (``index-name``, else the package ``index`` URL,
-                 else the domain its files are served from)
-``hash-changed`` the same filename has another hash, or (two snapshots) the same
-                 version's installed RECORD changed: a red flag, also in ``warnings``
-
-A package of another kind can also have moved index or changed hash; both are shown on
-its entry. Files found on one side only (an sdist uv records, another platform's wheel)
-are not a change. Unchanged packages are only counted.
-
-The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
-``cuda`` table goes to ``toolkit``, everything else to ``stack``) plus the lock's
-``requires-python`` and ``environments``. Bookkeeping keys (``lock-version``,
-``stacklock-version``, ``snapshot``, ``validate``, a snapshot's ``venv`` and
-``unknown-origin``) are ignored; a snapshot's ``toolkit`` (found) is compared with a
-lock's ``cuda`` (wanted), its exact ``requires-python`` with the lock's range. When a
-side has no ``[tool.stacklock]`` (a uv lock) the stack is not compared and a note
-says so; when a side is a snapshot, keys found on one side only are skipped (a
-snapshot records what it found, not the profile).
-
-``LockDiff.to_dict()`` is stable and sorted, for scripts::
-
-    {"old": "path", "new": "path",
-     "packages": [                                  # sorted by name
-        {"name": "torch", "change": "upgraded",
-         "old": "2.9.1", "new": "2.11.0",           # versions; null when absent
-         "index": {"old": "pypi", "new": "pytorch-cu130"} | null,
-         "cuda": {"old": "12.8", "new": "13.0"} | null,
-         "hash": {"file": "x.whl", "old": "sha256:..", "new": "sha256:.."} | null,
-         "detail": "local cu128 -> cu130" | null}],
-     "toolkit": {"version": {"old": "12.8.1", "new": "13.0.1"}, ...},  # changed only
-     "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
-     "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
-                 "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
-                 "unchanged": 0, "index-moves": 0, "hash-changes": 0,
-                 "toolkit-changes": 0, "stack-changes": 0,
-                 "old-packages": 0, "new-packages": 0, "differs": false},
-     "notes": ["..."], "warnings": ["..."]}
-
-``summary`` counts each package once under its ``change``; ``index-moves`` and
-``hash-changes`` count every package with that aspect, whatever its kind.
-"""
+"""Compare two locks package by package; see :mod:`stacklock.diff`."""
 
 from __future__ import annotations
 
@@ -65,26 +6,31 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
-from stacklock.diff_read import LockView, PackageView, load_lock_view, parse_lock_view
-from stacklock.diff_stack import FieldChange, diff_stack, toolkit_warnings
+from stacklock.diff.packages import ComparedPackage, compared_packages
+from stacklock.diff.stack import (
+    FieldChange,
+    diff_stack,
+    read_warnings,
+    toolkit_warnings,
+)
 from stacklock.errors import LockError
+from stacklock.lock import load_lock
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from packaging.tags import Tag
+
+    from stacklock.lock import Lock
+
 __all__ = [
     "CHANGE_KINDS",
-    "FieldChange",
     "LockDiff",
-    "LockView",
     "PackageChange",
-    "PackageView",
     "diff_lock_files",
     "diff_locks",
-    "load_lock_view",
-    "parse_lock_view",
 ]
 
 CHANGE_KINDS = (
@@ -186,16 +132,17 @@ def _pair(value: tuple[Any, Any] | None) -> dict[str, Any] | None:
 
 def diff_lock_files(old: str | Path, new: str | Path) -> LockDiff:
     """Load both locks (strictly) and diff them; the CLI's single call."""
-    return diff_locks(load_lock_view(old), load_lock_view(new))
+    return diff_locks(load_lock(old), load_lock(new))
 
 
-def diff_locks(old: LockView, new: LockView) -> LockDiff:
-    """Pure: compare two lock views package by package, then their stack tables."""
+def diff_locks(old: Lock, new: Lock) -> LockDiff:
+    """Pure: compare two locks package by package, then their stack tables."""
     changes: list[PackageChange] = []
     unchanged = 0
-    warnings: list[str] = [*old.warnings, *new.warnings]
-    for key in sorted(old.packages.keys() | new.packages.keys()):
-        before, after = old.packages.get(key), new.packages.get(key)
+    warnings: list[str] = [*read_warnings(old), *read_warnings(new)]
+    before_all, after_all = compared_packages(old), compared_packages(new)
+    for key in sorted(before_all.keys() | after_all.keys()):
+        before, after = before_all.get(key), after_all.get(key)
         change = _diff_package(key, before, after)
         if change is None:
             unchanged += 1
@@ -212,8 +159,8 @@ def diff_locks(old: LockView, new: LockView) -> LockDiff:
         toolkit=toolkit,
         stack=stack,
         unchanged=unchanged,
-        old_count=len(old.packages),
-        new_count=len(new.packages),
+        old_count=len(before_all),
+        new_count=len(after_all),
         notes=notes,
         warnings=tuple(warnings),
     )
@@ -244,12 +191,12 @@ def _short(hash_text: str) -> str:
     return f"{algo}:{digest[:12]}"
 
 
-def _show_version(view: PackageView) -> str | None:
+def _show_version(view: ComparedPackage) -> str | None:
     return str(view.version) if view.version is not None else view.source
 
 
 def _diff_package(
-    key: str, old: PackageView | None, new: PackageView | None
+    key: str, old: ComparedPackage | None, new: ComparedPackage | None
 ) -> PackageChange | None:
     if old is None or new is None:
         only = new if old is None else old
@@ -285,13 +232,13 @@ def _diff_package(
 
 
 def _side_pair(
-    old: PackageView | None, new: PackageView | None, value: str
+    old: ComparedPackage | None, new: ComparedPackage | None, value: str
 ) -> tuple[str | None, str | None]:
     return (None, value) if old is None else (value, None)
 
 
 def _version_change(
-    old: PackageView, new: PackageView
+    old: ComparedPackage, new: ComparedPackage
 ) -> tuple[str | None, str | None]:
     a, b = old.version, new.version
     if a is None or b is None:
@@ -305,7 +252,9 @@ def _version_change(
     return _build_change(old, new)
 
 
-def _build_change(old: PackageView, new: PackageView) -> tuple[str | None, str | None]:
+def _build_change(
+    old: ComparedPackage, new: ComparedPackage
+) -> tuple[str | None, str | None]:
     """Same version: a wheel for the same tags under another build tag is a rebuild."""
     if old.files.keys() == new.files.keys():
         return None, None
@@ -319,8 +268,8 @@ def _build_change(old: PackageView, new: PackageView) -> tuple[str | None, str |
     return None, None
 
 
-def _builds_by_tags(view: PackageView) -> dict[frozenset[Any], tuple[Any, ...]]:
-    out: dict[frozenset[Any], tuple[Any, ...]] = {}
+def _builds_by_tags(view: ComparedPackage) -> dict[frozenset[Tag], BuildTag]:
+    out: dict[frozenset[Tag], BuildTag] = {}
     for filename in view.files:
         if not filename.endswith(".whl"):
             continue
@@ -332,11 +281,11 @@ def _builds_by_tags(view: PackageView) -> dict[frozenset[Any], tuple[Any, ...]]:
     return out
 
 
-def _build_text(build: tuple[Any, ...]) -> str:
+def _build_text(build: BuildTag) -> str:
     return "".join(str(part) for part in build) or "(none)"
 
 
-def _index_moved(old: PackageView, new: PackageView) -> bool:
+def _index_moved(old: ComparedPackage, new: ComparedPackage) -> bool:
     """Compare the most precise origin both sides record."""
     for attr in ("index_name", "index_url", "domain"):
         a, b = getattr(old, attr), getattr(new, attr)
@@ -345,7 +294,9 @@ def _index_moved(old: PackageView, new: PackageView) -> bool:
     return False
 
 
-def _hash_change(old: PackageView, new: PackageView) -> tuple[str, str, str] | None:
+def _hash_change(
+    old: ComparedPackage, new: ComparedPackage
+) -> tuple[str, str, str] | None:
     for filename in sorted(old.files.keys() & new.files.keys()):
         before, after = old.files[filename], new.files[filename]
         common = sorted(before.keys() & after.keys())

@@ -22,7 +22,8 @@ from rich.text import Text
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from stacklock.diff import FieldChange, LockDiff, PackageChange
+    from stacklock.diff.compare import LockDiff, PackageChange
+    from stacklock.diff.stack import FieldChange
 
 __all__ = ["FORMATS", "render_diff", "render_json", "render_markdown", "render_text"]
 

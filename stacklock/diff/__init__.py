@@ -1,0 +1,93 @@
+"""Diff two PEP 751 locks: what moved, not which lines changed.
+
+Reviewers of a new GPU stack ask "torch 2.9.1+cu128 became 2.11.0+cu130, CUDA 12.8.1
+became 13.0.1, the minimum driver rose, three packages now come from another index,
+one wheel changed its hash under the same name". This module answers exactly that for
+any PEP 751 lock: stacklock's own, uv's ``pylock.toml`` or a ``stacklock snapshot`` of
+an installed environment. :mod:`stacklock.lock` reads and validates the files,
+:mod:`~stacklock.diff.packages` says what is compared of each package,
+:mod:`~stacklock.diff.compare` compares them, :mod:`~stacklock.diff.stack` the
+toolkit and stack tables, and :mod:`~stacklock.diff.render` renders the result.
+
+Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice)
+the change is one of, by precedence:
+
+``added`` / ``removed``
+``upgraded`` / ``downgraded``  the version differs beyond its local label
+``rebuilt``      same public version, another local label (``cu128`` -> ``cu130``),
+                 or, at the very same version, a wheel for the same tags with another
+                 build tag
+``replaced``     a package without a version (vcs, directory, archive) points elsewhere
+``moved-index``  only the index changed (``index-name``, else the package ``index`` URL,
+                 else the domain its files are served from)
+``hash-changed`` the same filename has another hash, or (two snapshots) the same
+                 version's installed RECORD changed: a red flag, also in ``warnings``
+
+A package of another kind can also have moved index or changed hash; both are shown on
+its entry. Files found on one side only (an sdist uv records, another platform's wheel)
+are not a change. Unchanged packages are only counted.
+
+The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
+``cuda`` table goes to ``toolkit``, everything else to ``stack``) plus the lock's
+``requires-python`` and ``environments``. Bookkeeping keys (``lock-version``,
+``stacklock-version``, ``snapshot``, ``validate``, a snapshot's ``venv`` and
+``unknown-origin``) are ignored; a snapshot's ``toolkit`` (found) is compared with a
+lock's ``cuda`` (wanted), its exact ``requires-python`` with the lock's range. When a
+side has no ``[tool.stacklock]`` (a uv lock) the stack is not compared and a note
+says so; when a side is a snapshot, keys found on one side only are skipped (a
+snapshot records what it found, not the profile).
+
+``LockDiff.to_dict()`` is stable and sorted, for scripts::
+
+    {"old": "path", "new": "path",
+     "packages": [                                  # sorted by name
+        {"name": "torch", "change": "upgraded",
+         "old": "2.9.1", "new": "2.11.0",           # versions; null when absent
+         "index": {"old": "pypi", "new": "pytorch-cu130"} | null,
+         "cuda": {"old": "12.8", "new": "13.0"} | null,
+         "hash": {"file": "x.whl", "old": "sha256:..", "new": "sha256:.."} | null,
+         "detail": "local cu128 -> cu130" | null}],
+     "toolkit": {"version": {"old": "12.8.1", "new": "13.0.1"}, ...},  # changed only
+     "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
+     "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
+                 "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
+                 "unchanged": 0, "index-moves": 0, "hash-changes": 0,
+                 "toolkit-changes": 0, "stack-changes": 0,
+                 "old-packages": 0, "new-packages": 0, "differs": false},
+     "notes": ["..."], "warnings": ["..."]}
+
+``summary`` counts each package once under its ``change``; ``index-moves`` and
+``hash-changes`` count every package with that aspect, whatever its kind.
+"""
+
+from __future__ import annotations
+
+from stacklock.diff.compare import (
+    CHANGE_KINDS,
+    LockDiff,
+    PackageChange,
+    diff_lock_files,
+    diff_locks,
+)
+from stacklock.diff.render import (
+    FORMATS,
+    render_diff,
+    render_json,
+    render_markdown,
+    render_text,
+)
+from stacklock.diff.stack import FieldChange
+
+__all__ = [
+    "CHANGE_KINDS",
+    "FORMATS",
+    "FieldChange",
+    "LockDiff",
+    "PackageChange",
+    "diff_lock_files",
+    "diff_locks",
+    "render_diff",
+    "render_json",
+    "render_markdown",
+    "render_text",
+]

@@ -1,0 +1,104 @@
+"""From a resolution to its lock: every fact the lock records, nothing from the clock.
+
+Packages are sorted by name and wheels by filename, so the same resolution always
+gives the same lock and :func:`~stacklock.lock.write.render_lock` the same bytes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.markers import Marker
+from packaging.pylock import Package, PackageWheel
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from stacklock import __version__
+from stacklock.lock.model import Lock, LockedPackage
+from stacklock.lock.tables import (
+    LOCK_VERSION,
+    CudaEntry,
+    LockedIndex,
+    LockTable,
+    PackageTool,
+    StackInfo,
+)
+from stacklock.profile import BUILTIN_DIR
+from stacklock.resolve.rules import requirement_text
+from stacklock.urls import strip_credentials
+
+if TYPE_CHECKING:
+    from stacklock.resolve.resolution import Resolution, ResolvedPackage
+
+__all__ = ["default_lock_path", "make_lock"]
+
+
+def default_lock_path(profile: str) -> Path:
+    return Path("locks") / f"pylock.{profile}.toml"
+
+
+def _profile_source(path: str | None, name: str) -> str:
+    if path is None:
+        return f"profile {name}"
+    p = Path(path).resolve()
+    if p.parent == BUILTIN_DIR.resolve():
+        return f"profiles/{p.name}"
+    return str(path)
+
+
+def _package(p: ResolvedPackage) -> LockedPackage:
+    wheel = PackageWheel(name=p.wheel.filename, url=p.wheel.url, size=p.wheel.size,
+                         upload_time=p.wheel.upload_time,
+                         hashes={"sha256": p.wheel.sha256})
+    entry = Package(name=p.name, version=p.version, index=p.index_url,
+                    dependencies=[{"name": d} for d in p.dependencies],
+                    wheels=[wheel])
+    return LockedPackage(entry=entry, tool=PackageTool(
+        index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source))
+
+
+def _stack(resolution: Resolution, where: str) -> StackInfo:
+    profile = resolution.profile
+    spec = profile.requirements
+    used = {a.override for a in resolution.overrides}
+    allow_mixed = tuple(profile.cuda.allow_mixed)  # reviewed CUDA exceptions
+    cuda = None
+    if resolution.cuda_entry is not None:
+        table = {k: v for k, v in resolution.cuda_entry.items() if v is not None}
+        if allow_mixed:
+            table["allow-mixed"] = list(allow_mixed)
+        cuda = CudaEntry.from_table(LockTable.of(table, path=where,
+                                                 key="tool.stacklock.cuda",
+                                                 allowed=CudaEntry.KEYS))
+    exclude = spec.exclude_newer
+    return StackInfo(
+        lock_version=LOCK_VERSION, profile=profile.name,
+        profile_sha256=profile.sha256, stacklock_version=__version__,
+        exclude_newer=exclude.strftime("%Y-%m-%dT%H:%M:%SZ") if exclude else None,
+        requirements=tuple(spec.packages),
+        overrides=tuple(r for r in spec.overrides if requirement_text(r) in used),
+        overrides_applied=tuple(resolution.overrides),
+        constraints=tuple(spec.constraints),
+        prereleases=tuple(sorted(spec.prereleases)),
+        target=profile.target,
+        gpu_variants=tuple(resolution.variants),
+        indexes=tuple(LockedIndex(name=i.name, url=strip_credentials(i.url))
+                      for i in profile.indexes),
+        allow_mixed=allow_mixed if cuda is None else (),
+        cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
+
+
+def make_lock(resolution: Resolution, *, path: str | Path = "") -> Lock:
+    """The lock for a resolution; ``path`` is where it will be written."""
+    profile = resolution.profile
+    target = profile.target
+    source = _profile_source(profile.path, profile.name)
+    python = ".".join(map(str, target.python_minor))
+    packages = tuple(_package(p) for p in sorted(resolution.packages,
+                                                  key=lambda p: p.name))
+    return Lock(path=str(path), lock_version=Version("1.0"),
+                environments=(Marker(target.environment_marker()),),
+                requires_python=SpecifierSet(f"=={python}.*"),
+                created_by="stacklock", packages=packages,
+                stack=_stack(resolution, source), source=source)

@@ -1,0 +1,124 @@
+"""The lock in memory: packaging's validated PEP 751 model plus stacklock's tables.
+
+``packaging.pylock`` owns everything PEP 751 defines (its ``Package``,
+``PackageWheel``, ... are used as they are); :class:`LockedPackage` adds the typed
+``[packages.tool.stacklock]`` table and :class:`Lock` the typed ``[tool.stacklock]``
+(:class:`~stacklock.lock.tables.StackInfo` for a lock ``stacklock resolve`` wrote,
+:class:`~stacklock.lock.tables.SnapshotInfo` for a snapshot, neither for a lock
+another tool wrote). Every verb reads a lock into this once and passes it on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+
+from stacklock.lock.tables import PackageTool
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from packaging.markers import Marker
+    from packaging.pylock import Package, PackageWheel
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.tags import Tag
+    from packaging.version import Version
+
+    from stacklock.lock.tables import CudaEntry, SnapshotInfo, StackInfo
+    from stacklock.target import Target
+
+__all__ = ["Lock", "LockedPackage", "wheel_sha256", "wheel_tags"]
+
+
+def wheel_sha256(wheel: PackageWheel) -> str | None:
+    """The wheel's sha256 (lower case), None when the lock records another hash."""
+    sha = wheel.hashes.get("sha256")
+    return sha.lower() if sha else None
+
+
+def wheel_tags(wheel: PackageWheel) -> frozenset[Tag]:
+    """The tags in the wheel's filename (``name``, else the end of its url/path)."""
+    return parse_wheel_filename(wheel.filename)[3]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockedPackage:
+    """One ``[[packages]]`` entry: ``entry`` as packaging validated it, ``tool``
+    its ``[packages.tool.stacklock]``."""
+
+    entry: Package
+    tool: PackageTool = field(default_factory=PackageTool)
+
+    @property
+    def name(self) -> NormalizedName:
+        return self.entry.name
+
+    @property
+    def version(self) -> Version | None:
+        return self.entry.version
+
+    @property
+    def marker(self) -> Marker | None:
+        return self.entry.marker
+
+    @property
+    def wheels(self) -> tuple[PackageWheel, ...]:
+        return tuple(self.entry.wheels or ())
+
+    @property
+    def cuda(self) -> str | None:
+        return self.tool.cuda
+
+    @property
+    def dependencies(self) -> tuple[str, ...]:
+        return tuple(str(d.get("name", "")) for d in self.entry.dependencies or ())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lock:
+    """A whole PEP 751 file. ``path`` is where it was read from (or will be
+    written); ``source`` the profile it was resolved from, for the header."""
+
+    path: str
+    lock_version: Version
+    environments: tuple[Marker, ...]
+    requires_python: SpecifierSet | None
+    created_by: str
+    packages: tuple[LockedPackage, ...]
+    stack: StackInfo | None = None
+    snapshot: SnapshotInfo | None = None
+    source: str = ""
+
+    @cached_property
+    def by_name(self) -> Mapping[NormalizedName, LockedPackage]:
+        """Packages by name (the last of a name listed twice under markers)."""
+        return {p.name: p for p in self.packages}
+
+    def package(self, name: str) -> LockedPackage | None:
+        return self.by_name.get(canonicalize_name(name))
+
+    @property
+    def profile(self) -> str | None:
+        return self.stack.profile if self.stack is not None else None
+
+    @property
+    def target(self) -> Target | None:
+        return self.stack.target if self.stack is not None else None
+
+    @property
+    def cuda(self) -> CudaEntry | None:
+        return self.stack.cuda if self.stack is not None else None
+
+    @property
+    def overrides(self) -> tuple[Requirement, ...]:
+        return self.stack.overrides if self.stack is not None else ()
+
+    @property
+    def validate(self) -> Mapping[str, object]:
+        """``[tool.stacklock.validate]`` as written; stacklock.validate parses it."""
+        table = self.stack.validate if self.stack is not None else None
+        return table if table is not None else {}

@@ -1,0 +1,409 @@
+"""``[tool.stacklock]`` as typed, frozen tables, read once when the lock is read.
+
+A lock written by ``stacklock resolve`` carries a :class:`StackInfo` (the profile,
+its requirements, the target, the indexes, the ``cuda`` entry, the ``validate``
+table); a ``stacklock snapshot`` of an installed environment carries a
+:class:`SnapshotInfo`; every package a :class:`PackageTool`. Each ``from_table``
+reads strictly: a wrong type or an unknown key is a :class:`LockError` naming the
+file and the key path (``locks/x.toml: tool.stacklock.cuda.size: ...``). Each
+``to_dict`` gives the keys in the order the lock writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from typing import TYPE_CHECKING
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stacklock.errors import LockError, ProfileError
+from stacklock.resolve.rules import AppliedOverride
+from stacklock.tables import TableReader
+from stacklock.target import Target
+from stacklock.variants import VariantChoice
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from packaging.requirements import Requirement
+
+__all__ = [
+    "LOCK_VERSION",
+    "CudaEntry",
+    "FoundToolkit",
+    "LockTable",
+    "LockTableReader",
+    "LockedIndex",
+    "PackageTool",
+    "SnapshotInfo",
+    "StackInfo",
+]
+
+LOCK_VERSION = 1  # the [tool.stacklock] lock-version this stacklock reads and writes
+
+# What a TOML value can be, as tomllib gives it.
+TomlValue = (
+    str | int | float | bool | datetime | date | time
+    | list["TomlValue"] | dict[str, "TomlValue"]
+)  # fmt: skip
+
+
+class LockTableReader(TableReader):
+    """The shared table reader whose errors are LockErrors: a lock is wrong."""
+
+    def fail(self, key: str, message: str, hint: str | None = None) -> LockError:
+        return LockError(f"{self.path}: {self.key(key)}: {message}",
+                         hint=hint or "regenerate the lock with stacklock resolve")
+
+
+@dataclass(frozen=True)
+class LockTable:
+    """One table of a lock being read: its values and its key path
+    (``tool.stacklock.cuda``); absent keys read as None or empty."""
+
+    data: Mapping[str, object]
+    reader: LockTableReader
+    key: str
+
+    @classmethod
+    def of(cls, value: object, *, path: str, key: str,
+           allowed: Iterable[str]) -> LockTable:
+        reader = LockTableReader(path)
+        return cls(reader.table(value, key, set(allowed)), reader, key)
+
+    def _k(self, key: str) -> str:
+        return f"{self.key}.{key}"
+
+    def opt_str(self, key: str) -> str | None:
+        value = self.data.get(key)
+        return None if value is None else self.reader.string(value, self._k(key))
+
+    def str_(self, key: str, default: str = "") -> str:
+        value = self.opt_str(key)
+        return default if value is None else value
+
+    def opt_int(self, key: str) -> int | None:
+        value = self.data.get(key)
+        return None if value is None else self.reader.integer(value, self._k(key))
+
+    def bool_(self, key: str) -> bool:
+        value = self.data.get(key)
+        return value is not None and self.reader.boolean(value, self._k(key))
+
+    def strs(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key)
+        return () if value is None else self.reader.strings(value, self._k(key))
+
+    def requirements(self, key: str) -> tuple[Requirement, ...]:
+        value = self.data.get(key)
+        return () if value is None else self.reader.requirements(value, self._k(key))
+
+    def table(self, key: str, allowed: Iterable[str]) -> LockTable | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        return LockTable(self.reader.table(value, self._k(key), set(allowed)),
+                         self.reader, self._k(key))
+
+    def tables(self, key: str, allowed: Iterable[str]) -> tuple[LockTable, ...]:
+        value = self.data.get(key)
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise self.reader.fail(self._k(key), f"expected an array of tables, "
+                                   f"got {value!r}")
+        out = []
+        for i, item in enumerate(value):
+            where = f"{self._k(key)}[{i}]"
+            out.append(LockTable(self.reader.table(item, where, set(allowed)),
+                                 self.reader, where))
+        return tuple(out)
+
+
+def _put(out: dict[str, TomlValue], key: str, value: TomlValue | None) -> None:
+    if value is not None:
+        out[key] = value
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockedIndex:
+    name: str
+    url: str  # credentials stripped
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaEntry:
+    """``[tool.stacklock.cuda]``: the toolkit the stack needs. ``source`` "runfile"
+    carries the runfile and how to run it, "pypi" the cuda-toolkit requirement."""
+
+    version: str
+    source: str
+    platform: str | None = None
+    requirements: tuple[str, ...] = ()
+    runfile: str | None = None
+    url: str | None = None
+    size: int | None = None
+    md5: str | None = None
+    sha256: str | None = None
+    bundled_driver: str | None = None
+    min_driver: str | None = None
+    compat_floor: str | None = None
+    prefix: str | None = None
+    install_args: tuple[str, ...] = ()
+    allow_mixed: tuple[str, ...] = ()
+
+    KEYS = ("version", "source", "platform", "requirements", "runfile", "url",
+            "size", "md5", "sha256", "bundled-driver", "min-driver", "compat-floor",
+            "prefix", "install-args", "allow-mixed")
+    _RUNFILE_KEYS = ("url", "sha256", "md5", "prefix", "install-args")
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> CudaEntry:
+        source = t.str_("source", "runfile")
+        missing = [k for k in cls._RUNFILE_KEYS if k not in t.data]
+        if source == "runfile" and missing:
+            raise LockError(f"{t.reader.path}: {t.key}: missing {', '.join(missing)}",
+                            hint="re-resolve the lock with a stacklock that records "
+                            "the runfile")
+        url = t.opt_str("url")
+        md5, sha256 = t.opt_str("md5"), t.opt_str("sha256")
+        return cls(
+            version=t.str_("version"), source=source, platform=t.opt_str("platform"),
+            requirements=t.strs("requirements"),
+            runfile=t.opt_str("runfile") or (url.rsplit("/", 1)[-1] if url else None),
+            url=url, size=t.opt_int("size"),
+            md5=md5.lower() if md5 else None,
+            sha256=sha256.lower() if sha256 else None,
+            bundled_driver=t.opt_str("bundled-driver"),
+            min_driver=t.opt_str("min-driver"), compat_floor=t.opt_str("compat-floor"),
+            prefix=t.opt_str("prefix"), install_args=t.strs("install-args"),
+            allow_mixed=t.strs("allow-mixed"))
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {"version": self.version, "source": self.source}
+        _put(out, "platform", self.platform)
+        if self.requirements:
+            out["requirements"] = list(self.requirements)
+        for key, value in (("runfile", self.runfile), ("url", self.url),
+                           ("size", self.size), ("md5", self.md5),
+                           ("sha256", self.sha256),
+                           ("bundled-driver", self.bundled_driver),
+                           ("min-driver", self.min_driver),
+                           ("compat-floor", self.compat_floor),
+                           ("prefix", self.prefix)):
+            _put(out, key, value)
+        if self.install_args:
+            out["install-args"] = list(self.install_args)
+        if self.allow_mixed:
+            out["allow-mixed"] = list(self.allow_mixed)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackInfo:
+    """``[tool.stacklock]`` of a lock ``stacklock resolve`` wrote."""
+
+    lock_version: int = LOCK_VERSION
+    profile: str | None = None
+    profile_sha256: str | None = None
+    stacklock_version: str | None = None
+    exclude_newer: str | None = None
+    requirements: tuple[Requirement, ...] = ()
+    overrides: tuple[Requirement, ...] = ()
+    overrides_applied: tuple[AppliedOverride, ...] = ()
+    constraints: tuple[Requirement, ...] = ()
+    prereleases: tuple[str, ...] = ()
+    target: Target | None = None
+    gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
+    indexes: tuple[LockedIndex, ...] = ()
+    allow_mixed: tuple[str, ...] = ()  # only when there is no cuda entry
+    cuda: CudaEntry | None = None
+    validate: Mapping[str, object] | None = None  # [validate], read by validate
+
+    KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
+            "exclude-newer", "requirements", "overrides", "overrides-applied",
+            "constraints", "prereleases", "target", "gpu-variants", "indexes",
+            "allow-mixed", "cuda", "validate")
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> StackInfo:
+        cuda = t.table("cuda", CudaEntry.KEYS)
+        validate = t.data.get("validate")
+        if validate is not None and not isinstance(validate, dict):
+            raise t.reader.fail(f"{t.key}.validate",
+                                f"expected a table, got {validate!r}")
+        return cls(
+            lock_version=LOCK_VERSION, profile=t.opt_str("profile"),
+            profile_sha256=t.opt_str("profile-sha256"),
+            stacklock_version=t.opt_str("stacklock-version"),
+            exclude_newer=t.opt_str("exclude-newer"),
+            requirements=t.requirements("requirements"),
+            overrides=t.requirements("overrides"),
+            overrides_applied=tuple(
+                AppliedOverride(
+                    package=None if (p := o.str_("package")) == "profile" else p,
+                    original=o.str_("original"), override=o.str_("override"))
+                for o in t.tables("overrides-applied",
+                                  ("package", "original", "override"))),
+            constraints=t.requirements("constraints"),
+            prereleases=t.strs("prereleases"),
+            target=_target(t.table("target", _TARGET_KEYS)),
+            gpu_variants=tuple(
+                VariantChoice(project=canonicalize_name(v.str_("project")),
+                              gpu_arch=v.strs("gpu-arch"),
+                              chosen=canonicalize_name(v.str_("chosen")),
+                              reason=v.str_("reason"))
+                for v in t.tables("gpu-variants",
+                                  ("project", "gpu-arch", "chosen", "reason"))),
+            indexes=tuple(LockedIndex(name=i.str_("name"), url=i.str_("url"))
+                          for i in t.tables("indexes", ("name", "url"))),
+            allow_mixed=t.strs("allow-mixed"),
+            cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
+            validate=validate if isinstance(validate, dict) else None)
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {"lock-version": self.lock_version}
+        for key, value in (("profile", self.profile),
+                           ("profile-sha256", self.profile_sha256),
+                           ("stacklock-version", self.stacklock_version),
+                           ("exclude-newer", self.exclude_newer)):
+            _put(out, key, value)
+        out["requirements"] = [str(r) for r in self.requirements]
+        out["overrides"] = [str(r) for r in self.overrides]
+        out["overrides-applied"] = [dict(a.to_dict()) for a in self.overrides_applied]
+        out["constraints"] = [str(r) for r in self.constraints]
+        if self.prereleases:
+            out["prereleases"] = list(self.prereleases)
+        if self.target is not None:
+            out["target"] = dict(self.target.to_dict())
+        if self.gpu_variants:
+            out["gpu-variants"] = [dict(v.to_dict()) for v in self.gpu_variants]
+        out["indexes"] = [{"name": i.name, "url": i.url} for i in self.indexes]
+        if self.allow_mixed:
+            out["allow-mixed"] = list(self.allow_mixed)
+        if self.cuda is not None:
+            out["cuda"] = self.cuda.to_dict()
+        if self.validate is not None:
+            out["validate"] = _plain_table(self.validate)
+        return out
+
+
+_TARGET_KEYS = ("python", "platform", "manylinux", "gpu-arch")
+
+
+def _target(t: LockTable | None) -> Target | None:
+    if t is None:
+        return None
+    try:
+        return Target(python=t.str_("python", "3.12"),
+                      platform=t.str_("platform", "linux_x86_64"),
+                      manylinux=t.str_("manylinux", "2_28"),
+                      gpu_arch=t.strs("gpu-arch"))
+    except ProfileError as exc:
+        key = exc.key or "target"
+        message = exc.message.removeprefix(f"{key}: ")
+        where = t.key + key.removeprefix("target")
+        raise LockError(f"{t.reader.path}: {where}: {message}", hint=exc.hint) from None
+
+
+def _plain_table(table: Mapping[str, object]) -> dict[str, TomlValue]:
+    """A table read by tomllib holds only TOML values; say so to the type checker."""
+    out: dict[str, TomlValue] = {}
+    for key, value in table.items():
+        assert isinstance(value, str | int | float | bool | datetime | date | time
+                          | list | dict)
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class FoundToolkit:
+    """A snapshot's ``toolkit``: the CUDA toolkit found beside the environment."""
+
+    version: str
+    prefix: str
+    nvcc: str | None = None
+    source: str | None = None  # "nvcc --version" when version.json was missing
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {"version": self.version}
+        _put(out, "nvcc", self.nvcc)
+        out["prefix"] = self.prefix
+        _put(out, "source", self.source)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotInfo:
+    """``[tool.stacklock]`` of a snapshot: what was found in an environment."""
+
+    venv: str
+    stacklock_version: str | None = None
+    toolkit: FoundToolkit | None = None
+    driver: str | None = None
+    unknown_origin: tuple[str, ...] = ()
+
+    KEYS = ("snapshot", "venv", "stacklock-version", "toolkit", "driver",
+            "unknown-origin", "lock-version")
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> SnapshotInfo:
+        kit = t.table("toolkit", ("version", "nvcc", "prefix", "source"))
+        toolkit = None
+        if kit is not None:
+            toolkit = FoundToolkit(
+                version=kit.str_("version"), prefix=kit.str_("prefix"),
+                nvcc=kit.opt_str("nvcc"), source=kit.opt_str("source"))
+        return cls(venv=t.str_("venv"),
+                   stacklock_version=t.opt_str("stacklock-version"),
+                   toolkit=toolkit, driver=t.opt_str("driver"),
+                   unknown_origin=t.strs("unknown-origin"))
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {"snapshot": True, "venv": self.venv}
+        _put(out, "stacklock-version", self.stacklock_version)
+        if self.toolkit is not None:
+            out["toolkit"] = self.toolkit.to_dict()
+        _put(out, "driver", self.driver)
+        out["unknown-origin"] = list(self.unknown_origin)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackageTool:
+    """``[packages.tool.stacklock]``: where a locked wheel came from (resolve), or
+    what was found about an installed distribution (snapshot)."""
+
+    index_name: str | None = None
+    cuda: str | None = None  # the CUDA X.Y the wheel targets
+    hash_source: str | None = None  # "index" | "download"
+    record_sha256: str | None = None  # snapshot: sha256 of the installed RECORD
+    installer: str | None = None  # snapshot: the INSTALLER file
+    url: str | None = None  # snapshot: a URL install without hashes
+    origin: str | None = None  # snapshot: "unknown"
+
+    _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
+             ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
+             ("installer", "installer"), ("url", "url"), ("origin", "origin"))
+    KEYS = tuple(key for key, _ in _KEYS)
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> PackageTool:
+        cuda = t.opt_str("cuda")
+        if cuda is not None:
+            try:
+                Version(cuda)
+            except InvalidVersion:
+                raise t.reader.fail(f"{t.key}.cuda",
+                                    f"{cuda!r} is not a CUDA version") from None
+        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS})
+
+    def to_dict(self) -> dict[str, str]:
+        out = {}
+        for key, attr in self._KEYS:
+            value = getattr(self, attr)
+            if value is not None:
+                out[key] = value
+        return out
