@@ -26,6 +26,8 @@ output-tokens = 512
 concurrency = [16, 1, 4]
 min-tokens-per-second = 92.0
 min-speedup = 1.0
+warmup-requests = 4
+env = {SGLANG_ENABLE_SPEC_V2 = "1"}
 """
 
 
@@ -49,6 +51,18 @@ def test_issue_gate_table_parses() -> None:
     assert gate.speculative_args[:2] == ("--speculative-algorithm", "EAGLE3")
     assert (gate.min_tokens_per_second, gate.min_speedup) == (92.0, 1.0)
     assert gate.url is None
+    assert gate.warmup_requests == 4
+    assert gate.env == {"SGLANG_ENABLE_SPEC_V2": "1"}
+    assert gate.multicast is None  # as the machine has it
+
+
+def test_gate_defaults_warm_up_once_and_leave_multicast_alone() -> None:
+    gate = parse_validate_config({"gate": {"model": "m", "multicast": False,
+                                           "warmup-requests": 0}}).gate
+    assert gate is not None and (gate.warmup_requests, gate.multicast) == (0, False)
+    plain = parse_validate_config({"gate": {"model": "m"}}).gate
+    assert plain is not None
+    assert (plain.warmup_requests, plain.env, plain.multicast) == (1, {}, None)
 
 
 def test_real_lock_tables() -> None:
@@ -96,6 +110,18 @@ def test_threshold_size_missing_from_sizes_is_measured() -> None:
      "tool.stacklock.validate.probes.max-allreduce-us.42 parsecs", "not a size"),
     ({"gate": {"model": "m", "tp": 8}}, "tool.stacklock.validate.gate.tp",
      "unknown key 'tp'"),
+    ({"gate": {"model": "m", "warmup-requests": -1}},
+     "tool.stacklock.validate.gate.warmup-requests", "an integer >= 0"),
+    ({"gate": {"model": "m", "env": {"SGLANG_ENABLE_SPEC_V2": 1}}},
+     "tool.stacklock.validate.gate.env.SGLANG_ENABLE_SPEC_V2", "expected a string"),
+    ({"gate": {"model": "m", "env": {"BAD NAME": "1"}}},
+     "tool.stacklock.validate.gate.env.BAD NAME", "not an environment variable"),
+    ({"gate": {"model": "m", "env": ["A=1"]}}, "tool.stacklock.validate.gate.env",
+     "expected a table"),
+    ({"gate": {"model": "m", "multicast": "off"}},
+     "tool.stacklock.validate.gate.multicast", "expected true or false"),
+    ({"gate": {"model": "m", "multicast": True, "env": {"NCCL_NVLS_ENABLE": "0"}}},
+     "tool.stacklock.validate.gate.env.NCCL_NVLS_ENABLE", "multicast and env both"),
 ])
 def test_errors_name_file_and_key_path(table: dict, key: str, text: str) -> None:
     with pytest.raises(ProfileError) as info:

@@ -1,5 +1,6 @@
 """The gate's server lifecycle, for real: ``<venv python> -m sglang.launch_server``
-in a venv made by uv, where sglang is the loopback stand-in from tests/data."""
+in a venv made by uv, where sglang is the loopback stand-in from tests/data (its
+flags come from its own ``sglang.srt.server_args``, which the preflight reads)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from stacklock.validate.config import GateConfig
-from stacklock.validate.gate import run_gate
+from stacklock.validate.gate import run_gate, server_env
+from stacklock.validate.probes import NO_MULTICAST
 from tests.data.validate.wheelkit import make_venv
 
 FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
@@ -79,7 +81,9 @@ def test_baseline_then_speculative(python: Path, tmp_path: Path) -> None:
     assert spec.accept_length == pytest.approx(TOKENS / math.ceil(TOKENS / ACCEPT))
     assert result.phases[0].accept_length is None
     assert [(c.name, c.status) for c in result.checks] == [
-        ("gate-throughput", "pass"), ("gate-speedup", "pass")]
+        ("gate-preflight", "pass"), ("gate-throughput", "measured"),
+        ("gate-speedup", "pass")]
+    assert all(p.warmup_requests == 1 for p in result.phases)
     assert "speculative=None" in (tmp_path / "server-baseline.log").read_text()
     log = tmp_path / "server-speculative.log"
     assert "speculative=EAGLE3" in log.read_text()
@@ -88,12 +92,54 @@ def test_baseline_then_speculative(python: Path, tmp_path: Path) -> None:
     assert _all_gone(pids)  # the whole process group was stopped
 
 
+def test_misspelt_flag_fails_before_launch(python: Path, tmp_path: Path) -> None:
+    result = run_gate(_config("--tp-szie", "8"), python=python, log_dir=tmp_path)
+    assert result.phases == ()
+    (check,) = result.checks
+    assert (check.name, check.status) == ("gate-preflight", "fail")
+    assert check.reason == ("sglang 0.5.9 rejects the server arguments (baseline: "
+                            "unrecognized arguments: --tp-szie 8; speculative: "
+                            "unrecognized arguments: --tp-szie 8)")
+    assert not list(tmp_path.glob("server-*.log"))  # nothing was launched
+    bad_choice = run_gate(_config(spec=False, speculative_args=(
+        "--speculative-algorithm", "EAGLE9")), python=python, log_dir=tmp_path)
+    assert "argument --speculative-algorithm: invalid choice: 'EAGLE9'" in \
+        bad_choice.checks[0].reason
+
+
+def test_server_environment(python: Path, tmp_path: Path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile's env reaches the server; multicast stays as the machine has it
+    (here: switched off, as on a shared host) unless the profile says otherwise."""
+    for name, value in NO_MULTICAST.items():
+        monkeypatch.setenv(name, value)
+    config = _config(spec=False, concurrency=(1,), env={"SGLANG_ENABLE_SPEC_V2": "1"})
+    result = run_gate(config, python=python, log_dir=tmp_path)
+    assert result.phases[0].error is None
+    log = (tmp_path / "server-baseline.log").read_text()
+    assert "SGLANG_ENABLE_SPEC_V2=1" in log and "NCCL_NVLS_ENABLE=0" in log
+    assert result.server_env == {**NO_MULTICAST, "SGLANG_ENABLE_SPEC_V2": "1"}
+
+
+def test_server_env_multicast_choices() -> None:
+    machine = {"PATH": "/bin", "NCCL_NVLS_ENABLE": "1"}
+    same = server_env(_config(), machine)
+    assert same["NCCL_NVLS_ENABLE"] == "1" and "NVSHMEM_DISABLE_NVLS" not in same
+    off = server_env(_config(multicast=False), machine)
+    assert {k: off[k] for k in NO_MULTICAST} == NO_MULTICAST
+    on = server_env(_config(multicast=True), {**machine, **NO_MULTICAST})
+    assert not set(NO_MULTICAST) & set(on)
+    env = server_env(_config(env={"SGLANG_ENABLE_SPEC_V2": "1"}), machine)
+    assert env["SGLANG_ENABLE_SPEC_V2"] == "1" and env["PATH"] == "/bin"
+
+
 def test_server_start_failure(python: Path, tmp_path: Path) -> None:
     result = run_gate(_config("--fake-mode", "crash-start"), python=python,
                       log_dir=tmp_path)
     assert len(result.phases) == 1  # no speculative phase after a failed baseline
-    assert result.checks[0].status == "fail"
-    assert result.checks[0].reason == (
+    assert result.checks[0].name == "gate-preflight"
+    assert result.checks[1].status == "fail"
+    assert result.checks[1].reason == (
         "baseline: server exited with code 3 before it was healthy: "
         "RuntimeError: CUDA error: out of memory")
 
@@ -101,20 +147,20 @@ def test_server_start_failure(python: Path, tmp_path: Path) -> None:
 def test_slow_health_times_out(python: Path, tmp_path: Path) -> None:
     result = run_gate(_config("--fake-mode", "slow-health", startup_timeout=2.0),
                       python=python, log_dir=tmp_path)
-    reason = result.checks[0].reason
+    reason = result.checks[1].reason
     assert reason.startswith("baseline: server not healthy after 2 s (startup-timeout)")
     assert _all_gone(_pids(tmp_path / "server-baseline.log"))
 
 
 def test_crash_mid_run(python: Path, tmp_path: Path) -> None:
-    result = run_gate(_config("--fake-mode", "crash-after=1", spec=False,
+    result = run_gate(_config("--fake-mode", "crash-after=2", spec=False,
                               concurrency=(1,), rounds=2),
                       python=python, log_dir=tmp_path)
     phase = result.phases[0]
-    assert phase.levels[0].completed == 1
+    assert phase.levels[0].completed == 1  # request 1 was the warm-up
     assert phase.error is not None
     assert phase.error.startswith("server exited with code 7 during concurrency 1")
-    assert result.checks[0].status == "fail"
+    assert result.checks[1].status == "fail"
     assert _all_gone(_pids(tmp_path / "server-baseline.log"))
 
 
@@ -122,7 +168,8 @@ SCRIPT = """
 import sys
 from pathlib import Path
 from stacklock.validate.config import GateConfig
-from stacklock.validate.gate import run_gate
+from stacklock.validate.gate import run_gate, server_env
+from stacklock.validate.probes import NO_MULTICAST
 config = GateConfig(engine="sglang", model="m", server_args=("--fake-mode", "slow"),
                     output_tokens=4, concurrency=(1,), rounds=1)
 run_gate(config, python=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))

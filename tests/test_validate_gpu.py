@@ -123,9 +123,12 @@ def test_probe_environment_never_allows_multicast(
     assert env["NVSHMEM_DISABLE_NVLS"] == "1"
 
 
-def _rank(rank: int, eager: float, graph: float, tflops: float) -> dict:
+def _rank(rank: int, eager: float, graph: float, tflops: float,
+          finite: bool = True) -> dict:
+    """One rank's JSON as ``_probe_script.py bench`` prints it."""
     return {"rank": rank, "device": "NVIDIA H200", "allreduce_correct": True,
-            "allreduce": [{"bytes": 43008, "eager_us": eager, "graph_us": graph}],
+            "allreduce": [{"bytes": 43008, "correct": True, "eager_us": eager,
+                           "graph_us": graph, "finite": finite}],
             "matmul_n": 8192, "matmul_tflops": tflops}
 
 
@@ -142,17 +145,75 @@ def test_merge_takes_the_slowest_rank_and_nccl_bus_bandwidth() -> None:
 
 
 def test_probe_thresholds_on_the_real_numbers() -> None:
+    """The H200 report: one GPU, so no all-reduce to judge, whatever the limits."""
     result = ValidateResult.from_dict(json.loads((H200 / "report.json").read_text()))
     probes = result.probes
     assert isinstance(probes, ProbeResult)
     strict = ProbeConfig(max_allreduce_us={43008: 0.01}, min_matmul_tflops=5000.0)
     checks = _by_name(check_probes(probes, strict))
-    assert checks["allreduce"].status == "fail"
-    assert checks["allreduce"].reason.startswith("42 KB ")
-    assert checks["allreduce"].reason.endswith(" > 0.01 us")
+    assert checks["allreduce"].status == "skip"
+    assert checks["allreduce"].reason == probes.allreduce_skipped
     assert checks["matmul"].status == "fail"
+    assert checks["matmul"].reason.endswith("(< 5000.0)")
     loose = _by_name(check_probes(probes, ProbeConfig()))
-    assert loose["allreduce"].status == "pass" and loose["matmul"].status == "pass"
+    assert loose["matmul"].status == "measured"  # no min-matmul-tflops: no verdict
+    assert loose["matmul"].reason.endswith("(no min-matmul-tflops)")
+
+
+def test_two_gpu_thresholds_and_measured() -> None:
+    merged = _merge(2, [_rank(0, 30.0, 10.0, 790.0), _rank(1, 35.0, 12.0, 780.0)], [])
+    assert merged.allreduce_correct and merged.allreduce_skipped is None
+    measured = _by_name(check_probes(merged, ProbeConfig()))["allreduce"]
+    assert measured.status == "measured"
+    assert measured.reason == ("1 sizes on 2 GPUs, correct sum; 42 KB: 35.0 us "
+                               "eager, 12.00 us in a CUDA graph (no max-allreduce-us)")
+    judged = _by_name(check_probes(merged, ProbeConfig(
+        max_allreduce_us={43008: 60.0})))["allreduce"]
+    assert judged.status == "pass"
+    slow = _by_name(check_probes(merged, ProbeConfig(
+        max_allreduce_us={43008: 11.0})))["allreduce"]
+    assert (slow.status, slow.reason) == ("fail", "42 KB 12.00 us > 11.0 us")
+
+
+def test_a_tensor_that_is_no_longer_finite_fails() -> None:
+    merged = _merge(2, [_rank(0, 30.0, 10.0, 790.0),
+                        _rank(1, 35.0, 12.0, 780.0, finite=False)], [])
+    assert not merged.allreduce_correct
+    assert merged.errors == ("rank 1 42 KB: the reduced tensor is no longer finite",)
+    check = _by_name(check_probes(merged, ProbeConfig()))["allreduce"]
+    assert check.status == "fail"
+
+
+def test_one_gpu_skips_the_allreduce() -> None:
+    one = {k: v for k, v in _rank(0, 0, 0, 800.0).items()
+           if not k.startswith("allreduce")}
+    merged = _merge(1, [one], [])
+    assert merged.allreduce == () and merged.allreduce_skipped is not None
+    assert merged.allreduce_skipped.startswith("1 GPU: an all-reduce needs 2")
+    assert merged.matmul_tflops == (800.0,)
+
+
+def test_ranks_are_waited_on_together(tmp_path: Path) -> None:
+    """A rank that fails while another waits (as in a collective) ends the wait
+    after the grace, not at the timeout; output goes to files, so a rank that
+    writes a megabyte blocks on nothing."""
+    import subprocess
+    import sys
+
+    from stacklock.validate.probes import _wait_all
+
+    scripts = ["import sys; sys.stderr.write('x' * 1_000_000); sys.exit(1)",
+               "import time; time.sleep(300)"]
+    procs = []
+    for i, code in enumerate(scripts):
+        with open(tmp_path / f"{i}.err", "wb") as err:
+            procs.append(subprocess.Popen([sys.executable, "-c", code], stderr=err,
+                                          start_new_session=True))
+    why = _wait_all(procs, timeout=120, grace=0.5)
+    assert why == ("rank 0 failed; the ranks still waiting in the collective were "
+                   "stopped 0.5 s later")
+    assert procs[1].returncode == -9
+    assert (tmp_path / "0.err").stat().st_size == 1_000_000
 
 
 def test_probe_ranks_that_cannot_start_are_reported(tmp_path: Path) -> None:
@@ -166,5 +227,10 @@ def test_probe_ranks_that_cannot_start_are_reported(tmp_path: Path) -> None:
     assert all("No module named 'torch'" in e for e in result.errors)
     check = check_probes(result, ProbeConfig())[0]
     assert (check.name, check.status) == ("allreduce", "fail")
+    alone = run_gpu_probes(python, gpus=1, sizes=(4096,), timeout=120)
+    checks = _by_name(check_probes(alone, ProbeConfig()))
+    assert checks["allreduce"].status == "skip"
+    assert checks["matmul"].status == "fail"  # the one rank's failure is not lost
+    assert "No module named 'torch'" in checks["matmul"].reason
     with pytest.raises(ValidateError, match="at least one GPU"):
         run_gpu_probes(python, gpus=0)

@@ -10,8 +10,12 @@ It never imports stacklock (the venv under test may not have it). Modes:
     python _probe_script.py info
         torch/CUDA/NCCL facts and every GPU's compute capability, as one JSON object.
     python _probe_script.py bench --rank R --world W --port P [--sizes ...]
-        one process per GPU: NCCL all-reduce latency per size and a bf16 matmul rate,
-        as one JSON object for this rank.
+        one process per GPU: NCCL all-reduce latency per size (with 2 GPUs or more)
+        and a bf16 matmul rate, as one JSON object for this rank.
+    python _probe_script.py sglang-args JSON
+        parse each argument list in the JSON list with the parser SGLang itself builds
+        (``ServerArgs.add_cli_args``, plugins loaded first, as ``launch_server``
+        does), and nothing more: no model is read, no GPU touched.
 
 NVLink multicast stays off whatever the caller's environment says: a program that
 uses it can put a shared host's GPUs out of service.
@@ -114,10 +118,50 @@ def _import(name: str) -> dict[str, object]:
             "version": str(getattr(module, "__version__", "") or "") or None}
 
 
-def _time_allreduce(torch, dist, size: int, iters: int, warmup: int,
+def _sglang_args(argvs: list[list[str]]) -> dict[str, object]:
+    """argparse's own verdict on each argument list, as the server would give it."""
+    import argparse
+    import contextlib
+    import io
+
+    import sglang
+    from sglang.srt.server_args import ServerArgs
+
+    try:
+        from sglang.srt.plugins import load_plugins
+    except ImportError:  # releases before plugins
+        load_plugins = None
+    if load_plugins is not None:
+        load_plugins()
+    results = []
+    for argv in argvs:
+        parser = argparse.ArgumentParser(prog="sglang.launch_server")
+        ServerArgs.add_cli_args(parser)
+        if "--config" in argv:
+            from sglang.srt.utils.server_args_config_parser import (
+                ConfigArgumentMerger,
+            )
+
+            argv = ConfigArgumentMerger(parser).merge_config_with_args(argv)
+        err, out = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+                parser.parse_args(argv)
+        except SystemExit as exc:
+            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+            why = lines[-1].split(": error: ", 1)[-1] if lines else (
+                "the arguments make the server print and exit" if not exc.code
+                else f"argparse exited {exc.code}")
+            results.append({"ok": False, "error": why})
+        else:
+            results.append({"ok": True})
+    return {"sglang": str(getattr(sglang, "__version__", "") or "") or None,
+            "results": results}
+
+
+def _time_allreduce(torch, dist, tensor, iters: int, warmup: int,
                     graph: bool) -> float:
-    """Mean microseconds per all-reduce of ``size`` bytes of bf16."""
-    tensor = torch.ones(max(size // 2, 1), dtype=torch.bfloat16, device="cuda")
+    """Mean microseconds per all-reduce of ``tensor``, in place."""
     stream = torch.cuda.Stream()
     if graph:
         with torch.cuda.stream(stream):
@@ -151,6 +195,26 @@ def _time_allreduce(torch, dist, size: int, iters: int, warmup: int,
     return start.elapsed_time(end) * 1000.0 / iters
 
 
+def _allreduce_row(torch, dist, args: argparse.Namespace, size: int) -> dict:
+    """One size: a checked sum first, then the timing on zeros, whose sum stays zero
+    however often it repeats (ones would grow by the world size each time and leave
+    bf16's range), then a check that the tensor is still finite."""
+    tensor = torch.full((max(size // 2, 1),), float(args.rank + 1),
+                        dtype=torch.bfloat16, device="cuda")
+    dist.all_reduce(tensor)
+    expected = args.world * (args.world + 1) / 2
+    row: dict[str, object] = {"bytes": size,
+                              "correct": bool(torch.all(tensor == expected).item())}
+    tensor.zero_()
+    row["eager_us"] = _time_allreduce(torch, dist, tensor, args.iters, 10, False)
+    try:
+        row["graph_us"] = _time_allreduce(torch, dist, tensor, args.iters, 10, True)
+    except Exception as exc:  # capture unsupported: keep eager numbers
+        row["graph_error"] = f"{type(exc).__name__}: {exc}"
+    row["finite"] = bool(torch.isfinite(tensor).all().item())
+    return row
+
+
 def _matmul_tflops(torch, n: int, iters: int) -> float:
     a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
@@ -168,38 +232,33 @@ def _matmul_tflops(torch, n: int, iters: int) -> float:
 
 
 def _bench(args: argparse.Namespace) -> dict[str, object]:
+    """With one GPU there is nothing to all-reduce across (NCCL would copy a buffer
+    onto itself): the matmul alone runs."""
     import torch
-    import torch.distributed as dist
 
     torch.cuda.set_device(args.rank)
     out: dict[str, object] = {"rank": args.rank, "world": args.world,
                               "device": torch.cuda.get_device_name(args.rank)}
-    t0 = time.perf_counter()
-    dist.init_process_group(
-        "nccl", init_method=f"tcp://127.0.0.1:{args.port}",
-        rank=args.rank, world_size=args.world,
-        device_id=torch.device("cuda", args.rank),
-    )
-    out["init_seconds"] = round(time.perf_counter() - t0, 3)
-    check = torch.full((4,), float(args.rank + 1), device="cuda")
-    dist.all_reduce(check)
-    expected = args.world * (args.world + 1) / 2
-    out["allreduce_correct"] = bool(torch.all(check == expected).item())
-    rows = []
-    for size in args.sizes:
-        row: dict[str, object] = {"bytes": size}
-        row["eager_us"] = _time_allreduce(torch, dist, size, args.iters, 10, False)
-        try:
-            row["graph_us"] = _time_allreduce(torch, dist, size, args.iters, 10, True)
-        except Exception as exc:  # capture unsupported: keep eager numbers
-            row["graph_error"] = f"{type(exc).__name__}: {exc}"
-        rows.append(row)
-    out["allreduce"] = rows
-    dist.barrier()
+    grouped = args.world >= 2
+    if grouped:
+        import torch.distributed as dist
+
+        t0 = time.perf_counter()
+        dist.init_process_group(
+            "nccl", init_method=f"tcp://127.0.0.1:{args.port}",
+            rank=args.rank, world_size=args.world,
+            device_id=torch.device("cuda", args.rank),
+        )
+        out["init_seconds"] = round(time.perf_counter() - t0, 3)
+        rows = [_allreduce_row(torch, dist, args, size) for size in args.sizes]
+        out["allreduce"] = rows
+        out["allreduce_correct"] = all(r["correct"] for r in rows)
+        dist.barrier()
     if args.matmul_n > 0:
         out["matmul_n"] = args.matmul_n
         out["matmul_tflops"] = _matmul_tflops(torch, args.matmul_n, args.matmul_iters)
-    dist.destroy_process_group()
+    if grouped:
+        dist.destroy_process_group()
     return out
 
 
@@ -210,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("dists")
     imp = sub.add_parser("import")
     imp.add_argument("module")
+    sgl = sub.add_parser("sglang-args")
+    sgl.add_argument("argvs", help="a JSON list of argument lists")
     bench = sub.add_parser("bench")
     bench.add_argument("--rank", type=int, required=True)
     bench.add_argument("--world", type=int, required=True)
@@ -226,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             result = _dists()
         elif args.mode == "import":
             result = _import(args.module)
+        elif args.mode == "sglang-args":
+            result = _sglang_args(json.loads(args.argvs))
         else:
             result = _bench(args)
     except Exception as exc:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAIL",
+    "MEASURED",
     "PASS",
     "SKIP",
     "CheckResult",
@@ -41,13 +42,16 @@ __all__ = [
 ]
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+# a number reported with no threshold to judge it: never a pass, never a failure
+MEASURED = "measured"
+STATUSES = (PASS, FAIL, SKIP, MEASURED)
 BOOTSTRAP = {"pip", "setuptools", "wheel"}   # seeded by `uv venv --seed`: noted only
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckResult:
     name: str
-    status: str                      # "pass" | "fail" | "skip"
+    status: str                      # "pass" | "fail" | "skip" | "measured"
     reason: str
     notes: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)

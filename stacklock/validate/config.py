@@ -19,17 +19,21 @@ typo in a reviewed file never silently switches a check off.
     server-args = ["--tp", "8"]
     speculative-args = ["--speculative-algorithm", "EAGLE3", ...]
     concurrency = [1, 4, 16]
+    warmup-requests = 1                       # per phase, not measured
+    env = {SGLANG_ENABLE_SPEC_V2 = "1"}       # for the server process
+    multicast = false                         # default: as the machine has it
     min-tokens-per-second = 92.0              # speculative, lowest concurrency
     min-speedup = 1.0                         # speculative over baseline, same
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from stacklock.tables import TableReader
-from stacklock.validate.probes import DEFAULT_SIZES, parse_size
+from stacklock.validate.probes import DEFAULT_SIZES, NO_MULTICAST, parse_size
 
 __all__ = ["GateConfig", "ProbeConfig", "ValidateConfig", "parse_validate_config"]
 
@@ -39,8 +43,9 @@ _PROBES = {"enabled", "sizes", "iters", "matmul-n", "max-allreduce-us",
 _GATE = {"engine", "model", "url", "baseline-url", "server-args", "speculative-args",
          "input-tokens", "output-tokens", "concurrency", "rounds",
          "min-tokens-per-second", "min-speedup", "startup-timeout", "request-timeout",
-         "shutdown-timeout", "port"}
+         "shutdown-timeout", "port", "warmup-requests", "env", "multicast"}
 ENGINES = ("sglang", "openai")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,9 @@ class GateConfig:
     request_timeout: float = 600.0
     shutdown_timeout: float = 60.0
     port: int | None = None
+    warmup_requests: int = 1          # per phase, sent first, not measured
+    env: dict[str, str] = field(default_factory=dict)  # the server's, on top
+    multicast: bool | None = None     # None: NVLink multicast as the machine has it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +90,8 @@ class GateConfig:
             "concurrency": list(self.concurrency), "rounds": self.rounds,
             "min_tokens_per_second": self.min_tokens_per_second,
             "min_speedup": self.min_speedup,
+            "warmup_requests": self.warmup_requests, "env": dict(self.env),
+            "multicast": self.multicast,
         }
 
 
@@ -137,6 +147,40 @@ def _parse_probes(raw: Any, r: TableReader) -> ProbeConfig:
     )
 
 
+def _parse_env(data: dict[str, Any], r: TableReader) -> tuple[dict[str, str],
+                                                               bool | None]:
+    """``env`` (names and string values) and ``multicast``, which must not both
+    set the multicast variables."""
+    raw = data.get("env", {})
+    if not isinstance(raw, dict):
+        raise r.fail("gate.env", f"expected a table of NAME = \"value\", got {raw!r}",
+                     hint='env = {SGLANG_ENABLE_SPEC_V2 = "1"}')
+    env: dict[str, str] = {}
+    for name, value in raw.items():
+        if not _ENV_NAME.fullmatch(name):
+            raise r.fail(f"gate.env.{name}", f"{name!r} is not an environment "
+                         "variable name")
+        if not isinstance(value, str):
+            raise r.fail(f"gate.env.{name}", f"expected a string, got {value!r}",
+                         hint=f'{name} = "{value}"')
+        env[name] = value
+    multicast = data.get("multicast")
+    if multicast is not None:
+        multicast = r.boolean(multicast, "gate.multicast")
+    both = sorted(set(env) & set(NO_MULTICAST))
+    if multicast is not None and both:
+        raise r.fail(f"gate.env.{both[0]}", "multicast and env both set "
+                     f"{both[0]}", hint="keep one of them")
+    return env, multicast
+
+
+def _warmups(r: TableReader, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise r.fail("gate.warmup-requests",
+                     f"expected an integer >= 0, got {value!r}")
+    return value
+
+
 def _parse_gate(raw: Any, r: TableReader) -> GateConfig:
     data = r.table(raw, "gate", _GATE)
     engine = data.get("engine", "sglang")
@@ -174,6 +218,7 @@ def _parse_gate(raw: Any, r: TableReader) -> GateConfig:
         raise r.fail("gate.min-speedup", "min-speedup needs baseline-url",
                      hint="the speedup is url over baseline-url")
     port = data.get("port")
+    env, multicast = _parse_env(data, r)
     return GateConfig(
         engine=engine, model=model, url=urls["url"], baseline_url=urls["baseline-url"],
         server_args=r.strings(data.get("server-args", []), "gate.server-args"),
@@ -193,6 +238,8 @@ def _parse_gate(raw: Any, r: TableReader) -> GateConfig:
         shutdown_timeout=r.number(data.get("shutdown-timeout", 60.0),
                                   "gate.shutdown-timeout"),
         port=r.integer(port, "gate.port") if port is not None else None,
+        warmup_requests=_warmups(r, data.get("warmup-requests", 1)),
+        env=env, multicast=multicast,
     )
 
 

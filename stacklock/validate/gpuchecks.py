@@ -22,7 +22,7 @@ from stacklock.cuda import (
     read_driver,
 )
 from stacklock.errors import CudaError
-from stacklock.validate.checks import FAIL, PASS, SKIP, CheckResult
+from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
 from stacklock.validate.probes import format_size
 
 if TYPE_CHECKING:
@@ -244,44 +244,61 @@ def _check_nccl(info: dict[str, Any], lock: Lock | None) -> CheckResult:
                        reason=f"NCCL {nccl} from {pkg.name} {pkg.version}")
 
 
-def check_probes(result: ProbeResult, config: ProbeConfig) -> list[CheckResult]:
-    """allreduce and matmul against the profile's thresholds (reported when none)."""
-    out: list[CheckResult] = []
+def _check_allreduce(result: ProbeResult, config: ProbeConfig) -> CheckResult:
     rows = {r.bytes: r for r in result.allreduce}
     row42 = rows.get(43008)
     summary = (f"42 KB: {row42.eager_us:.1f} us eager, "
                f"{row42.graph_us:.2f} us in a CUDA graph" if row42 and
                row42.graph_us is not None else "")
+    limits = {"limits_us": {format_size(k): v
+                            for k, v in config.max_allreduce_us.items()}}
+    if result.allreduce_skipped:
+        return CheckResult(name="allreduce", status=SKIP,
+                           reason=result.allreduce_skipped, details=limits)
     if result.errors and not result.allreduce:
-        out.append(CheckResult(name="allreduce", status=FAIL,
+        return CheckResult(name="allreduce", status=FAIL,
+                           reason="; ".join(result.errors[:2]))
+    if not result.allreduce_correct:
+        return CheckResult(name="allreduce", status=FAIL,
+                           reason="all-reduce over NCCL gave a wrong sum or a "
+                           "tensor that is no longer finite")
+    slow = []
+    for size, limit in sorted(config.max_allreduce_us.items()):
+        row = rows.get(size)
+        got: float | None = None
+        if row is not None:
+            got = row.graph_us if row.graph_us is not None else row.eager_us
+        if got is None or got > limit:
+            shown = "not measured" if got is None else f"{got:.2f} us"
+            slow.append(f"{format_size(size)} {shown} > {limit} us")
+    measured = (f"{len(rows)} sizes on {result.world} GPUs, correct sum"
+                + (f"; {summary}" if summary else ""))
+    if slow:
+        return CheckResult(name="allreduce", status=FAIL, reason="; ".join(slow),
+                           details=limits)
+    if not config.max_allreduce_us:
+        return CheckResult(name="allreduce", status=MEASURED, details=limits,
+                           reason=f"{measured} (no max-allreduce-us)")
+    return CheckResult(name="allreduce", status=PASS, reason=measured, details=limits)
+
+
+def check_probes(result: ProbeResult, config: ProbeConfig) -> list[CheckResult]:
+    """allreduce and matmul against the profile's thresholds: "measured" where the
+    profile sets none, a skip with its reason where nothing could be measured."""
+    out = [_check_allreduce(result, config)]
+    if not result.matmul_tflops and result.errors and result.allreduce_skipped:
+        out.append(CheckResult(name="matmul", status=FAIL,
                                reason="; ".join(result.errors[:2])))
-    elif not result.allreduce_correct:
-        out.append(CheckResult(name="allreduce", status=FAIL,
-                               reason="all-reduce over NCCL gave a wrong sum"))
-    else:
-        slow = []
-        for size, limit in sorted(config.max_allreduce_us.items()):
-            row = rows.get(size)
-            got: float | None = None
-            if row is not None:
-                got = row.graph_us if row.graph_us is not None else row.eager_us
-            if got is None or got > limit:
-                shown = "not measured" if got is None else f"{got:.2f} us"
-                slow.append(f"{format_size(size)} {shown} > {limit} us")
-        status = FAIL if slow else PASS
-        reason = "; ".join(slow) if slow else (
-            f"{len(rows)} sizes on {result.world} GPU(s), correct sum"
-            + (f"; {summary}" if summary else ""))
-        out.append(CheckResult(name="allreduce", status=status, reason=reason,
-                               details={"limits_us": {format_size(k): v for k, v in
-                                                      config.max_allreduce_us.items()}}))
-    if result.matmul_tflops:
+    elif result.matmul_tflops:
         low = min(result.matmul_tflops)
         floor = config.min_matmul_tflops
-        status = FAIL if floor is not None and low < floor else PASS
-        rel = (f" (< {floor})" if status == FAIL else f" (>= {floor})") if floor else ""
-        out.append(CheckResult(
-            name="matmul", status=status,
-            reason=f"bf16 {result.matmul_n}^3: {low:.0f} TFLOP/s on the slowest of "
-            f"{len(result.matmul_tflops)} GPU(s){rel}"))
+        reason = (f"bf16 {result.matmul_n}^3: {low:.0f} TFLOP/s on the slowest of "
+                  f"{len(result.matmul_tflops)} GPU(s)")
+        if floor is None:
+            out.append(CheckResult(name="matmul", status=MEASURED,
+                                   reason=f"{reason} (no min-matmul-tflops)"))
+        else:
+            ok = low >= floor
+            out.append(CheckResult(name="matmul", status=PASS if ok else FAIL,
+                                   reason=f"{reason} ({'>=' if ok else '<'} {floor})"))
     return out

@@ -3,8 +3,16 @@
 The script needs only torch, so the venv under test never needs stacklock. The
 benchmark runs one process per GPU (no torchrun): each rank joins an NCCL group over
 ``tcp://127.0.0.1:<free port>``; the slowest rank's time is the one reported, since a
-tensor-parallel step waits for it. NVLink multicast is switched off in every child's
-environment (``NO_MULTICAST``), whatever the caller's environment says.
+tensor-parallel step waits for it. With one GPU the all-reduce is skipped, with that
+reason: a one-rank collective moves nothing and would time an empty launch. Ranks
+write to files, not pipes, and are waited on together, so a rank that writes a lot
+never blocks inside a collective; when one rank fails, the others are stopped soon
+after instead of waiting in the collective until the timeout.
+
+NVLink multicast is switched off in every probe's environment (``NO_MULTICAST``),
+whatever the caller's says: the probes are ours, and multicast can take a shared
+host's GPUs out of service. The serving engine is not a probe: the gate leaves its
+environment as the machine has it unless the profile says otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +138,7 @@ class ProbeResult:
     world: int
     allreduce: tuple[AllReduceRow, ...] = ()
     allreduce_correct: bool = False
+    allreduce_skipped: str | None = None    # why no all-reduce was timed
     matmul_n: int = 0
     matmul_tflops: tuple[float, ...] = ()   # one per rank
     devices: tuple[str, ...] = ()
@@ -143,6 +153,7 @@ class ProbeResult:
             "world": self.world,
             "devices": list(self.devices),
             "allreduce_correct": self.allreduce_correct,
+            "allreduce_skipped": self.allreduce_skipped,
             "allreduce": [r.to_dict() for r in self.allreduce],
             "matmul_n": self.matmul_n,
             "matmul_tflops": [round(t, 1) for t in self.matmul_tflops],
@@ -161,6 +172,7 @@ class ProbeResult:
         )
         return cls(world=int(data["world"]), allreduce=rows,
                    allreduce_correct=bool(data.get("allreduce_correct")),
+                   allreduce_skipped=data.get("allreduce_skipped"),
                    matmul_n=int(data.get("matmul_n", 0)),
                    matmul_tflops=tuple(float(t) for t in data.get("matmul_tflops", [])),
                    devices=tuple(data.get("devices", [])),
@@ -173,30 +185,46 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _merge(world: int, ranks: list[dict[str, Any]], errors: list[str]) -> ProbeResult:
+ONE_GPU = ("1 GPU: an all-reduce needs 2 or more (on one rank NCCL moves nothing, "
+           "so the time would be an empty launch, not a measurement)")
+
+
+def _merge_rows(world: int, good: list[dict[str, Any]],
+                errors: list[str]) -> list[AllReduceRow]:
     rows: list[AllReduceRow] = []
-    good = [r for r in ranks if "allreduce" in r]
-    if good and len(good) == world:
-        for i, first in enumerate(good[0]["allreduce"]):
-            size = int(first["bytes"])
-            eager = max(float(r["allreduce"][i]["eager_us"]) for r in good)
-            graphs = [r["allreduce"][i].get("graph_us") for r in good]
-            graph = max(float(g) for g in graphs) if None not in graphs else None
-            best = graph if graph is not None else eager
-            busbw = (size / (best * 1e-6) * 2.0 * (world - 1) / world / 1e9
-                     if world > 1 and best > 0 else None)
-            rows.append(AllReduceRow(bytes=size, eager_us=eager, graph_us=graph,
-                                     busbw_gbps=busbw))
-            for r in good:
-                graph_error = r["allreduce"][i].get("graph_error")
-                if graph_error:
-                    errors.append(f"rank {r['rank']} {format_size(size)}: "
-                                  f"{graph_error}")
+    for i, first in enumerate(good[0]["allreduce"]):
+        size = int(first["bytes"])
+        eager = max(float(r["allreduce"][i]["eager_us"]) for r in good)
+        graphs = [r["allreduce"][i].get("graph_us") for r in good]
+        graph = max(float(g) for g in graphs) if None not in graphs else None
+        best = graph if graph is not None else eager
+        busbw = (size / (best * 1e-6) * 2.0 * (world - 1) / world / 1e9
+                 if best > 0 else None)
+        rows.append(AllReduceRow(bytes=size, eager_us=eager, graph_us=graph,
+                                 busbw_gbps=busbw))
+        for r in good:
+            row = r["allreduce"][i]
+            if row.get("graph_error"):
+                errors.append(f"rank {r['rank']} {format_size(size)}: "
+                              f"{row['graph_error']}")
+            if row.get("finite") is False:
+                errors.append(f"rank {r['rank']} {format_size(size)}: the reduced "
+                              "tensor is no longer finite")
+    return rows
+
+
+def _merge(world: int, ranks: list[dict[str, Any]], errors: list[str]) -> ProbeResult:
+    good = [r for r in ranks if "error" not in r]
+    complete = bool(good) and len(good) == world
+    timed = complete and world >= 2 and all("allreduce" in r for r in good)
+    rows = _merge_rows(world, good, errors) if timed else []
+    finite = not any(e.endswith("no longer finite") for e in errors)
     tflops = tuple(float(r["matmul_tflops"]) for r in good if "matmul_tflops" in r)
     return ProbeResult(
         world=world, allreduce=tuple(rows),
-        allreduce_correct=bool(good) and len(good) == world
+        allreduce_correct=timed and finite
         and all(r.get("allreduce_correct") for r in good),
+        allreduce_skipped=ONE_GPU if world < 2 else None,
         matmul_n=int(good[0].get("matmul_n", 0)) if good else 0,
         matmul_tflops=tflops,
         devices=tuple(str(r.get("device", "")) for r in good),
@@ -204,12 +232,46 @@ def _merge(world: int, ranks: list[dict[str, Any]], errors: list[str]) -> ProbeR
     )
 
 
-def _stop(procs: list[subprocess.Popen[str]]) -> None:
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
     for proc in procs:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
     for proc in procs:
         proc.wait()
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]], *, timeout: float,
+              grace: float = 30.0, poll: float = 0.05) -> str | None:
+    """Wait for every rank together; None, or why the rest were stopped."""
+    deadline = time.monotonic() + timeout
+    failed_at: float | None = None
+    while True:
+        codes = [proc.poll() for proc in procs]
+        if None not in codes:
+            return None
+        now = time.monotonic()
+        if failed_at is None and any(c not in (None, 0) for c in codes):
+            failed_at = now
+        if failed_at is not None and now - failed_at > grace:
+            _stop(procs)
+            first = next(i for i, c in enumerate(codes) if c not in (None, 0))
+            return (f"rank {first} failed; the ranks still waiting in the collective "
+                    f"were stopped {grace:g} s later")
+        if now > deadline:
+            _stop(procs)
+            raise ValidateError(
+                f"GPU probes with {len(procs)} processes ran over {timeout:.0f} s",
+                hint="another job may hold the GPUs; see nvidia-smi")
+        time.sleep(poll)
+
+
+def _tail(path: str) -> str:
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().strip().splitlines()
+    return lines[-1] if lines else "no output"
 
 
 def run_gpu_probes(
@@ -224,40 +286,34 @@ def run_gpu_probes(
     env = probe_env()
     env["MASTER_ADDR"] = "127.0.0.1"
     env["MASTER_PORT"] = str(port)
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        for rank in range(gpus):
-            argv = [str(python), str(PROBE_SCRIPT), "bench", "--rank", str(rank),
-                    "--world", str(gpus), "--port", str(port),
-                    "--iters", str(iters), "--matmul-n", str(matmul_n),
-                    "--sizes", *(str(s) for s in sizes)]
-            procs.append(subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env={**env, "RANK": str(rank), "WORLD_SIZE": str(gpus),
-                     "LOCAL_RANK": str(rank)},
-                start_new_session=True,
-            ))
-        deadline = time.monotonic() + timeout
-        outputs: list[tuple[str, str]] = []
-        for proc in procs:
-            try:
-                outputs.append(proc.communicate(
-                    timeout=max(deadline - time.monotonic(), 1.0)))
-            except subprocess.TimeoutExpired:
-                _stop(procs)
-                raise ValidateError(
-                    f"GPU probes with {gpus} processes ran over {timeout:.0f} s",
-                    hint="another job may hold the GPUs; see nvidia-smi") from None
-    finally:
-        _stop(procs)
-    ranks: list[dict[str, Any]] = []
-    errors: list[str] = []
-    for rank, (proc, (stdout, stderr)) in enumerate(zip(procs, outputs, strict=True)):
-        data = last_json(stdout)
-        if data is None or "error" in data:
-            why = data["error"] if data else (stderr.strip().splitlines() or
-                                              ["no output"])[-1]
-            errors.append(f"rank {rank} exited {proc.returncode}: {why}")
-            continue
-        ranks.append(data)
+    procs: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory(prefix="stacklock-probes-") as tmp:
+        outs = [(os.path.join(tmp, f"rank{r}.out"), os.path.join(tmp, f"rank{r}.err"))
+                for r in range(gpus)]
+        try:
+            for rank, (out, err) in enumerate(outs):
+                argv = [str(python), str(PROBE_SCRIPT), "bench", "--rank", str(rank),
+                        "--world", str(gpus), "--port", str(port),
+                        "--iters", str(iters), "--matmul-n", str(matmul_n),
+                        "--sizes", *(str(s) for s in sizes)]
+                with open(out, "wb") as stdout, open(err, "wb") as stderr:
+                    procs.append(subprocess.Popen(
+                        argv, stdout=stdout, stderr=stderr,
+                        env={**env, "RANK": str(rank), "WORLD_SIZE": str(gpus),
+                             "LOCAL_RANK": str(rank)},
+                        start_new_session=True,
+                    ))
+            stopped = _wait_all(procs, timeout=timeout)
+        finally:
+            _stop(procs)
+        ranks: list[dict[str, Any]] = []
+        errors: list[str] = [stopped] if stopped else []
+        for rank, (proc, (out, err)) in enumerate(zip(procs, outs, strict=True)):
+            with open(out, encoding="utf-8", errors="replace") as fh:
+                data = last_json(fh.read())
+            if data is None or "error" in data:
+                why = data["error"] if data else _tail(err)
+                errors.append(f"rank {rank} exited {proc.returncode}: {why}")
+                continue
+            ranks.append(data)
     return _merge(gpus, ranks, errors)

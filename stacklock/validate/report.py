@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes, atomic_write_text
-from stacklock.validate.checks import FAIL, CheckResult
+from stacklock.validate.checks import FAIL, STATUSES, CheckResult
 from stacklock.validate.gate import GateResult
 from stacklock.validate.probes import ProbeResult
 
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["REPORT_VERSION", "ValidateResult", "plot_allreduce", "plot_throughput",
            "render_markdown", "render_text", "write_report"]
 
-REPORT_VERSION = 1
-_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip"}
+REPORT_VERSION = 2  # 2: "measured" checks, per-chunk and per-token ITL, warm-up
+_MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "measured": "measured"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,8 +46,7 @@ class ValidateResult:
         return 0 if self.ok else 1
 
     def to_dict(self) -> dict[str, Any]:
-        counts = {s: sum(c.status == s for c in self.all_checks)
-                  for s in ("pass", "fail", "skip")}
+        counts = {s: sum(c.status == s for c in self.all_checks) for s in STATUSES}
         return {
             "report_version": REPORT_VERSION,
             "verdict": "pass" if self.ok else "fail",
@@ -100,50 +99,78 @@ def render_markdown(result: ValidateResult) -> str:
         lines.append(f"- torch {info['torch_version']} "
                      f"(CUDA {info.get('torch_cuda')}), "
                      f"NCCL {info.get('nccl_version')}, GPUs: {gpus or 'none'}")
-    lines += [f"- checks: {counts['pass']} passed, {counts['fail']} failed, "
-              f"{counts['skip']} skipped", "", "## Checks", ""]
+    lines += [f"- checks: {_counted(counts)}", "", "## Checks", ""]
     lines += _check_rows(result.checks)
     if result.probes is not None:
-        p = result.probes
-        lines += ["", f"## NCCL all-reduce ({p.world} GPU(s), bf16, slowest rank)", "",
+        lines += _probe_lines(result.probes)
+    if result.gate is not None:
+        lines += _gate_lines(result.gate)
+    return "\n".join(lines) + "\n"
+
+
+def _counted(counts: dict[str, int]) -> str:
+    return (f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} "
+            f"skipped, {counts['measured']} measured (no threshold)")
+
+
+def _probe_lines(p: ProbeResult) -> list[str]:
+    lines: list[str] = []
+    if p.allreduce:
+        lines += ["", f"## NCCL all-reduce ({p.world} GPUs, bf16, slowest rank, "
+                  "NVLink multicast off)", "",
                   "| size | eager us | CUDA graph us | bus GB/s |", "|---|---|---|---|"]
         for r in p.allreduce:
             d = r.to_dict()
             lines.append(f"| {d['size']} | {_fmt(r.eager_us, '.2f')} | "
                          f"{_fmt(r.graph_us, '.2f')} | {_fmt(r.busbw_gbps, '.1f')} |")
-        if p.matmul_tflops:
-            rates = ", ".join(f"{t:.0f}" for t in p.matmul_tflops)
-            lines += ["", f"bf16 matmul {p.matmul_n}x{p.matmul_n}x{p.matmul_n}: "
-                      f"{rates} TFLOP/s (per GPU)"]
-        if p.errors:
-            lines += ["", "Probe notes: " + "; ".join(p.errors)]
-    if result.gate is not None:
-        lines += ["", "## Throughput gate", ""]
-        lines += _check_rows(result.gate.checks)
-        lines += ["", "| phase | concurrency | output tok/s | TTFT ms (mean) | "
-                  "ITL ms (mean) | accept length | completed |",
-                  "|---|---|---|---|---|---|---|"]
-        for phase in result.gate.phases:
-            for lv in phase.levels:
-                lines.append(
-                    f"| {phase.name} | {lv.concurrency} | {lv.tokens_per_second:.1f} | "
-                    f"{_fmt(lv.ttft_ms.get('mean'), '.1f')} | "
-                    f"{_fmt(lv.itl_ms.get('mean'), '.2f')} | "
-                    f"{_fmt(lv.accept_length or phase.accept_length, '.2f')} | "
-                    f"{lv.completed}/{lv.requests} |")
-    return "\n".join(lines) + "\n"
+    elif p.allreduce_skipped:
+        lines += ["", "## NCCL all-reduce", "", f"Skipped: {p.allreduce_skipped}."]
+    if p.matmul_tflops:
+        rates = ", ".join(f"{t:.0f}" for t in p.matmul_tflops)
+        lines += ["", f"bf16 matmul {p.matmul_n}x{p.matmul_n}x{p.matmul_n}: "
+                  f"{rates} TFLOP/s (per GPU)"]
+    if p.errors:
+        lines += ["", "Probe notes: " + "; ".join(p.errors)]
+    return lines
+
+
+def _gate_lines(gate: GateResult) -> list[str]:
+    lines = ["", "## Throughput gate", ""]
+    lines += _check_rows(gate.checks)
+    shown = ", ".join(f"{k}={'(unset)' if v is None else v}"
+                      for k, v in sorted(gate.server_env.items()))
+    if shown:
+        lines += ["", f"Server environment: {shown}."]
+    warm = sorted({p.warmup_requests for p in gate.phases})
+    lines += ["", f"Medians; warm-up requests per phase, not measured: "
+              f"{', '.join(map(str, warm)) or '0'}. ITL per chunk is the gap between "
+              "streamed chunks; ITL per token is (last chunk - first) / tokens after "
+              "the first chunk.", "",
+              "| phase | concurrency | output tok/s | TTFT ms | ITL ms per chunk | "
+              "ITL ms per token | tokens per chunk | accept length | completed |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for phase in gate.phases:
+        for lv in phase.levels:
+            lines.append(
+                f"| {phase.name} | {lv.concurrency} | {lv.tokens_per_second:.1f} | "
+                f"{_fmt(lv.ttft_ms.get('median'), '.1f')} | "
+                f"{_fmt(lv.itl_chunk_ms.get('median'), '.2f')} | "
+                f"{_fmt(lv.itl_token_ms.get('median'), '.2f')} | "
+                f"{_fmt(lv.tokens_per_chunk, '.2f')} | "
+                f"{_fmt(lv.accept_length or phase.accept_length, '.2f')} | "
+                f"{lv.completed}/{lv.requests} |")
+    return lines
 
 
 def render_text(result: ValidateResult) -> str:
     """The terminal summary: one line per check, then the verdict."""
     width = max((len(c.name) for c in result.all_checks), default=0)
-    lines = [f"{_MARK.get(c.status, c.status):4}  {c.name:<{width}}  {c.reason}"
+    lines = [f"{_MARK.get(c.status, c.status):8}  {c.name:<{width}}  {c.reason}"
              for c in result.all_checks]
     for name in result.files:
         lines.append(f"report: {name}")
     counts = result.to_dict()["counts"]
-    lines.append(f"{'PASS' if result.ok else 'FAIL'}: {counts['pass']} passed, "
-                 f"{counts['fail']} failed, {counts['skip']} skipped")
+    lines.append(f"{'PASS' if result.ok else 'FAIL'}: {_counted(counts)}")
     return "\n".join(lines)
 
 

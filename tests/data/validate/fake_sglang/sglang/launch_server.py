@@ -2,9 +2,13 @@
 
 Routes and JSON shapes follow SGLang's ``python/sglang/srt/entrypoints/http_server.py``
 (``/health``, ``/v1/models``, ``/generate``, ``/get_server_info``) and its OpenAI layer
-(``/v1/completions`` with ``stream_options.include_usage``): streamed ``data: {json}``
-events, cumulative ``text`` and ``meta_info.completion_tokens`` on ``/generate``,
-``meta_info.spec_verify_ct`` when a speculative algorithm is set, ``data: [DONE]``.
+(``/v1/completions`` with ``stream_options.include_usage``, a last usage-only chunk,
+and ``continuous_usage_stats``, usage on every chunk, as SGLang and vLLM send them):
+streamed ``data: {json}`` events, cumulative ``text`` and
+``meta_info.completion_tokens`` on ``/generate``, ``meta_info.spec_verify_ct`` when a
+speculative algorithm is set, ``data: [DONE]``. ``--fake-no-continuous-usage`` plays
+a server that ignores ``continuous_usage_stats``. Its flags come from
+``sglang.srt.server_args`` and unknown ones are errors, as in SGLang.
 
 Timing is scripted: the first event comes ``--fake-ttft`` seconds after the request,
 then one event every ``--fake-step`` seconds carrying 1 token (baseline) or
@@ -26,20 +30,13 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from .srt.server_args import ServerArgs
+
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    p.add_argument("--model-path", required=True)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=30000)
-    p.add_argument("--speculative-algorithm")
-    p.add_argument("--speculative-draft-model-path")
-    p.add_argument("--fake-mode", default="ok")
-    p.add_argument("--fake-ttft", type=float, default=0.05)
-    p.add_argument("--fake-step", type=float, default=0.01)
-    p.add_argument("--fake-accept", type=int, default=3)
-    args, _ = p.parse_known_args(argv)
-    return args
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    return parser.parse_args(argv)
 
 
 class State:
@@ -88,13 +85,16 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             elif self.path in ("/get_server_info", "/server_info"):
                 with state.lock:
                     avg = state.tokens / state.verify if state.verify else None
+                    served = state.requests
                 self._json(200, {"model_path": args.model_path,
                                  "speculative_algorithm": args.speculative_algorithm,
                                  "internal_states": [{
                                      "last_gen_throughput": 0.0,
                                      "avg_spec_accept_length":
                                          avg if args.speculative_algorithm else None}],
-                                 "version": "0.5.9"})
+                                 "version": "0.5.9",
+                                 # the stand-in's own: what tests count warm-ups by
+                                 "fake_requests_served": served})
             else:
                 self._json(404, {"detail": "Not Found"})
 
@@ -153,7 +153,14 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/v1/completions":
                 max_new = int(body["max_tokens"])
                 prompt = body.get("prompt") or []
-                usage = (body.get("stream_options") or {}).get("include_usage")
+                options = body.get("stream_options") or {}
+                usage = options.get("include_usage")
+                every = (options.get("continuous_usage_stats")
+                         and not args.fake_no_continuous_usage)
+
+                def counts(done: int) -> dict[str, int]:
+                    return {"prompt_tokens": len(prompt), "completion_tokens": done,
+                            "total_tokens": len(prompt) + done}
 
                 def chunks():  # type: ignore[no-untyped-def]
                     last = 0
@@ -163,14 +170,13 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                                    "index": 0, "text": " tok" * (done - last),
                                    "logprobs": None,
                                    "finish_reason": "length" if done == max_new
-                                   else None}], "usage": None}
+                                   else None}],
+                               "usage": counts(done) if every else None}
                         last = done
                     if usage:
                         yield {"id": "cmpl", "object": "text_completion",
                                "created": 0, "model": args.model_path, "choices": [],
-                               "usage": {"prompt_tokens": len(prompt),
-                                         "completion_tokens": last,
-                                         "total_tokens": len(prompt) + last}}
+                               "usage": counts(last)}
 
                 self._stream(chunks())
             else:
@@ -180,8 +186,10 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(args: argparse.Namespace) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(State(args)))
+    state = State(args)
+    server = ThreadingHTTPServer((args.host, args.port), make_handler(state))
     server.daemon_threads = True
+    server.state = state  # type: ignore[attr-defined]  # tests read its counters
     return server
 
 
@@ -189,6 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse(sys.argv[1:] if argv is None else argv)
     print(f"fake sglang pid={os.getpid()} mode={args.fake_mode} "
           f"speculative={args.speculative_algorithm}", flush=True)
+    shown = sorted(k for k in os.environ
+                   if k.startswith(("SGLANG_", "NCCL_", "TORCH_SYMM", "NVSHMEM_")))
+    print("env " + " ".join(f"{k}={os.environ[k]}" for k in shown), flush=True)
     if args.fake_mode == "crash-start":
         print("RuntimeError: CUDA error: out of memory", flush=True)
         sys.exit(3)
