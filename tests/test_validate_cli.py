@@ -17,7 +17,7 @@ GATE = """imports = ["tinypkg"]
 [tool.stacklock.validate.gate]
 engine = "sglang"
 model = "test/model"
-server-args = ["--fake-ttft", "0.02", "--fake-step", "0.005"]
+server-args = ["--fake-ttft", "0.02", "--fake-step", "0.02"]
 speculative-args = ["--speculative-algorithm", "EAGLE3", "--fake-accept", "3"]
 input-tokens = 16
 output-tokens = 12

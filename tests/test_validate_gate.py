@@ -36,7 +36,7 @@ def python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _config(*server_args: str, spec: bool = True, **kw: object) -> GateConfig:
     values: dict = {
         "engine": "sglang", "model": "test/model",
-        "server_args": ("--fake-ttft", "0.02", "--fake-step", "0.005", *server_args),
+        "server_args": ("--fake-ttft", "0.02", "--fake-step", "0.02", *server_args),
         "speculative_args": ("--speculative-algorithm", "EAGLE3",
                              "--fake-accept", str(ACCEPT)) if spec else (),
         "input_tokens": 16, "output_tokens": TOKENS, "concurrency": (1, 2),
