@@ -17,6 +17,7 @@ import pytest
 
 from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
+from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validate.probes import NO_MULTICAST
 from tests.data.validate.wheelkit import make_venv
 
@@ -169,6 +170,7 @@ import sys
 from pathlib import Path
 from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
+from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validate.probes import NO_MULTICAST
 config = GateConfig(engine="sglang", model="m", server_args=("--fake-mode", "slow"),
                     output_tokens=4, concurrency=(1,), rounds=1)
@@ -194,3 +196,13 @@ def test_ctrl_c_stops_the_server_group(python: Path, tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in stderr
     assert _all_gone(pids)
+
+
+def test_preflight_without_sglang_in_the_venv(tmp_path: Path) -> None:
+    """A venv whose sglang does not import fails the gate before any launch."""
+    bare = make_venv(tmp_path / "bare")
+    check = check_server_args(bare, {"baseline": ["--model-path", "m"]},
+                              env=dict(os.environ))
+    assert check.status == "fail"
+    assert check.reason == (f"SGLang's server arguments cannot be read in {bare}: "
+                            "ModuleNotFoundError: No module named 'sglang'")

@@ -22,6 +22,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stacklock import runner
 from stacklock._fs import cache_dir
 from stacklock.lock import wheel_sha256
 from stacklock.store import ArtifactStore
@@ -217,10 +218,9 @@ def parse_uv_pip_check(text: str) -> tuple[list[dict[str, str | None]], list[str
 
 
 def find_uv() -> str | None:
+    """The uv that ships with stacklock, else one on PATH, else None."""
     try:
-        from uv import find_uv_bin
-
-        return str(find_uv_bin())
+        return runner.find_uv()
     except (ImportError, FileNotFoundError):
         return shutil.which("uv")
 

@@ -12,38 +12,33 @@ fails in seconds, with argparse's own words.
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import TYPE_CHECKING
 
+from stacklock.runner import SubprocessRunner
 from stacklock.validate.checks import FAIL, PASS, CheckResult
 from stacklock.validate.probes import PROBE_SCRIPT, last_json
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from stacklock.runner import Runner
+
 __all__ = ["check_server_args"]
 
 
 def check_server_args(python: Path, argvs: dict[str, list[str]], *,
-                      env: dict[str, str], timeout: float = 300.0) -> CheckResult:
+                      env: dict[str, str], timeout: float = 300.0,
+                      runner: Runner | None = None) -> CheckResult:
     """``argvs``: phase name -> the arguments ``launch_server`` will get."""
     names = list(argvs)
     cmd = [str(python), str(PROBE_SCRIPT), "sglang-args",
            json.dumps([argvs[n] for n in names])]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                              timeout=timeout, check=False)
-    except OSError as exc:
-        return CheckResult(name="gate-preflight", status=FAIL,
-                           reason=f"cannot run {python}: {exc.strerror}")
-    except subprocess.TimeoutExpired:
-        return CheckResult(name="gate-preflight", status=FAIL,
-                           reason=f"reading SGLang's server arguments in {python} "
-                           f"ran over {timeout:.0f} s")
-    data = last_json(proc.stdout)
+    rc, stdout = (runner or SubprocessRunner()).capture(cmd, env=env, timeout=timeout)
+    data = last_json(stdout)
     if data is None or "error" in data:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        why = data["error"] if data else tail
+        why = data["error"] if data else (
+            f"exit {rc}, no answer (a python that does not run, or one past "
+            f"{timeout:.0f} s)" if rc == 127 else f"exit {rc}, no answer")
         return CheckResult(name="gate-preflight", status=FAIL,
                            reason=f"SGLang's server arguments cannot be read in "
                            f"{python}: {why}")

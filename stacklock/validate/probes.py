@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from stacklock.errors import ValidateError
+from stacklock.runner import free_port
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -179,12 +179,6 @@ class ProbeResult:
                    errors=tuple(data.get("errors", [])))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 ONE_GPU = ("1 GPU: an all-reduce needs 2 or more (on one rank NCCL moves nothing, "
            "so the time would be an empty launch, not a measurement)")
 
@@ -282,7 +276,7 @@ def run_gpu_probes(
     if gpus < 1:
         raise ValidateError("GPU probes need at least one GPU; torch sees none",
                             hint="run with --no-probes on a machine without GPUs")
-    port = _free_port()
+    port = free_port()
     env = probe_env()
     env["MASTER_ADDR"] = "127.0.0.1"
     env["MASTER_PORT"] = str(port)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from typing import IO, TYPE_CHECKING
 
 import httpx
 
+from stacklock.runner import free_port
 from stacklock.validate.probes import NO_MULTICAST
 
 if TYPE_CHECKING:
@@ -46,12 +46,6 @@ class ServerError(Exception):
     """The server could not serve: ``reason`` is the one line for the report."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def tail(path: Path, lines: int = 1) -> str:
     try:
         text = path.read_text(encoding="utf-8", errors="replace").strip()
@@ -71,7 +65,7 @@ class SglangServer:
         self.model = model
         self.args = args
         self.log_path = log_path
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.poll = poll
         self.proc: subprocess.Popen[bytes] | None = None
