@@ -14,9 +14,10 @@ import pytest
 import tomlkit
 from packaging.pylock import Pylock
 
+import stacklock.lock.read
 from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
-from stacklock.lock import render_lock
+from stacklock.lock import Lock, parse_lock, render_lock
 from stacklock.snapshot import make_snapshot
 from stacklock.store import ArtifactStore
 from tests.helpers.install_server import (
@@ -51,12 +52,21 @@ def _names(lock: Path) -> dict[str, str]:
 
 
 def test_install_imports_and_snapshot_matches(
-    server: tuple[str, Served], tmp_path: Path
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, served = server
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")
     venv = tmp_path / "env"
+    parsed: list[str] = []
+
+    def counted(content: bytes, *, path: str) -> Lock:
+        parsed.append(path)
+        return parse_lock(content, path=path)
+
+    monkeypatch.setattr(stacklock.lock.read, "parse_lock", counted)
     result = install_lock(lock, venv=venv, python=PY, cache=tmp_path / "cache")
+    # read, preflight, the copy uv installs from and validate share one parse
+    assert parsed == [str(lock)]
     assert venv.is_symlink() and venv.resolve() == tmp_path / "env.stacklock" / "1"
     out = _run_py(
         venv, "import six, idna, iniconfig; print(six.__version__, idna.__version__)"

@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -145,7 +145,7 @@ class ToolkitVersion:
     raw: str                     # as written: "13.0.1", "12.6.20241114"
     components: dict[str, str]   # cuda_nvcc -> 13.0.88, ...
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"release": self.release, "raw": self.raw,
                 "components": dict(self.components)}
 
@@ -230,7 +230,7 @@ class DriverCheck:
     def ok(self) -> bool:
         return self.verdict == "pass"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"subject": self.subject, "cuda": self.cuda, "verdict": self.verdict,
                 "ok": self.ok, "min_driver": self.min_driver,
                 "compat_floor": self.compat_floor, "reason": self.reason}
@@ -282,7 +282,7 @@ class DriverReport:
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"driver": self.driver.to_dict(), "ok": self.ok,
                 "checks": [c.to_dict() for c in self.checks]}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
@@ -59,7 +59,7 @@ class PackageChange:
     hash: tuple[str, str, str] | None = None  # filename, old, new ("algo:digest")
     detail: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "change": self.change,
@@ -93,9 +93,9 @@ class LockDiff:
     def differs(self) -> bool:
         return bool(self.packages or self.toolkit or self.stack)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, int | bool]:
         kinds = Counter(p.change for p in self.packages)
-        out: dict[str, Any] = {kind: kinds.get(kind, 0) for kind in CHANGE_KINDS}
+        out: dict[str, int | bool] = {kind: kinds.get(kind, 0) for kind in CHANGE_KINDS}
         out.update(
             {
                 "unchanged": self.unchanged,
@@ -110,7 +110,7 @@ class LockDiff:
         )
         return out
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "old": self.old_path,
             "new": self.new_path,
@@ -123,7 +123,7 @@ class LockDiff:
         }
 
 
-def _pair(value: tuple[Any, Any] | None) -> dict[str, Any] | None:
+def _pair(value: tuple[str | None, str | None] | None) -> dict[str, str | None] | None:
     return None if value is None else {"old": value[0], "new": value[1]}
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from io import StringIO
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from stacklock.diff.compare import LockDiff, PackageChange
-    from stacklock.diff.stack import FieldChange
+    from stacklock.diff.stack import FieldChange, Value
 
 __all__ = ["FORMATS", "render_diff", "render_json", "render_markdown", "render_text"]
 
@@ -113,7 +113,7 @@ def _index_cell(change: PackageChange) -> str:
     return f"{_show(change.index[0])} -> {_show(change.index[1])}"
 
 
-def _show(value: Any) -> str:
+def _show(value: Value) -> str:
     """One readable cell: lists joined, index tables as ``name=url``."""
     if value is None:
         return "(none)"

@@ -19,7 +19,7 @@ from packaging.version import Version
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
-    from stacklock.lock.tables import TomlValue
+    from stacklock.lock.toml import TomlValue
 
 __all__ = ["FieldChange", "diff_stack", "flat_stack", "is_snapshot", "read_warnings"]
 

@@ -20,10 +20,10 @@ from stacklock.lock.tables import (
     LOCK_VERSION,
     CudaEntry,
     LockedIndex,
-    LockTable,
     PackageTool,
     StackInfo,
 )
+from stacklock.lock.toml import LockTable
 from stacklock.profile import BUILTIN_DIR
 from stacklock.resolve.rules import requirement_text
 from stacklock.urls import strip_credentials

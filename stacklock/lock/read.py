@@ -22,11 +22,11 @@ from stacklock.errors import LockError
 from stacklock.lock.model import Lock, LockedPackage
 from stacklock.lock.tables import (
     LOCK_VERSION,
-    LockTable,
     PackageTool,
     SnapshotInfo,
     StackInfo,
 )
+from stacklock.lock.toml import LockTable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -19,13 +19,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import LockError, ProfileError
+from stacklock.lock.toml import LockTable, TomlValue, put
 from stacklock.resolve.rules import AppliedOverride
-from stacklock.tables import TableReader
 from stacklock.target import Target
 from stacklock.variants import VariantChoice
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Mapping
 
     from packaging.requirements import Requirement
 
@@ -33,8 +33,6 @@ __all__ = [
     "LOCK_VERSION",
     "CudaEntry",
     "FoundToolkit",
-    "LockTable",
-    "LockTableReader",
     "LockedIndex",
     "PackageTool",
     "SnapshotInfo",
@@ -42,90 +40,6 @@ __all__ = [
 ]
 
 LOCK_VERSION = 1  # the [tool.stacklock] lock-version this stacklock reads and writes
-
-# What a TOML value can be, as tomllib gives it.
-TomlValue = (
-    str | int | float | bool | datetime | date | time
-    | list["TomlValue"] | dict[str, "TomlValue"]
-)  # fmt: skip
-
-
-class LockTableReader(TableReader):
-    """The shared table reader whose errors are LockErrors: a lock is wrong."""
-
-    def fail(self, key: str, message: str, hint: str | None = None) -> LockError:
-        return LockError(f"{self.path}: {self.key(key)}: {message}",
-                         hint=hint or "regenerate the lock with stacklock resolve")
-
-
-@dataclass(frozen=True)
-class LockTable:
-    """One table of a lock being read: its values and its key path
-    (``tool.stacklock.cuda``); absent keys read as None or empty."""
-
-    data: Mapping[str, object]
-    reader: LockTableReader
-    key: str
-
-    @classmethod
-    def of(cls, value: object, *, path: str, key: str,
-           allowed: Iterable[str]) -> LockTable:
-        reader = LockTableReader(path)
-        return cls(reader.table(value, key, set(allowed)), reader, key)
-
-    def _k(self, key: str) -> str:
-        return f"{self.key}.{key}"
-
-    def opt_str(self, key: str) -> str | None:
-        value = self.data.get(key)
-        return None if value is None else self.reader.string(value, self._k(key))
-
-    def str_(self, key: str, default: str = "") -> str:
-        value = self.opt_str(key)
-        return default if value is None else value
-
-    def opt_int(self, key: str) -> int | None:
-        value = self.data.get(key)
-        return None if value is None else self.reader.integer(value, self._k(key))
-
-    def bool_(self, key: str) -> bool:
-        value = self.data.get(key)
-        return value is not None and self.reader.boolean(value, self._k(key))
-
-    def strs(self, key: str) -> tuple[str, ...]:
-        value = self.data.get(key)
-        return () if value is None else self.reader.strings(value, self._k(key))
-
-    def requirements(self, key: str) -> tuple[Requirement, ...]:
-        value = self.data.get(key)
-        return () if value is None else self.reader.requirements(value, self._k(key))
-
-    def table(self, key: str, allowed: Iterable[str]) -> LockTable | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        return LockTable(self.reader.table(value, self._k(key), set(allowed)),
-                         self.reader, self._k(key))
-
-    def tables(self, key: str, allowed: Iterable[str]) -> tuple[LockTable, ...]:
-        value = self.data.get(key)
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise self.reader.fail(self._k(key), f"expected an array of tables, "
-                                   f"got {value!r}")
-        out = []
-        for i, item in enumerate(value):
-            where = f"{self._k(key)}[{i}]"
-            out.append(LockTable(self.reader.table(item, where, set(allowed)),
-                                 self.reader, where))
-        return tuple(out)
-
-
-def _put(out: dict[str, TomlValue], key: str, value: TomlValue | None) -> None:
-    if value is not None:
-        out[key] = value
-
 
 @dataclass(frozen=True, kw_only=True)
 class LockedIndex:
@@ -183,7 +97,7 @@ class CudaEntry:
 
     def to_dict(self) -> dict[str, TomlValue]:
         out: dict[str, TomlValue] = {"version": self.version, "source": self.source}
-        _put(out, "platform", self.platform)
+        put(out, "platform", self.platform)
         if self.requirements:
             out["requirements"] = list(self.requirements)
         for key, value in (("runfile", self.runfile), ("url", self.url),
@@ -193,7 +107,7 @@ class CudaEntry:
                            ("min-driver", self.min_driver),
                            ("compat-floor", self.compat_floor),
                            ("prefix", self.prefix)):
-            _put(out, key, value)
+            put(out, key, value)
         if self.install_args:
             out["install-args"] = list(self.install_args)
         if self.allow_mixed:
@@ -269,7 +183,7 @@ class StackInfo:
                            ("profile-sha256", self.profile_sha256),
                            ("stacklock-version", self.stacklock_version),
                            ("exclude-newer", self.exclude_newer)):
-            _put(out, key, value)
+            put(out, key, value)
         out["requirements"] = [str(r) for r in self.requirements]
         out["overrides"] = [str(r) for r in self.overrides]
         out["overrides-applied"] = [dict(a.to_dict()) for a in self.overrides_applied]
@@ -329,9 +243,9 @@ class FoundToolkit:
 
     def to_dict(self) -> dict[str, TomlValue]:
         out: dict[str, TomlValue] = {"version": self.version}
-        _put(out, "nvcc", self.nvcc)
+        put(out, "nvcc", self.nvcc)
         out["prefix"] = self.prefix
-        _put(out, "source", self.source)
+        put(out, "source", self.source)
         return out
 
 
@@ -363,10 +277,10 @@ class SnapshotInfo:
 
     def to_dict(self) -> dict[str, TomlValue]:
         out: dict[str, TomlValue] = {"snapshot": True, "venv": self.venv}
-        _put(out, "stacklock-version", self.stacklock_version)
+        put(out, "stacklock-version", self.stacklock_version)
         if self.toolkit is not None:
             out["toolkit"] = self.toolkit.to_dict()
-        _put(out, "driver", self.driver)
+        put(out, "driver", self.driver)
         out["unknown-origin"] = list(self.unknown_origin)
         return out
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from tomlkit.items import Table
 
     from stacklock.lock.model import Lock, LockedPackage
-    from stacklock.lock.tables import TomlValue
+    from stacklock.lock.toml import TomlValue
 
 __all__ = ["dump_lock", "render_lock"]
 
