@@ -14,7 +14,9 @@
      |    +-- PreflightError  preflight found problems; nothing was changed
      +-- ValidateError      validation could not run (not: a check failed)
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
+     +-- NativeError        a wheel's shared objects cannot be read
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
+     +-- NativeCheckError   exit 1: a shared object needs what the lock lacks
 
 Library code raises; only ``stacklock.cli`` catches, prints ``str(error)`` (one line,
 plus the hint) and exits with ``error.exit_code``. Data lives on attributes so tests
@@ -38,6 +40,8 @@ __all__ = [
     "InstallError",
     "LockError",
     "MetadataError",
+    "NativeCheckError",
+    "NativeError",
     "PreflightError",
     "ProfileError",
     "ResolutionError",
@@ -168,3 +172,20 @@ class ResolutionError(StacklockError):
     def __init__(self, explanation: str, *, hint: str | None = None) -> None:
         super().__init__(explanation, hint=hint)
         self.explanation = explanation
+
+
+class NativeError(StacklockError):
+    """A wheel's shared objects could not be read (network, broken zip or ELF)."""
+
+
+class NativeCheckError(StacklockError):
+    """Shared objects need sonames or symbols the lock does not provide;
+    ``findings`` holds them (:class:`stacklock.native.check.Finding`)."""
+
+    exit_code = 1
+
+    def __init__(
+        self, message: str, *, findings: tuple[object, ...], hint: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.findings = findings

@@ -27,12 +27,15 @@ from stacklock.errors import ZipReadError
 from stacklock.http import Retry
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 __all__ = [
+    "Entry",
     "RangeReader",
+    "iter_member",
     "pick_metadata",
     "read_dist_info_metadata",
+    "read_entries",
 ]
 
 _EOCD = struct.Struct("<4sHHHHIIH")  # end of central directory, 22 bytes
@@ -55,6 +58,7 @@ class Entry:
     compressed_size: int
     header_offset: int
     extra_len: int
+    size: int = 0  # uncompressed
 
 
 class RangeReader:
@@ -115,6 +119,15 @@ class RangeReader:
             raise ZipReadError(f"the server did not return bytes {lo}-{hi - 1}")
         self._segments.append((lo, got[1]))
         return head + got[1] + tail
+
+    def fetch(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` straight from the server, not cached:
+        for streaming a large member through once."""
+        end = min(offset + length, self.size)
+        got = self._request(f"bytes={offset}-{end - 1}")
+        if got is None or got[0] != offset or len(got[1]) != end - offset:
+            raise ZipReadError(f"the server did not return bytes {offset}-{end - 1}")
+        return got[1]
 
     def _cached(self, offset: int, end: int) -> bytes:
         for start, data in self._segments:
@@ -207,7 +220,7 @@ def _parse_entries(data: bytes, start: int, end: int) -> list[Entry] | None:
         offset = fields[16]
         name_end = pos + _CENTRAL.size + name_len
         extra = data[name_end : name_end + extra_len]
-        csize, offset = _zip64_sizes(extra, usize, csize, offset)
+        usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
         raw_name = data[pos + _CENTRAL.size : name_end]
         name = raw_name.decode("utf-8" if flags & 0x800 else "cp437", "replace")
         entries.append(
@@ -219,28 +232,31 @@ def _parse_entries(data: bytes, start: int, end: int) -> list[Entry] | None:
                 compressed_size=csize,
                 header_offset=offset,
                 extra_len=extra_len,
+                size=usize,
             )
         )
         pos = name_end + extra_len + comment_len
     return entries if pos == end else None
 
 
-def _zip64_sizes(extra: bytes, usize: int, csize: int, offset: int) -> tuple[int, int]:
-    """Compressed size and header offset, from the ZIP64 extra field when needed."""
+def _zip64_sizes(
+    extra: bytes, usize: int, csize: int, offset: int
+) -> tuple[int, int, int]:
+    """Sizes and header offset, from the ZIP64 extra field when needed."""
     pos = 0
     while pos + 4 <= len(extra):
         tag, length = struct.unpack_from("<HH", extra, pos)
         if tag == 0x0001:
             values = iter(struct.unpack_from(f"<{length // 8}Q", extra, pos + 4))
             if usize == 0xFFFFFFFF:
-                next(values, None)
+                usize = next(values, usize)
             if csize == 0xFFFFFFFF:
                 csize = next(values, csize)
             if offset == 0xFFFFFFFF:
                 offset = next(values, offset)
             break
         pos += 4 + length
-    return csize, offset
+    return usize, csize, offset
 
 
 def _metadata_entries(window: bytes) -> list[Entry]:
@@ -311,31 +327,70 @@ def pick_metadata(names: Iterable[str], filename: str) -> str:
 
 def read_dist_info_metadata(reader: RangeReader, filename: str) -> bytes:
     """The bytes of the wheel's METADATA member, read through ``reader``."""
-    start, end, count = _directory_bounds(reader)
+    start, end, _count = _directory_bounds(reader)
     entries = _tail_entries(reader, start, end)
     try:
         name = pick_metadata((e.name for e in entries), filename)
     except ZipReadError:
-        directory = reader.read_at(start, end - start)
-        entries = _parse_entries(directory, 0, len(directory)) or []
-        if len(entries) != count:
-            raise ZipReadError(
-                f"central directory has {len(entries)} entries, expected {count}"
-            ) from None
+        entries = read_entries(reader)
         name = pick_metadata((e.name for e in entries), filename)
     entry = next(e for e in entries if e.name == name)
     return _read_member(reader, entry)
 
 
-def _read_member(reader: RangeReader, entry: Entry) -> bytes:
+def read_entries(reader: RangeReader) -> list[Entry]:
+    """Every entry of the central directory (read whole: listing a wheel's files)."""
+    start, end, count = _directory_bounds(reader)
+    directory = reader.read_at(start, end - start)
+    entries = _parse_entries(directory, 0, len(directory)) or []
+    if len(entries) != count:
+        raise ZipReadError(
+            f"central directory has {len(entries)} entries, expected {count}"
+        )
+    return entries
+
+
+def iter_member(
+    reader: RangeReader, entry: Entry, *, chunk_size: int = 8 << 20
+) -> Iterator[bytes]:
+    """The uncompressed bytes of ``entry`` in pieces, fetched ``chunk_size``
+    compressed bytes at a time and never cached: a caller that stops early reads
+    (and pays for) only the part of the member before the point it stopped."""
+    data_start = _data_start(reader, entry, prefetch=0)
+    inflater = zlib.decompressobj(-15) if entry.method == 8 else None
+    if entry.method not in (0, 8):
+        raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
+    done = 0
+    while done < entry.compressed_size:
+        length = min(chunk_size, entry.compressed_size - done)
+        piece = reader.fetch(data_start + done, length)
+        done += length
+        if inflater is None:
+            yield piece
+            continue
+        try:
+            while piece:
+                yield inflater.decompress(piece, chunk_size * 4)
+                piece = inflater.unconsumed_tail
+        except zlib.error as exc:
+            raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
+
+
+def _data_start(reader: RangeReader, entry: Entry, *, prefetch: int) -> int:
+    """Where ``entry``'s data begins, after its local header (read with
+    ``prefetch`` more bytes, so a small member usually comes in the same request)."""
     if entry.flags & 0x1:
         raise ZipReadError(f"{entry.name} is encrypted")
     guess = _LOCAL.size + len(entry.name.encode()) + entry.extra_len
-    head = reader.read_at(entry.header_offset, guess + entry.compressed_size + _SLACK)
+    head = reader.read_at(entry.header_offset, guess + prefetch + _SLACK)
     if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
         raise ZipReadError(f"no local header for {entry.name}")
     local = _LOCAL.unpack_from(head)
-    data_start = entry.header_offset + _LOCAL.size + local[9] + local[10]
+    return entry.header_offset + _LOCAL.size + local[9] + local[10]
+
+
+def _read_member(reader: RangeReader, entry: Entry) -> bytes:
+    data_start = _data_start(reader, entry, prefetch=entry.compressed_size)
     data = reader.read_at(data_start, entry.compressed_size)
     if len(data) != entry.compressed_size:
         raise ZipReadError(f"{entry.name} is cut short")

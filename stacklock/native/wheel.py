@@ -1,0 +1,229 @@
+"""The shared objects of one wheel, read remotely as far as needed, cached by sha256.
+
+A wheel's file list comes from its central directory (one suffix read). Each shared
+object is then inflated from its zip member, fetched by HTTP range requests in 8 MiB
+pieces, only as far as the loader's view reaches (:mod:`stacklock.native.elf`). The
+result is cached under ``<cache>/native/`` by the wheel's sha256, so each wheel is
+read once per machine; a wheel already in the artifact store is read from disk.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import httpx
+from elftools.common.exceptions import ELFError
+from packaging.utils import parse_wheel_filename
+
+from stacklock import _remote_zip
+from stacklock._fs import atomic_write_bytes
+from stacklock.errors import NativeError
+from stacklock.index.pages import redact_url
+from stacklock.native.elf import SharedObject, is_shared_object_name, parse_shared_object
+from stacklock.native.stream import InflatedMember
+from stacklock.store import ArtifactStore, describe_http_error
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["NativeWheel", "WheelNatives", "WheelReader", "has_native_code"]
+
+_FORMAT = 1  # of the cache entries
+_TAIL = 64 * 1024
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeWheel:
+    """One locked wheel: what the reader needs to find and name it."""
+
+    package: str
+    version: str
+    filename: str
+    url: str
+    sha256: str
+    size: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelNatives:
+    """``files``: every shared-object-like member path (what the wheel puts on
+    disk for the loader to find); ``objects``: those that are ELF shared objects."""
+
+    sha256: str
+    files: tuple[str, ...]
+    objects: tuple[SharedObject, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": _FORMAT,
+            "sha256": self.sha256,
+            "files": list(self.files),
+            "objects": [o.to_dict() for o in self.objects],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WheelNatives:
+        return cls(
+            sha256=str(data["sha256"]),
+            files=tuple(data["files"]),
+            objects=tuple(SharedObject.from_dict(o) for o in data["objects"]),
+        )
+
+
+def has_native_code(filename: str) -> bool:
+    """False for wheels tagged for any platform (``py3-none-any``): they claim
+    to carry no machine code, and are not read."""
+    tags = parse_wheel_filename(filename)[3]
+    return any(tag.platform != "any" for tag in tags)
+
+
+class WheelReader:
+    """Reads :class:`WheelNatives` for locked wheels; safe to use from threads.
+
+    ``bytes_read`` counts response-body bytes taken from the network,
+    ``bytes_by_wheel`` the same per wheel filename (0 for a cached wheel).
+    """
+
+    def __init__(
+        self,
+        http: httpx.Client,
+        *,
+        cache_dir: Path,
+        offline: bool = False,
+        store: ArtifactStore | None = None,
+    ) -> None:
+        self._http = http
+        self._dir = Path(cache_dir) / "native"
+        self._offline = offline
+        self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
+        self._lock = threading.Lock()
+        self.bytes_read = 0
+        self.bytes_by_wheel: dict[str, int] = {}
+
+    def read(self, wheel: NativeWheel) -> WheelNatives:
+        cached = self._from_cache(wheel.sha256)
+        if cached is not None:
+            self._count(wheel.filename, 0)
+            return cached
+        local = self._store.path_for(wheel.sha256)
+        if local is not None:
+            natives = _read_local(local, wheel)
+        elif self._offline:
+            raise NativeError(
+                f"{wheel.filename}: its shared objects are not cached",
+                hint="run once without --offline to fill the cache",
+            )
+        else:
+            natives = self._read_remote(wheel)
+        blob = gzip.compress(json.dumps(natives.to_dict()).encode(), mtime=0)
+        atomic_write_bytes(self._entry(wheel.sha256), blob, durable=False)
+        return natives
+
+    def _entry(self, sha256: str) -> Path:
+        key = sha256.lower()
+        return self._dir / key[-2:] / f"{key}.json.gz"
+
+    def _from_cache(self, sha256: str) -> WheelNatives | None:
+        entry = self._entry(sha256)
+        try:
+            data = json.loads(gzip.decompress(entry.read_bytes()))
+            if data.get("format") == _FORMAT and data.get("sha256") == sha256.lower():
+                return WheelNatives.from_dict(data)
+        except (OSError, EOFError, ValueError, KeyError, TypeError):
+            pass  # absent or torn: read the wheel again
+        return None
+
+    def _count(self, filename: str, n: int) -> None:
+        with self._lock:
+            self.bytes_read += n
+            self.bytes_by_wheel[filename] = self.bytes_by_wheel.get(filename, 0) + n
+
+    def _read_remote(self, wheel: NativeWheel) -> WheelNatives:
+        where = redact_url(wheel.url)
+        reader = _remote_zip.RangeReader(
+            self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
+        )
+        try:
+            if not reader.open_tail(_TAIL, size_hint=wheel.size):
+                raise NativeError(
+                    f"{where}: the server ignores HTTP range requests",
+                    hint="check the wheel with a full download in the artifact "
+                    "cache (stacklock install fills it)",
+                )
+            entries = _remote_zip.read_entries(reader)
+            files = tuple(sorted(e.name for e in entries
+                                 if is_shared_object_name(e.name)))
+            objects = []
+            for entry in entries:
+                if entry.name in files:
+                    member = InflatedMember(
+                        _remote_zip.iter_member(reader, entry), size=entry.size
+                    )
+                    with member:
+                        found = _parse(member, entry.name, wheel)
+                    if found is not None:
+                        objects.append(found)
+        except httpx.HTTPError as exc:
+            raise NativeError(
+                f"{where}: cannot read the wheel ({describe_http_error(exc)})",
+                hint="check the network, or use --offline with a filled cache",
+            ) from exc
+        except _remote_zip.ZipReadError as exc:
+            raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
+        return _natives(wheel, files, objects)
+
+
+def _parse(stream: IO[bytes], path: str, wheel: NativeWheel) -> SharedObject | None:
+    try:
+        return parse_shared_object(stream, path=path)
+    except (ELFError, ValueError, OSError) as exc:
+        raise NativeError(
+            f"{wheel.filename}: {path} is not a readable ELF file: {exc}",
+            hint="the wheel is broken; exclude this version",
+        ) from exc
+
+
+def _natives(
+    wheel: NativeWheel, files: tuple[str, ...], objects: list[SharedObject]
+) -> WheelNatives:
+    return WheelNatives(
+        sha256=wheel.sha256.lower(),
+        files=files,
+        objects=tuple(sorted(objects, key=lambda o: o.path)),
+    )
+
+
+def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = tuple(sorted(n for n in archive.namelist()
+                                 if is_shared_object_name(n)))
+            objects = []
+            for name in files:
+                size = archive.getinfo(name).file_size
+                with archive.open(name) as raw, _seekable(raw, size) as member:
+                    found = _parse(member, name, wheel)
+                if found is not None:
+                    objects.append(found)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise NativeError(
+            f"{path}: cannot read {wheel.filename}: {exc}",
+            hint="delete the file from the artifact cache and try again",
+        ) from exc
+    return _natives(wheel, files, objects)
+
+
+def _seekable(raw: IO[bytes], size: int) -> InflatedMember:
+    """A zipfile member (seekable only by re-reading it) as a spooled stream."""
+
+    def chunks() -> Iterator[bytes]:
+        while piece := raw.read(8 << 20):
+            yield piece
+
+    return InflatedMember(chunks(), size=size)
