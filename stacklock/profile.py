@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PYPI_URL",
+    "CheckSpec",
     "CudaSpec",
     "IndexSpec",
     "Profile",
@@ -41,7 +42,8 @@ PYPI_URL = "https://pypi.org/simple"
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 _TOP_KEYS = {
-    "profile", "target", "index", "requirements", "cuda", "validate", "gpu-variants"
+    "profile", "target", "index", "requirements", "cuda", "check", "validate",
+    "gpu-variants",
 }
 _KEYS = {
     "profile": {"description", "extends", "notes"},
@@ -55,6 +57,7 @@ _KEYS = {
         "exclude-newer",
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
+    "check": {"allow"},
 }
 _CUDA_SOURCES = ("runfile", "pypi", "none")
 _INDEX_KINDS = ("simple", "flat")
@@ -100,6 +103,14 @@ class CudaSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CheckSpec:
+    """``[check]``: packages whose native findings a reviewer accepted
+    (:mod:`stacklock.native`); recorded in the lock."""
+
+    allow: tuple[NormalizedName, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     name: str
     description: str = ""
@@ -108,6 +119,7 @@ class Profile:
     requirements: RequirementsSpec = field(default_factory=RequirementsSpec)
     cuda: CudaSpec = field(default_factory=CudaSpec)
     gpu_variants: tuple[GpuVariants, ...] = ()  # see stacklock.variants
+    check: CheckSpec = field(default_factory=CheckSpec)
     validate: dict[str, Any] = field(
         default_factory=dict
     )  # parsed by stacklock.validate
@@ -239,6 +251,7 @@ def parse_profile(
     target = _parse_target(data.get("target", {}), r)
     requirements = _parse_requirements(data.get("requirements", {}), r)
     cuda = _parse_cuda(data.get("cuda", {}), r)
+    check = r.table(data.get("check", {}), "check", _KEYS["check"])
     validate = data.get("validate", {})
     r.table(validate, "validate",
             set(validate) if isinstance(validate, dict) else set())
@@ -250,6 +263,7 @@ def parse_profile(
         requirements=requirements,
         cuda=cuda,
         gpu_variants=parse_gpu_variants(data.get("gpu-variants"), path),
+        check=CheckSpec(allow=r.names(check.get("allow", []), "check.allow")),
         validate=dict(validate),
         path=path,
         sha256=sha256,

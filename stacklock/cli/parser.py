@@ -24,8 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"stacklock {__version__}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_profiles, _add_links, _add_resolve, _add_cuda, _add_install,
-                _add_snapshot, _add_diff, _add_validate, _add_fleet):
+    for add in (_add_profiles, _add_links, _add_resolve, _add_check, _add_cuda,
+                _add_install, _add_snapshot, _add_diff, _add_validate, _add_fleet):
         add(sub)
     return parser
 
@@ -68,8 +68,21 @@ def _add_resolve(sub: _Sub) -> None:
                    help="use only the caches; no network")
     p.add_argument("--refresh", action="store_true",
                    help="revalidate cached pages with the indexes")
+    p.add_argument("--no-check", action="store_true",
+                   help="write the lock without the native check (stacklock check)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="resolve:resolve")
+
+
+def _add_check(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "check", help="check a lock's shared objects against what the lock "
+        "provides (sonames, C++ symbols), without installing it")
+    p.add_argument("lock", metavar="LOCK", help="a PEP 751 lock file")
+    p.add_argument("--offline", action="store_true",
+                   help="use only the cache of wheels read before")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="check:check")
 
 
 def _add_cuda(sub: _Sub) -> None:

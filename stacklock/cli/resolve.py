@@ -22,7 +22,8 @@ def resolve(args: argparse.Namespace) -> int:
     with live:
         result = lock_profile(args.profile, output=args.output, index_urls=urls,
                               offline=args.offline, refresh=args.refresh,
-                              on_status=on_status, on_download=on_download)
+                              on_status=on_status, on_download=on_download,
+                              check=not args.no_check)
     # the process exits next: spare the collector (and the interpreter's exit) a
     # walk over the ~300k objects a large resolution leaves (0.25 s each)
     gc.freeze()

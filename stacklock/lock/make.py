@@ -86,6 +86,7 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
         indexes=tuple(LockedIndex(name=i.name, url=strip_credentials(i.url))
                       for i in profile.indexes),
         allow_mixed=allow_mixed if cuda is None else (),
+        check_allow=tuple(sorted(profile.check.allow)),
         cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
 
 

@@ -133,17 +133,19 @@ class StackInfo:
     gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
     indexes: tuple[LockedIndex, ...] = ()
     allow_mixed: tuple[str, ...] = ()  # only when there is no cuda entry
+    check_allow: tuple[str, ...] = ()  # [check] allow: reviewed native findings
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
             "exclude-newer", "requirements", "overrides", "overrides-applied",
             "constraints", "prereleases", "target", "gpu-variants", "indexes",
-            "allow-mixed", "cuda", "validate")
+            "allow-mixed", "check", "cuda", "validate")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
         cuda = t.table("cuda", CudaEntry.KEYS)
+        check = t.table("check", ("allow",))
         validate = t.data.get("validate")
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
@@ -174,6 +176,7 @@ class StackInfo:
             indexes=tuple(LockedIndex(name=i.str_("name"), url=i.str_("url"))
                           for i in t.tables("indexes", ("name", "url"))),
             allow_mixed=t.strs("allow-mixed"),
+            check_allow=check.strs("allow") if check is not None else (),
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
             validate=validate if isinstance(validate, dict) else None)
 
@@ -197,6 +200,8 @@ class StackInfo:
         out["indexes"] = [{"name": i.name, "url": i.url} for i in self.indexes]
         if self.allow_mixed:
             out["allow-mixed"] = list(self.allow_mixed)
+        if self.check_allow:
+            out["check"] = {"allow": list(self.check_allow)}
         if self.cuda is not None:
             out["cuda"] = self.cuda.to_dict()
         if self.validate is not None:

@@ -10,6 +10,13 @@ export, and which the object reaches through its ``DT_NEEDED`` chain, the symbol
 must be among that package's exports. That is the "undefined symbol" an extension
 built against another torch fails with; C symbols, ``std::`` and namespaces no
 locked library exports are left to the system and are not judged.
+
+What fails the check (``blocking``) is a mismatch between locked packages: a soname
+the lock ships in another major version only (``libcudart.so.12`` against
+``libcudart.so.13``), or a symbol the counterpart package does not export. Sonames
+no locked wheel ships in any version are listed, not refused: the system is to
+provide them (``libibverbs.so.1`` for an RDMA plugin, ``libtbb.so.12`` for numba's
+optional TBB layer, FFmpeg for torchcodec), which a lock cannot see.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class Finding:
     demangled: str | None = None
     counterpart: str | None = None
     counterpart_has: tuple[str, ...] = field(default=())
+    blocking: bool = True  # False: a soname the system is to provide
 
     def describe(self) -> str:
         what = self.missing
@@ -63,8 +71,7 @@ class Finding:
                         f"ships {has}): lock a {self.package} built for it, or change "
                         f"{self.counterpart.split()[0]}")
             return (f"{head}, which no locked wheel, the manylinux baseline or the "
-                    f"driver provides: add the package that ships it, or change "
-                    f"{self.package}")
+                    f"driver provides: the system must")
         return (f"{head}, which {self.counterpart} does not export: lock a "
                 f"{self.package} built against {self.counterpart}, or the "
                 f"{(self.counterpart or '').split()[0]} it was built for")
@@ -79,6 +86,7 @@ class Finding:
         if self.counterpart:
             out["counterpart"] = self.counterpart
             out["counterpart-has"] = list(self.counterpart_has)
+        out["blocking"] = self.blocking
         return out
 
 
@@ -95,6 +103,11 @@ def top_namespace(symbol: str) -> str | None:
 def _stem(soname: str) -> str:
     """``libcudart`` for ``libcudart.so.12``."""
     return soname.split(".so", 1)[0]
+
+
+def _major(soname: str) -> str:
+    """``12`` for ``libcudart.so.12.8.90``; ``""`` for ``libc10.so``."""
+    return soname.split(".so", 1)[1].lstrip(".").split(".")[0]
 
 
 def _basename(path: str) -> str:
@@ -176,6 +189,7 @@ def find_incompatibilities(
     return found
 
 
+
 def _label(wheel: NativeWheel) -> str:
     return f"{wheel.package} {wheel.version}"
 
@@ -192,16 +206,18 @@ def _missing_sonames(
     for soname in obj.needed:
         if soname in present or soname in index.files:
             continue
-        stem = _stem(soname)
-        others = sorted(
+        stem, major = _stem(soname), _major(soname)
+        others = sorted(  # the same library in another major version
             (_label(wheels[at]), name)
-            for name, ats in index.files.items() if _stem(name) == stem
+            for name, ats in index.files.items()
+            if _stem(name) == stem and _major(name) != major
             for at in ats if wheels[at].filename != wheel.filename
         )
         counterpart = others[0][0] if others else None
         has = tuple(sorted({n for label, n in others if label == counterpart}))
         yield _finding(wheel, obj, kind="soname", missing=soname,
-                       counterpart=counterpart, counterpart_has=has)
+                       counterpart=counterpart, counterpart_has=has,
+                       blocking=counterpart is not None)
 
 
 def _missing_symbols(
@@ -211,17 +227,16 @@ def _missing_symbols(
     if not obj.undefined:
         return
     scope = _scope(index, at, obj)
-    exported: set[str] = set()
-    owners: dict[str, int] = {}
-    for other in scope:
+    exported = set(_exports(index, natives, at))
+    owners: dict[str, int] = {}  # namespaces another package's libraries export
+    for other in scope[1:]:
         exported |= _exports(index, natives, other)
         for space in index.namespaces[other]:
             owners.setdefault(space, other)
     for symbol in obj.undefined:
         if symbol in exported:
             continue
-        space = top_namespace(symbol)
-        owner = owners.get(space) if space else None
+        owner = owners.get(top_namespace(symbol) or "")
         if owner is None:
             continue
         yield _finding(wheels[at], obj, kind="symbol", missing=symbol,

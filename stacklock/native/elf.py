@@ -16,7 +16,7 @@ import io
 import re
 import struct
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSegment
@@ -116,7 +116,9 @@ def _loader_header(head: bytes) -> bytes | None:
     return bytes(patched)
 
 
-def parse_shared_object(stream: IO[bytes], *, path: str) -> SharedObject | None:
+def parse_shared_object(
+    stream: IO[bytes] | io.RawIOBase, *, path: str
+) -> SharedObject | None:
     """The loader's view of the shared object in ``stream``; None when it is not
     one (not ELF, no dynamic segment). Raises ``ELFError`` on a broken ELF file."""
     stream.seek(0)
@@ -136,12 +138,13 @@ def parse_shared_object(stream: IO[bytes], *, path: str) -> SharedObject | None:
     soname = None
     for tag in dynamic.iter_tags():
         kind = tag.entry.d_tag
+        # pyelftools sets .needed/.soname/.runpath/.rpath on these tags
+        value: str = getattr(tag, kind[3:].lower(), "")
         if kind == "DT_NEEDED":
-            needed.append(tag.needed)
+            needed.append(value)
         elif kind == "DT_SONAME":
-            soname = tag.soname
+            soname = value
         elif kind in ("DT_RUNPATH", "DT_RPATH"):
-            value = tag.runpath if kind == "DT_RUNPATH" else tag.rpath
             runpath.extend(p for p in value.split(":") if p)
     undefined, exported = _symbols(elf, dynamic)
     return SharedObject(

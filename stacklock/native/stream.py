@@ -30,7 +30,7 @@ class InflatedMember(io.RawIOBase):
         super().__init__()
         self._chunks = chunks
         self._size = size
-        self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)  # noqa: SIM115
+        self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
         self._pos = 0
         self.inflated = 0
 

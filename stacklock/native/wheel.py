@@ -21,15 +21,20 @@ import httpx
 from elftools.common.exceptions import ELFError
 from packaging.utils import parse_wheel_filename
 
-from stacklock import _remote_zip
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError
 from stacklock.index.pages import redact_url
-from stacklock.native.elf import SharedObject, is_shared_object_name, parse_shared_object
+from stacklock.metadata import remote_zip
+from stacklock.native.elf import (
+    SharedObject,
+    is_shared_object_name,
+    parse_shared_object,
+)
 from stacklock.native.stream import InflatedMember
 from stacklock.store import ArtifactStore, describe_http_error
 
 if TYPE_CHECKING:
+    import io
     from collections.abc import Iterator
 
 __all__ = ["NativeWheel", "WheelNatives", "WheelReader", "has_native_code"]
@@ -146,7 +151,7 @@ class WheelReader:
 
     def _read_remote(self, wheel: NativeWheel) -> WheelNatives:
         where = redact_url(wheel.url)
-        reader = _remote_zip.RangeReader(
+        reader = remote_zip.RangeReader(
             self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
         )
         try:
@@ -156,14 +161,14 @@ class WheelReader:
                     hint="check the wheel with a full download in the artifact "
                     "cache (stacklock install fills it)",
                 )
-            entries = _remote_zip.read_entries(reader)
+            entries = remote_zip.read_entries(reader)
             files = tuple(sorted(e.name for e in entries
                                  if is_shared_object_name(e.name)))
             objects = []
             for entry in entries:
                 if entry.name in files:
                     member = InflatedMember(
-                        _remote_zip.iter_member(reader, entry), size=entry.size
+                        remote_zip.iter_member(reader, entry), size=entry.size
                     )
                     with member:
                         found = _parse(member, entry.name, wheel)
@@ -174,12 +179,14 @@ class WheelReader:
                 f"{where}: cannot read the wheel ({describe_http_error(exc)})",
                 hint="check the network, or use --offline with a filled cache",
             ) from exc
-        except _remote_zip.ZipReadError as exc:
+        except remote_zip.ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
         return _natives(wheel, files, objects)
 
 
-def _parse(stream: IO[bytes], path: str, wheel: NativeWheel) -> SharedObject | None:
+def _parse(
+    stream: IO[bytes] | io.RawIOBase, path: str, wheel: NativeWheel
+) -> SharedObject | None:
     try:
         return parse_shared_object(stream, path=path)
     except (ELFError, ValueError, OSError) as exc:

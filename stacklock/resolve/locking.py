@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stacklock._fs import cache_dir as default_cache_dir
+from stacklock.http import make_http_client
 from stacklock.lock import default_lock_path, dump_lock, make_lock
+from stacklock.native import (
+    NativeReport,
+    NativeWheel,
+    WheelReader,
+    check_native,
+    raise_for_findings,
+    summarize,
+)
 from stacklock.profile import load_profile
 from stacklock.resolve.resolution import Resolution, resolve_profile
 from stacklock.resolve.source import few_collections
@@ -17,7 +27,13 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["ResolveResult", "lock_profile", "render_resolve"]
+__all__ = [
+    "ResolveResult",
+    "check_resolution",
+    "lock_profile",
+    "render_native",
+    "render_resolve",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,10 +41,15 @@ class ResolveResult:
     lock: Path
     resolution: Resolution
     seconds: float
+    native: NativeReport | None = None  # None: the check was not asked for
 
     def to_dict(self) -> dict[str, Any]:
-        return {"lock": str(self.lock), "packages": len(self.resolution.packages),
-                "seconds": round(self.seconds, 3)}
+        out: dict[str, Any] = {
+            "lock": str(self.lock), "packages": len(self.resolution.packages),
+            "seconds": round(self.seconds, 3)}
+        if self.native is not None:
+            out["native"] = self.native.to_dict()
+        return out
 
 
 def lock_profile(
@@ -42,9 +63,14 @@ def lock_profile(
     http: httpx.Client | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
+    check: bool = True,
 ) -> ResolveResult:
     """Resolve ``profile`` (a built-in name or a path) and write its lock; on a
-    ResolutionError nothing is written and an old lock stays as it was."""
+    ResolutionError nothing is written and an old lock stays as it was.
+
+    ``check`` runs the native check (:mod:`stacklock.native`) before writing:
+    blocking findings the profile's ``[check] allow`` does not name raise
+    NativeCheckError (exit 1), and nothing is written either."""
     started = time.monotonic()
     loaded = load_profile(profile)
     if index_urls:
@@ -56,9 +82,63 @@ def lock_profile(
                                      refresh=refresh, cache_dir=cache_dir,
                                      on_status=on_status,
                                      on_download=on_download)
+    native = None
+    if check:
+        native = check_resolution(resolution, http=http, offline=offline,
+                                  cache_dir=cache_dir, on_status=on_status)
+        raise_for_findings(native)
+    with few_collections():
         dump_lock(make_lock(resolution, path=path), path)
     return ResolveResult(lock=path, resolution=resolution,
-                         seconds=time.monotonic() - started)
+                         seconds=time.monotonic() - started, native=native)
+
+
+def check_resolution(
+    resolution: Resolution,
+    *,
+    http: httpx.Client | None = None,
+    offline: bool = False,
+    cache_dir: Path | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> NativeReport:
+    """The native check of a resolution's wheels (reads cached by sha256)."""
+    wheels = [
+        NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
+                    url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
+        for p in resolution.packages
+    ]
+    target = resolution.profile.target
+    done: list[str] = []
+
+    def on_wheel(wheel: NativeWheel) -> None:
+        done.append(wheel.filename)
+        if on_status is not None:
+            on_status(f"native check: {len(done)} wheels read")
+
+    client = http or make_http_client()
+    try:
+        reader = WheelReader(client, cache_dir=cache_dir or default_cache_dir(),
+                             offline=offline)
+        return check_native(wheels, reader=reader, manylinux=target.manylinux,
+                            platform=target.platform, python=target.python,
+                            allow=resolution.profile.check.allow, on_wheel=on_wheel)
+    finally:
+        if http is None:
+            client.close()
+
+
+def render_native(report: NativeReport) -> list[str]:
+    """The lines ``resolve`` and ``check`` print about a passing check."""
+    lines = [f"  native check: {report.wheels} wheels, {report.objects} shared "
+             f"objects, {report.bytes_read / 1e6:.1f} MB read"]
+    lines.extend(f"  allowed by [check] allow: {line}"
+                 for line in summarize(report.allowed))
+    systems = sorted({f.missing for f in report.notes})
+    if systems:
+        lines.append(f"  for the system to provide ({len(report.notes)} uses, "
+                     f"not in the lock or the manylinux baseline): "
+                     + ", ".join(systems))
+    return lines
 
 
 def render_resolve(result: ResolveResult) -> str:
@@ -76,4 +156,6 @@ def render_resolve(result: ResolveResult) -> str:
         if getattr(finding, "level", "ok") != "ok":
             lines.append(f"  cuda {finding.level}: {finding.package}: "
                          f"{finding.message}")
+    if result.native is not None:
+        lines.extend(render_native(result.native))
     return "\n".join(lines)

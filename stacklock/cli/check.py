@@ -1,0 +1,46 @@
+"""``stacklock check LOCK``: the lock's shared objects against what it provides."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from stacklock._fs import cache_dir
+from stacklock.cli.output import print_json, progress
+from stacklock.http import make_http_client
+from stacklock.native import summarize
+from stacklock.native.lockcheck import check_lock_file
+from stacklock.resolve.locking import render_native
+
+if TYPE_CHECKING:
+    import argparse
+
+    from stacklock.native import NativeWheel
+
+__all__ = ["check"]
+
+
+def check(args: argparse.Namespace) -> int:
+    live, on_status, _ = progress(
+        enabled=sys.stderr.isatty() and not args.json, status="checking")
+    done: list[str] = []
+
+    def on_wheel(wheel: NativeWheel) -> None:
+        done.append(wheel.filename)
+        if on_status is not None:
+            on_status(f"{len(done)} wheels read")
+
+    with live, make_http_client() as http:
+        report = check_lock_file(args.lock, http=http, cache_dir=cache_dir(),
+                                 offline=args.offline, on_wheel=on_wheel)
+    if args.json:
+        print_json(report.to_dict())
+        return 0 if report.ok else 1
+    if not report.ok:
+        print(f"{args.lock}: native check failed")
+        for line in summarize(report.findings):
+            print(f"  {line}")
+    else:
+        print(f"{args.lock}: native check passed")
+    print("\n".join(render_native(report)))
+    return 0 if report.ok else 1

@@ -1,0 +1,155 @@
+"""Native compatibility of a lock, before anything is installed.
+
+Every shared object in the locked wheels is read the way the dynamic loader sees
+it (:mod:`.elf`), straight from the index by range requests and only as far as
+needed (:mod:`.wheel`), and checked against what the lock provides (:mod:`.check`):
+sonames other wheels ship or the target's manylinux baseline guarantees, and the
+C++ symbols of the libraries it links. ``resolve`` refuses a lock with blocking
+findings unless the profile's ``[check] allow`` names the package; ``stacklock
+check LOCK`` runs the same check on a written lock.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from packaging.utils import canonicalize_name
+
+from stacklock.errors import NativeCheckError
+from stacklock.native.baseline import baseline_sonames
+from stacklock.native.check import Finding, find_incompatibilities
+from stacklock.native.demangle import demangle
+from stacklock.native.wheel import NativeWheel, WheelReader, has_native_code
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+__all__ = [
+    "Finding",
+    "NativeReport",
+    "NativeWheel",
+    "WheelReader",
+    "check_native",
+    "raise_for_findings",
+    "summarize",
+]
+
+_SHOWN = 3  # symbols shown per shared object in a message
+
+
+@dataclass(frozen=True, kw_only=True)
+class NativeReport:
+    """``findings`` block; ``allowed`` would, but the profile allows their
+    package; ``notes`` are sonames the system is to provide."""
+
+    wheels: int
+    objects: int
+    findings: tuple[Finding, ...]
+    allowed: tuple[Finding, ...]
+    notes: tuple[Finding, ...]
+    allow: tuple[str, ...]
+    bytes_read: int
+    bytes_by_wheel: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "wheels": self.wheels,
+            "objects": self.objects,
+            "allow": list(self.allow),
+            "findings": [f.to_dict() for f in self.findings],
+            "allowed": [f.to_dict() for f in self.allowed],
+            "notes": [f.to_dict() for f in self.notes],
+            "bytes-read": self.bytes_read,
+            "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
+        }
+
+
+def check_native(
+    wheels: Sequence[NativeWheel],
+    *,
+    reader: WheelReader,
+    manylinux: str,
+    platform: str,
+    python: str,
+    allow: Iterable[str] = (),
+    threads: int = 4,
+    on_wheel: Callable[[NativeWheel], None] | None = None,
+) -> NativeReport:
+    """Read every native wheel of ``wheels`` through ``reader`` and check them."""
+    native = [w for w in wheels if has_native_code(w.filename)]
+    before = reader.bytes_read
+
+    def read(wheel: NativeWheel) -> Any:
+        result = reader.read(wheel)
+        if on_wheel is not None:
+            on_wheel(wheel)
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        natives = list(pool.map(read, native))
+    found = find_incompatibilities(
+        native, natives,
+        baseline=baseline_sonames(manylinux=manylinux, platform=platform,
+                                  python=python),
+    )
+    names = demangle(f.missing for f in found if f.kind == "symbol")
+    found = [replace(f, demangled=names.get(f.missing)) for f in found]
+    allowed_names = {canonicalize_name(a) for a in allow}
+    blocking = [f for f in found if f.blocking]
+    return NativeReport(
+        wheels=len(native),
+        objects=sum(len(n.objects) for n in natives),
+        findings=tuple(f for f in blocking if f.package not in allowed_names),
+        allowed=tuple(f for f in blocking if f.package in allowed_names),
+        notes=tuple(f for f in found if not f.blocking),
+        allow=tuple(sorted(allowed_names)),
+        bytes_read=reader.bytes_read - before,
+        bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
+                        for w in native},
+    )
+
+
+def summarize(findings: Iterable[Finding]) -> list[str]:
+    """One line per shared object: its missing sonames, its first symbols."""
+    grouped: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    for finding in findings:
+        grouped[(finding.package, finding.object)].append(finding)
+    lines: list[str] = []
+    for (_package, _object), group in sorted(grouped.items()):
+        sonames = [f for f in group if f.kind == "soname"]
+        symbols = [f for f in group if f.kind == "symbol"]
+        lines.extend(f.describe() for f in sonames)
+        if symbols:
+            line = symbols[0].describe()
+            if len(symbols) > 1:
+                shown = ", ".join(f.demangled or f.missing
+                                  for f in symbols[1:_SHOWN])
+                more = len(symbols) - _SHOWN
+                line += f"; also {shown}" + (f" and {more} more" if more > 0 else "")
+            lines.append(line)
+    return lines
+
+
+def raise_for_findings(report: NativeReport) -> None:
+    """:class:`NativeCheckError` (exit 1) when ``report`` has blocking findings."""
+    if report.ok:
+        return
+    packages = sorted({f.package for f in report.findings})
+    lines = summarize(report.findings)
+    message = (f"{len(lines)} native incompatibilit"
+               f"{'y' if len(lines) == 1 else 'ies'} in the lock:\n  "
+               + "\n  ".join(lines))
+    allow = ", ".join(f'"{p}"' for p in packages)
+    raise NativeCheckError(
+        message, findings=report.findings,
+        hint=f"change the packages named, or after review add [check] allow = "
+        f"[{allow}] to the profile",
+    )
