@@ -41,7 +41,9 @@ def test_cli_resolves_offline_from_the_cache(tmp_path, monkeypatch, capsys):
     _fill_cache("pypi-small", cache)
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
     out = tmp_path / "pylock.pypi-small.toml"
-    code = main(["resolve", "pypi-small", "-o", str(out), "--offline", "--json"])
+    # --no-check: the recorded cache holds pages and METADATA, not wheel bytes
+    code = main(["resolve", "pypi-small", "-o", str(out), "--offline", "--json",
+                 "--no-check"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["lock"] == str(out)

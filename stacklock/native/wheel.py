@@ -23,7 +23,6 @@ from packaging.utils import parse_wheel_filename
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError
-from stacklock.index.pages import redact_url
 from stacklock.metadata import remote_zip
 from stacklock.native.elf import (
     SharedObject,
@@ -32,6 +31,7 @@ from stacklock.native.elf import (
 )
 from stacklock.native.stream import InflatedMember
 from stacklock.store import ArtifactStore, describe_http_error
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     import io
