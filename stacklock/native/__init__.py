@@ -22,7 +22,12 @@ from stacklock.errors import NativeCheckError
 from stacklock.native.baseline import baseline_sonames
 from stacklock.native.check import Finding, find_incompatibilities
 from stacklock.native.demangle import demangle
-from stacklock.native.wheel import NativeWheel, WheelReader, has_native_code
+from stacklock.native.wheel import (
+    NativeWheel,
+    WheelNatives,
+    WheelReader,
+    has_native_code,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -33,6 +38,7 @@ __all__ = [
     "NativeWheel",
     "WheelReader",
     "check_native",
+    "judge_natives",
     "raise_for_findings",
     "summarize",
 ]
@@ -95,8 +101,28 @@ def check_native(
 
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         natives = list(pool.map(read, native))
+    report = judge_natives(native, natives, manylinux=manylinux, platform=platform,
+                           python=python, allow=allow)
+    return replace(
+        report, bytes_read=reader.bytes_read - before,
+        bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
+                        for w in native},
+    )
+
+
+def judge_natives(
+    wheels: Sequence[NativeWheel],
+    natives: Sequence[WheelNatives],
+    *,
+    manylinux: str,
+    platform: str,
+    python: str,
+    allow: Iterable[str] = (),
+) -> NativeReport:
+    """The check of wheels already read (``natives[i]`` is ``wheels[i]``'s). Pure
+    but for ``c++filt``, which names the symbols."""
     found = find_incompatibilities(
-        native, natives,
+        wheels, natives,
         baseline=baseline_sonames(manylinux=manylinux, platform=platform,
                                   python=python),
     )
@@ -105,15 +131,13 @@ def check_native(
     allowed_names = {canonicalize_name(a) for a in allow}
     blocking = [f for f in found if f.blocking]
     return NativeReport(
-        wheels=len(native),
+        wheels=len(wheels),
         objects=sum(len(n.objects) for n in natives),
         findings=tuple(f for f in blocking if f.package not in allowed_names),
         allowed=tuple(f for f in blocking if f.package in allowed_names),
         notes=tuple(f for f in found if not f.blocking),
         allow=tuple(sorted(allowed_names)),
-        bytes_read=reader.bytes_read - before,
-        bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
-                        for w in native},
+        bytes_read=0,
     )
 
 

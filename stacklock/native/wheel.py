@@ -126,9 +126,14 @@ class WheelReader:
             )
         else:
             natives = self._read_remote(wheel)
-        blob = gzip.compress(json.dumps(natives.to_dict()).encode(), mtime=0)
-        atomic_write_bytes(self._entry(wheel.sha256), blob, durable=False)
+        self.remember(natives)
         return natives
+
+    def remember(self, natives: WheelNatives) -> None:
+        """Cache ``natives`` under its wheel's sha256 (no fsync: a torn entry
+        fails to parse and the wheel is read again)."""
+        blob = gzip.compress(json.dumps(natives.to_dict()).encode(), mtime=0)
+        atomic_write_bytes(self._entry(natives.sha256), blob, durable=False)
 
     def _entry(self, sha256: str) -> Path:
         key = sha256.lower()

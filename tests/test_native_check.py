@@ -1,0 +1,111 @@
+"""The native check's verdicts on facts recorded from real wheels (what each real
+shared object needs and exports); tests/test_native_live.py confirms the same
+verdicts with real imports in a real venv."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from stacklock.errors import NativeCheckError
+from stacklock.native import judge_natives, raise_for_findings
+from stacklock.native.baseline import baseline_sonames
+from stacklock.native.check import top_namespace
+from tests.native_facts import load_facts, pick
+
+TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
+TARGET = {"manylinux": "2_28", "platform": "linux_x86_64", "python": "3.12"}
+
+
+def _judge(*keys: str, allow: tuple[str, ...] = ()):
+    wheels, natives = pick(*keys)
+    return judge_natives(wheels, natives, allow=allow, **TARGET)
+
+
+def test_torchaudio_for_cuda_12_on_torch_2_11_needs_libcudart_12():
+    report = _judge(*TORCH, "torchaudio==2.9.1")
+    sonames = {(f.object, f.missing) for f in report.findings if f.kind == "soname"}
+    assert ("torchaudio/lib/libtorchaudio.so", "libcudart.so.12") in sonames
+    cudart = next(f for f in report.findings if f.missing == "libcudart.so.12")
+    assert cudart.package == "torchaudio" and cudart.version == "2.9.1"
+    assert cudart.counterpart == "nvidia-cuda-runtime 13.0.96"
+    assert cudart.counterpart_has == ("libcudart.so.13",)
+    assert "lock a torchaudio built for it" in cudart.describe()
+
+
+def test_torchaudio_2_11_on_torch_2_11_passes():
+    report = _judge(*TORCH, "torchaudio==2.11.0")
+    assert report.ok and report.findings == () and report.allowed == ()
+    assert report.wheels == 3 and report.objects == 1 + 13 + 3
+
+
+def test_torchvision_built_for_torch_2_12_misses_symbols_of_torch_2_11():
+    report = _judge(*TORCH, "torchvision==0.27.0")
+    assert {f.kind for f in report.findings} == {"symbol"}
+    missing = {f.missing for f in report.findings}
+    assert "_ZNR5torch7Library4_defEON3c1014FunctionSchemaEPNS1_12OperatorNameERKSt6" \
+        "vectorINS_10headeronly3TagESaIS8_EENS_17_RegisterOrVerifyE" in missing
+    assert {f.object for f in report.findings} == {"torchvision/_C.so"}
+    assert {f.counterpart for f in report.findings} == {"torch 2.11.0"}
+
+
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="needs binutils c++filt")
+def test_symbols_are_named_demangled_and_mangled():
+    report = _judge(*TORCH, "torchvision==0.27.0")
+    named = {f.demangled for f in report.findings}
+    assert any(d and d.startswith("torch::Library::_def(") for d in named)
+    line = report.findings[0].describe()
+    assert report.findings[0].missing in line and "torch 2.11.0" in line
+
+
+def test_torchvision_on_the_stable_abi_passes_on_an_older_torch():
+    assert _judge(*TORCH, "torchvision==0.29.0").ok
+
+
+def test_a_soname_no_locked_wheel_ships_in_any_version_is_left_to_the_system():
+    """Without nvidia-cuda-runtime nothing in the lock ships a libcudart at all:
+    the system may (a toolkit on the library path), so it is a note."""
+    report = _judge("torch==2.11.0", "torchaudio==2.9.1")
+    cudart12 = [f for f in report.notes if f.missing == "libcudart.so.12"]
+    assert cudart12 and not any(f.missing == "libcudart.so.12"
+                                for f in report.findings)
+
+
+def test_allow_moves_a_packages_findings_aside_and_records_it():
+    report = _judge(*TORCH, "torchaudio==2.9.1", allow=("TorchAudio",))
+    assert report.ok and report.allow == ("torchaudio",)
+    assert {f.package for f in report.allowed} == {"torchaudio"}
+    raise_for_findings(report)  # nothing blocks
+
+
+def test_blocking_findings_raise_exit_1_with_the_allow_line():
+    report = _judge(*TORCH, "torchaudio==2.9.1")
+    with pytest.raises(NativeCheckError) as caught:
+        raise_for_findings(report)
+    assert caught.value.exit_code == 1
+    text = str(caught.value)
+    assert "libcudart.so.12" in text and '[check] allow = ["torchaudio"]' in text
+    assert caught.value.findings == report.findings
+
+
+def test_baseline_follows_the_manylinux_policy():
+    old = baseline_sonames(manylinux="2_17", platform="linux_x86_64", python="3.12")
+    new = baseline_sonames(manylinux="2_28", platform="linux_x86_64", python="3.12")
+    assert "libmvec.so.1" in new - old  # added in manylinux_2_24
+    assert {"libc.so.6", "libstdc++.so.6", "ld-linux-x86-64.so.2"} <= old
+    assert "libpython3.12.so.1.0" in old and "libcuda.so.1" in old
+    arm = baseline_sonames(manylinux="2_28", platform="linux_aarch64", python="3.11")
+    assert "ld-linux-aarch64.so.1" in arm and "libpython3.11.so.1.0" in arm
+
+
+def test_top_namespace_of_real_symbols():
+    facts = load_facts()
+    torch = facts["torch==2.11.0"][1]
+    spaces = {top_namespace(s) for o in torch.objects for s in o.exported}
+    assert {"c10", "at", "torch"} <= spaces
+    assert top_namespace("_ZN3c104cuda9SetDeviceEi") == "c10"
+    assert top_namespace("_ZNK2at10TensorBase4nameEv") == "at"
+    assert top_namespace("_ZTVN5torch8autograd4NodeE") == "torch"
+    assert top_namespace("_ZNSt6vectorIiSaIiEED1Ev") is None  # std::, substituted
+    assert top_namespace("_Z3fooi") is None and top_namespace("PyInit__C") is None

@@ -1,0 +1,125 @@
+"""The loader's-view ELF reader against binutils' readelf (an independent reader)
+on real shared objects: a real wheel's extension module and the interpreter's
+own extension modules."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from stacklock.native.elf import is_shared_object_name, parse_shared_object
+from stacklock.native.stream import InflatedMember
+from tests.native_facts import MARKUPSAFE
+
+needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None,
+                                   reason="needs binutils readelf as the oracle")
+# readelf --dyn-syms -W: Num: Value Size Type Bind Vis Ndx Name[@version]
+_SYM = re.compile(r"^\s*\d+:\s+\S+\s+\d+\s+(\w+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\S+)")
+_TAG = re.compile(r"\((NEEDED|SONAME|RUNPATH|RPATH)\)\s+[^\[]*\[([^\]]*)\]")
+
+
+def _readelf(path: Path) -> dict[str, object]:
+    dynamic = subprocess.run(["readelf", "-d", "-W", str(path)], capture_output=True,
+                             text=True, check=True).stdout
+    tags: dict[str, list[str]] = {}
+    for kind, value in _TAG.findall(dynamic):
+        tags.setdefault(kind, []).append(value)
+    symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(path)],
+                             capture_output=True, text=True, check=True).stdout
+    undefined, exported = set(), set()
+    for line in symbols.splitlines():
+        m = _SYM.match(line)
+        if m is None:
+            continue
+        kind, bind, vis, ndx, name = m.groups()
+        name = name.split("@")[0]
+        if kind in ("SECTION", "FILE") or not name:
+            continue
+        if ndx == "UND":
+            if bind == "GLOBAL":
+                undefined.add(name)
+        elif bind in ("GLOBAL", "WEAK", "UNIQUE") and vis in ("DEFAULT", "PROTECTED"):
+            exported.add(name)
+    return {"needed": tags.get("NEEDED", []), "soname": tags.get("SONAME"),
+            "runpath": [p for v in tags.get("RUNPATH", []) + tags.get("RPATH", [])
+                        for p in v.split(":") if p],
+            "undefined": undefined, "exported": exported}
+
+
+def _interpreter_modules() -> list[Path]:
+    import _ctypes
+    import _json
+    import _socket
+
+    return [Path(m.__file__) for m in (_ctypes, _json, _socket)
+            if getattr(m, "__file__", None)]
+
+
+def _compare(parsed, oracle) -> None:
+    assert parsed is not None
+    assert list(parsed.needed) == oracle["needed"]
+    assert parsed.soname == (oracle["soname"] or [None])[0]
+    assert list(parsed.runpath) == oracle["runpath"]
+    assert set(parsed.undefined) == oracle["undefined"]
+    assert set(parsed.exported) == oracle["exported"]
+
+
+@needs_readelf
+@pytest.mark.parametrize("path", _interpreter_modules(), ids=lambda p: p.name)
+def test_interpreter_extension_modules_read_as_readelf_reads_them(path):
+    with path.open("rb") as fh:
+        parsed = parse_shared_object(fh, path=path.name)
+    _compare(parsed, _readelf(path))
+    assert any(s.startswith("PyInit_") for s in parsed.exported)
+
+
+@needs_readelf
+def test_a_real_wheels_extension_module_read_from_its_zip_member(tmp_path):
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        name = next(n for n in archive.namelist() if is_shared_object_name(n))
+        data = archive.read(name)
+        with archive.open(name) as raw:
+            pieces = iter(lambda: raw.read(4096), b"")
+            member = InflatedMember(pieces, size=archive.getinfo(name).file_size)
+            parsed = parse_shared_object(member, path=name)
+    target = tmp_path / "member.so"
+    target.write_bytes(data)
+    _compare(parsed, _readelf(target))
+    assert "PyInit__speedups" in parsed.exported
+    assert "libc.so.6" in parsed.needed
+
+
+def test_reading_stops_before_the_section_headers_at_the_end():
+    """The loader's view never needs the section headers (the file's last bytes):
+    inflation stops short of the end of the member."""
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        name = next(n for n in archive.namelist() if is_shared_object_name(n))
+        data = archive.read(name)
+    pulled = []
+
+    def pieces():
+        for at in range(0, len(data), 1024):
+            pulled.append(at)
+            yield data[at:at + 1024]
+
+    member = InflatedMember(pieces(), size=len(data))
+    assert parse_shared_object(member, path=name) is not None
+    assert member.inflated < len(data)
+    assert len(pulled) < -(-len(data) // 1024)
+
+
+def test_not_an_elf_file_is_none_and_names_are_recognised():
+    assert parse_shared_object(io.BytesIO(b"#!/bin/sh\n" * 10), path="x.so") is None
+    assert parse_shared_object(io.BytesIO(b""), path="x.so") is None
+    for name in ("a/libcudart.so.12", "lib/libc10.so", "m.abi3.so",
+                 "x/_C.cpython-312-x86_64-linux-gnu.so",
+                 "torchvision.libs/libjpeg.a396e33c.so.8"):
+        assert is_shared_object_name(name), name
+    for name in ("a/libfoo.so.py", "include/x.h", "lib/libfoo.a", "a/so.txt"):
+        assert not is_shared_object_name(name), name

@@ -1,0 +1,138 @@
+"""Reading a real wheel's shared objects by HTTP range requests (served from its
+real bytes), the cache by sha256, and the errors a user sees."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import zipfile
+
+import httpx
+import pytest
+
+from stacklock.errors import NativeError
+from stacklock.native.elf import is_shared_object_name, parse_shared_object
+from stacklock.native.stream import InflatedMember
+from stacklock.native.wheel import NativeWheel, WheelReader, has_native_code
+from stacklock.store import ArtifactStore
+from tests.native_facts import MARKUPSAFE
+
+BODY = MARKUPSAFE.read_bytes()
+SHA = hashlib.sha256(BODY).hexdigest()
+URL = f"https://files.example.org/packages/{MARKUPSAFE.name}"
+WHEEL = NativeWheel(package="markupsafe", version="3.0.4", filename=MARKUPSAFE.name,
+                    url=URL, sha256=SHA, size=len(BODY))
+
+
+class RangeServer:
+    """Answers Range requests from the wheel's bytes, as files.pythonhosted.org
+    does, and counts the body bytes it sent."""
+
+    def __init__(self, *, honour_range: bool = True, status: int = 206) -> None:
+        self.sent = 0
+        self.requests = 0
+        self.honour_range = honour_range
+        self.status = status
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        if self.status not in (200, 206):
+            return httpx.Response(self.status)
+        spec = request.headers.get("range", "")
+        if not self.honour_range or not spec:
+            self.sent += len(BODY)
+            return httpx.Response(200, content=BODY)
+        suffix = re.fullmatch(r"bytes=-(\d+)", spec)
+        if suffix:
+            first, last = max(len(BODY) - int(suffix.group(1)), 0), len(BODY) - 1
+        else:
+            a, b = re.fullmatch(r"bytes=(\d+)-(\d+)", spec).groups()
+            first, last = int(a), min(int(b), len(BODY) - 1)
+        chunk = BODY[first:last + 1]
+        self.sent += len(chunk)
+        return httpx.Response(206, content=chunk, headers={
+            "content-range": f"bytes {first}-{last}/{len(BODY)}"})
+
+
+def _reader(server: RangeServer, tmp_path, **kw) -> WheelReader:
+    http = httpx.Client(transport=httpx.MockTransport(server))
+    return WheelReader(http, cache_dir=tmp_path / "cache", **kw)
+
+
+def _local_objects():
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        names = [n for n in archive.namelist() if is_shared_object_name(n)]
+        out = []
+        for name in names:
+            with archive.open(name) as raw:
+                member = InflatedMember(iter(lambda r=raw: r.read(65536), b""),
+                                        size=archive.getinfo(name).file_size)
+                out.append(parse_shared_object(member, path=name))
+    return names, out
+
+
+def test_remote_read_equals_the_local_file_and_counts_every_byte(tmp_path):
+    server = RangeServer()
+    reader = _reader(server, tmp_path)
+    natives = reader.read(WHEEL)
+    names, objects = _local_objects()
+    assert natives.files == tuple(sorted(names))
+    assert natives.objects == tuple(objects)
+    assert natives.sha256 == SHA
+    assert reader.bytes_read == server.sent == reader.bytes_by_wheel[WHEEL.filename]
+    assert server.requests >= 2  # the tail, then the member
+
+
+def test_a_second_read_comes_from_the_cache_by_sha256(tmp_path):
+    first = _reader(RangeServer(), tmp_path).read(WHEEL)
+    server = RangeServer()
+    reader = _reader(server, tmp_path)
+    assert reader.read(WHEEL) == first
+    assert server.requests == 0 and reader.bytes_read == 0
+    assert reader.bytes_by_wheel == {WHEEL.filename: 0}
+
+
+def test_a_torn_cache_entry_is_read_again(tmp_path):
+    first = _reader(RangeServer(), tmp_path).read(WHEEL)
+    entry = next((tmp_path / "cache" / "native").rglob("*.json.gz"))
+    entry.write_bytes(entry.read_bytes()[:20])
+    server = RangeServer()
+    assert _reader(server, tmp_path).read(WHEEL) == first
+    assert server.requests >= 2
+
+
+def test_a_wheel_in_the_artifact_store_is_read_from_disk(tmp_path):
+    store = ArtifactStore(tmp_path / "cache" / "artifacts")
+    blob = store.root / "sha256" / SHA[:2] / SHA
+    blob.parent.mkdir(parents=True)
+    blob.write_bytes(BODY)
+    server = RangeServer()
+    natives = _reader(server, tmp_path, store=store).read(WHEEL)
+    assert server.requests == 0
+    assert natives.objects == tuple(_local_objects()[1])
+
+
+def test_offline_without_a_cache_entry_says_what_to_do(tmp_path):
+    with pytest.raises(NativeError) as caught:
+        _reader(RangeServer(), tmp_path, offline=True).read(WHEEL)
+    assert caught.value.exit_code == 2
+    assert MARKUPSAFE.name in str(caught.value) and "without --offline" in str(
+        caught.value)
+
+
+@pytest.mark.parametrize(("server", "words"), [
+    (RangeServer(honour_range=False), "ignores HTTP range requests"),
+    (RangeServer(status=404), "HTTP 404"),
+])
+def test_unreadable_servers_are_one_line_errors_naming_the_url(tmp_path, server,
+                                                                words):
+    with pytest.raises(NativeError) as caught:
+        _reader(server, tmp_path).read(WHEEL)
+    text = str(caught.value)
+    assert "\n" not in text and URL in text and words in text
+
+
+def test_wheels_tagged_any_are_not_read():
+    assert has_native_code(MARKUPSAFE.name)
+    assert not has_native_code("flashinfer_python-0.7.2-py3-none-any.whl")
+    assert has_native_code("nvidia_nvtx-13.0.85-py3-none-manylinux2014_x86_64.whl")
