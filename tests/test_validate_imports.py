@@ -83,3 +83,49 @@ def test_other_import_failures_say_what(tmp_path: Path) -> None:
     assert results[0].reason == "import badpkg failed: RuntimeError: no GPU here"
     assert results[1].reason == ("import not_there failed: ModuleNotFoundError: "
                                  "No module named 'not_there'")
+
+
+def _linked_extension(folder: Path) -> tuple[bytes, bytes]:
+    """An extension module linked against libfoo.so.2, and a libfoo.so.3: the pair
+    a wheel built for one major of a library meets beside the next one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "foo.c").write_text("int foo(void) { return 3; }\n")
+    for major in ("2", "3"):
+        lib = folder / f"libfoo.so.{major}"
+        subprocess.run(["gcc", "-shared", "-fPIC", f"-Wl,-soname,{lib.name}",
+                        "-o", str(lib), str(folder / "foo.c")],
+                       check=True, capture_output=True)
+    (folder / "ext.c").write_text(
+        "extern int foo(void);\nvoid *PyInit_common_ops(void) { foo(); return 0; }\n")
+    out = folder / "common_ops.abi3.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(folder / "ext.c"),
+                    str(folder / "libfoo.so.2"), "-Wl,-rpath,$ORIGIN/../foo/lib"],
+                   check=True, capture_output=True)
+    return out.read_bytes(), (folder / "libfoo.so.3").read_bytes()
+
+
+def test_a_library_that_cannot_be_opened_names_who_needs_it(tmp_path: Path) -> None:
+    """A real failed load ("libfoo.so.2: cannot open shared object file"); the
+    native reader reads the installed extension to say who needs it and what the
+    venv has instead."""
+    assert shutil.which("gcc"), "gcc is needed to build the test extension"
+    ext, libfoo3 = _linked_extension(tmp_path / "build")
+    wheels = tmp_path / "wheels"
+    foo = build_wheel(wheels, "foo", "3.0", {"foo/lib/libfoo.so.3": libfoo3},
+                      tag="py3-none-linux_x86_64")
+    kernel = build_wheel(
+        wheels, "sgl-kernel", "0.3.21",
+        {"sgl_kernel/__init__.py": b"from sgl_kernel import common_ops\n",
+         "sgl_kernel/common_ops.abi3.so": ext},
+        tag="cp310-abi3-linux_x86_64",
+    )
+    python = make_venv(tmp_path / "venv")
+    uv_install(python, foo, kernel)
+    dists = read_distributions(python)
+    [result] = check_imports(python, ("sgl_kernel",), dists, None)
+    assert result.status == "fail"
+    assert "libfoo.so.2: cannot open shared object file" in result.details["message"]
+    assert result.reason.startswith(
+        "import sgl_kernel failed: sgl_kernel/common_ops.abi3.so needs libfoo.so.2; "
+        "the venv has foo/lib/libfoo.so.3 (sgl-kernel 0.3.21); lock a sgl-kernel "
+        "built for the libraries the venv has")

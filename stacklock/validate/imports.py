@@ -12,37 +12,29 @@ torch the extension's metadata asks for.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stacklock.runner import SubprocessRunner
+from stacklock.native.demangle import demangle
+from stacklock.native.installed import explain_missing_soname
 from stacklock.validate.checks import FAIL, PASS, CheckResult
 from stacklock.validate.probes import PROBE_SCRIPT, last_json, probe_env
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from stacklock.lock import Lock
 
 __all__ = ["check_imports", "diagnose_import"]
 
 _UNDEFINED = re.compile(r"(?P<lib>[^\s:]+\.so[^\s:]*): undefined symbol: (?P<sym>\S+)")
+_CANNOT_OPEN = re.compile(
+    r"(?P<soname>[^\s:/]+\.so[^\s:/]*): cannot open shared object")
 TORCH_EXTENSIONS = ("sgl_kernel", "sglang_kernel", "flashinfer", "flash_attn",
                     "vllm", "deep_gemm", "torchvision", "torchaudio")
-
-
-def _demangle(symbol: str) -> str | None:
-    tool = shutil.which("c++filt")
-    if tool is None or not symbol.startswith("_Z"):
-        return None
-    rc, out = SubprocessRunner().capture([tool, symbol])
-    text = out.strip()
-    return text if rc == 0 and text and text != symbol else None
 
 
 def _label(version: str | None) -> str:
@@ -96,11 +88,14 @@ def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
     owners = dists.get("modules", {}).get(root, [])
     owner = owners[0] if owners else root.replace("_", "-")
     if match is None:
+        missing = _missing_library(message, root, owner, dists, lock)
+        if missing is not None:
+            return f"import {module} failed: {missing}"
         first = message.splitlines()[0] if message else ""
         return f"import {module} failed: {result.get('error_type')}: {first}"
     library = match["lib"].rsplit("/", 1)[-1]
     symbol = match["sym"]
-    demangled = _demangle(symbol)
+    demangled = demangle([symbol]).get(symbol)
     sym_text = f"{symbol} ({demangled})" if demangled else symbol
     suspect = any(part in match["lib"] or root == part for part in TORCH_EXTENSIONS)
     if not suspect:
@@ -112,6 +107,23 @@ def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
             f"was built against another torch than {_describe('torch', dists, lock)}: "
             f"undefined symbol {sym_text}; lock a {owner} wheel built for this torch, "
             f"or the torch it was built for")
+
+
+def _missing_library(message: str, root: str, owner: str, dists: dict[str, Any],
+                     lock: Lock | None) -> str | None:
+    """For "libX.so.N: cannot open shared object file": who needs it and what the
+    venv has instead, read from the installed files by the native reader."""
+    found = _CANNOT_OPEN.search(message)
+    infos = [d.get("dist_info") for d in dists.get("distributions", [])]
+    if found is None or not any(infos):
+        return None
+    site = Path(next(i for i in infos if i)).parent
+    explained = explain_missing_soname(site, root, found["soname"])
+    if explained is None:
+        return None
+    return (f"{explained} ({_describe(owner, dists, lock)}); lock a {owner} built "
+            f"for the libraries the venv has, or the package that ships "
+            f"{found['soname']} (stacklock check LOCK finds this before install)")
 
 
 def _run_import(python: Path, module: str, timeout: float) -> dict[str, Any]:
