@@ -5,9 +5,10 @@
 Resolves the profiles in tests/data/native/profiles/ against PyPI (without the
 native check), reads the shared objects of the wheels the tests need with
 stacklock's own reader, and writes ``facts.json.gz``: for each wheel its lock
-entry and what its shared objects need and export. torch's exports (110,000
-symbols) are trimmed to the ones some recorded extension needs, plus the first
-of each C++ namespace, so namespace ownership stays what it is in the wheel.
+entry and what its shared objects need and export. torch's exports (100,000
+symbols) are trimmed to the ones some recorded extension needs, plus the first of
+each C++ namespace and the first ten of each C prefix, so which package owns which
+symbol family stays what it is in the wheel.
 Also downloads one small real wheel with an extension module (markupsafe) for
 the reader's own tests. Nothing here is typed by hand.
 """
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from stacklock._fs import cache_dir  # noqa: E402
 from stacklock.http import make_http_client  # noqa: E402
-from stacklock.native.check import top_namespace  # noqa: E402
+from stacklock.native.check import symbol_family  # noqa: E402
 from stacklock.native.wheel import NativeWheel, WheelReader  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
 
@@ -45,13 +46,15 @@ def _wheels(lock: Path) -> list[NativeWheel]:
 
 
 def _trim(natives: dict, needed: set[str]) -> dict:
-    first: dict[str, str] = {}
+    first: dict[str, list[str]] = {}
     for obj in natives["objects"]:
         for symbol in obj["exported"]:
-            space = top_namespace(symbol)
-            if space and space not in first:
-                first[space] = symbol
-    keep = needed | set(first.values())
+            family = symbol_family(symbol)
+            if family is not None:
+                first.setdefault(family, [])
+                if len(first[family]) < 10:
+                    first[family].append(symbol)
+    keep = needed | {s for group in first.values() for s in group}
     for obj in natives["objects"]:
         obj["exported"] = [s for s in obj["exported"] if s in keep]
         obj["undefined"] = []  # torch's own needs are not under test here

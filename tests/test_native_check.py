@@ -11,7 +11,7 @@ import pytest
 from stacklock.errors import NativeCheckError
 from stacklock.native import judge_natives, raise_for_findings
 from stacklock.native.baseline import baseline_sonames
-from stacklock.native.check import top_namespace
+from stacklock.native.check import symbol_family, top_namespace
 from tests.native_facts import load_facts, pick
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
@@ -59,8 +59,14 @@ def test_symbols_are_named_demangled_and_mangled():
     assert report.findings[0].missing in line and "torch 2.11.0" in line
 
 
-def test_torchvision_on_the_stable_abi_passes_on_an_older_torch():
-    assert _judge(*TORCH, "torchvision==0.29.0").ok
+def test_torchvision_on_the_stable_c_abi_misses_a_c_symbol_of_torch_2_11():
+    """torchvision 0.29.0 (for torch 2.14) links torch's stable C ABI; torch 2.11.0
+    lacks one of its functions. A C symbol, judged by its prefix family."""
+    report = _judge(*TORCH, "torchvision==0.29.0")
+    missing = {(f.object, f.missing) for f in report.findings}
+    assert ("torchvision/_C_stable.so",
+            "torch_exception_get_what_without_backtrace") in missing
+    assert {f.counterpart for f in report.findings} == {"torch 2.11.0"}
 
 
 def test_a_soname_no_locked_wheel_ships_in_any_version_is_left_to_the_system():
@@ -97,6 +103,15 @@ def test_baseline_follows_the_manylinux_policy():
     assert "libpython3.12.so.1.0" in old and "libcuda.so.1" in old
     arm = baseline_sonames(manylinux="2_28", platform="linux_aarch64", python="3.11")
     assert "ld-linux-aarch64.so.1" in arm and "libpython3.11.so.1.0" in arm
+
+
+def test_symbol_families():
+    assert symbol_family("_ZN3c104cuda9SetDeviceEi") == "c++:c10"
+    assert symbol_family("aoti_torch_get_device_type") == "c:aoti"
+    assert symbol_family("_ZN9__gnu_cxx13new_allocatorIcED2Ev") is None
+    for plain in ("memcpy", "cudaGetDevice", "_PyObject_GC_New"):
+        assert symbol_family(plain) is None, plain
+    assert symbol_family("PyInit__C") == "c:PyInit"
 
 
 def test_top_namespace_of_real_symbols():

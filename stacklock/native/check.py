@@ -4,12 +4,14 @@ A shared object needs each of its ``DT_NEEDED`` sonames: the loader finds it amo
 the files the locked wheels put on disk, in the manylinux system baseline of the
 target, or among the driver's libraries. And it needs each strong undefined symbol
 from some object in scope. Which object should define a symbol is not written in
-the ELF file, so symbols are checked where the answer is certain: for a C++ symbol
-in a namespace (``c10::``, ``at::``, ``torch::``) that a locked package's libraries
-export, and which the object reaches through its ``DT_NEEDED`` chain, the symbol
-must be among that package's exports. That is the "undefined symbol" an extension
-built against another torch fails with; C symbols, ``std::`` and namespaces no
-locked library exports are left to the system and are not judged.
+the ELF file, so symbols are checked by family: a C++ symbol belongs to its
+top namespace (``c10::``, ``at::``, ``torch::``), a C symbol to the prefix before its
+first underscore (``aoti_torch_...``, ``torch_exception_...``: torch's stable C ABI).
+When a locked package the object reaches through its ``DT_NEEDED`` chain exports
+that family (a namespace at all, a C prefix at least ten times), the symbol must be
+among that package's exports. That is the "undefined symbol" an extension built
+against another torch fails with; ``std::``, the interpreter's ``Py*`` and families
+no locked library exports are left to the system and are not judged.
 
 What fails the check (``blocking``) is a mismatch between locked packages: a soname
 the lock ships in another major version only (``libcudart.so.12`` against
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from stacklock.native.elf import SharedObject
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
-__all__ = ["Finding", "find_incompatibilities", "top_namespace"]
+__all__ = ["Finding", "find_incompatibilities", "symbol_family", "top_namespace"]
 
 # _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
 # optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
@@ -100,6 +102,30 @@ def top_namespace(symbol: str) -> str | None:
     return symbol[start : start + int(match.group(1))] or None
 
 
+_C_FAMILY = re.compile(r"([A-Za-z][A-Za-z0-9]+)_[A-Za-z0-9_]+")
+_MIN_C_FAMILY = 10  # exports with a C prefix before a package is said to own it
+
+
+def symbol_family(symbol: str) -> str | None:
+    """``c++:c10`` for ``_ZN3c104cuda9SetDeviceEi``, ``c:aoti`` for
+    ``aoti_torch_get_device``; None for ``std::``, ``memcpy``, ``_Py...``."""
+    if symbol.startswith("_Z"):
+        space = top_namespace(symbol)
+        return f"c++:{space}" if space and not space.startswith("_") else None
+    match = _C_FAMILY.fullmatch(symbol)
+    return f"c:{match.group(1)}" if match else None
+
+
+def _owned_families(exports: Iterable[str]) -> frozenset[str]:
+    counts: dict[str, int] = defaultdict(int)
+    for symbol in exports:
+        family = symbol_family(symbol)
+        if family is not None:
+            counts[family] += 1
+    return frozenset(f for f, n in counts.items()
+                     if f.startswith("c++:") or n >= _MIN_C_FAMILY)
+
+
 def _stem(soname: str) -> str:
     """``libcudart`` for ``libcudart.so.12``."""
     return soname.split(".so", 1)[0]
@@ -143,9 +169,7 @@ def _exports(index: _Index, natives: Sequence[WheelNatives], at: int) -> frozens
     if at not in index.exports:
         index.exports[at] = frozenset(
             s for o in natives[at].objects for s in o.exported)
-        spaces = (top_namespace(s) for s in index.exports[at])
-        index.namespaces[at] = frozenset(
-            n for n in spaces if n and not n.startswith("_"))
+        index.namespaces[at] = _owned_families(index.exports[at])
     return index.exports[at]
 
 
@@ -228,7 +252,7 @@ def _missing_symbols(
         return
     scope = _scope(index, at, obj)
     exported = set(_exports(index, natives, at))
-    owners: dict[str, int] = {}  # namespaces another package's libraries export
+    owners: dict[str, int] = {}  # families another package's libraries export
     for other in scope[1:]:
         exported |= _exports(index, natives, other)
         for space in index.namespaces[other]:
@@ -236,7 +260,7 @@ def _missing_symbols(
     for symbol in obj.undefined:
         if symbol in exported:
             continue
-        owner = owners.get(top_namespace(symbol) or "")
+        owner = owners.get(symbol_family(symbol) or "")
         if owner is None:
             continue
         yield _finding(wheels[at], obj, kind="symbol", missing=symbol,

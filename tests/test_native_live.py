@@ -1,0 +1,206 @@
+"""Live: every verdict of the native check confirmed by a real load in a real venv.
+
+The oracle is the dynamic loader itself: a venv built by uv from the lock of torch
+2.11.0 (PyPI's CUDA 13 build), into which the extension wheel under test is put
+(``uv pip install --target``, first on ``PYTHONPATH``) and imported or dlopen'd.
+Worth the gigabytes: torch 2.11.0 and its CUDA 13 libraries are 3 GB, and only a
+real torch can say whether an extension built for another one loads; every other
+test of the checker reads facts recorded from these same wheels.
+
+Cost is paid once: the uv cache, the stacklock cache (wheel reads by sha256) and
+the venv live under ``$STACKLOCK_LIVE_CACHE`` (default ``~/.cache/stacklock-live``),
+the venv keyed by the lock's sha256 and shared by every test here. Cold, the
+module downloads about 3.5 GB for the venv and reads 8 GB of wheels for the two
+committed locks; warm, it reads nothing and takes about a minute.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from stacklock.cli import main
+from stacklock.errors import NativeCheckError
+from stacklock.native.lockcheck import check_lock_file
+from stacklock.resolve.locking import lock_profile
+from tests.native_facts import NATIVE
+from tests.test_install_live import _python312
+
+pytestmark = pytest.mark.live
+
+LIVE = Path(os.environ.get("STACKLOCK_LIVE_CACHE",
+                           Path.home() / ".cache" / "stacklock-live"))
+PROFILES = NATIVE / "profiles"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _uv() -> str:
+    from uv import find_uv_bin
+
+    return str(find_uv_bin())
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "UV_CACHE_DIR": str(LIVE / "uv"),
+            "UV_PYTHON_DOWNLOADS": "never"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def live_cache(tmp_path_factory):
+    """The stacklock cache of this module: persistent, so wheels are read once."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("STACKLOCK_CACHE_DIR", str(LIVE / "stacklock"))
+    yield LIVE / "stacklock"
+    patch.undo()
+
+
+def _resolve(profile: str, out: Path, *, check: bool = True):
+    return lock_profile(str(PROFILES / f"{profile}.toml"), output=out, check=check,
+                        cache_dir=LIVE / "stacklock")
+
+
+@pytest.fixture(scope="session")
+def torch_venv(tmp_path_factory):
+    """(python, resolve result) of torch 2.11.0 + torchaudio 2.11.0, installed by
+    uv from the lock stacklock wrote (which had to pass the check to be written)."""
+    lock = tmp_path_factory.mktemp("torch211") / "pylock.torch211.toml"
+    result = _resolve("torch211-torchaudio211", lock)
+    key = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+    venv = LIVE / "venvs" / f"torch211-{key}"
+    python = venv / "bin" / "python"
+    if not (venv / ".complete").is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([_uv(), "venv", "--python", _python312(), str(venv)],
+                       check=True, env=_env(), capture_output=True)
+        subprocess.run([_uv(), "pip", "install", "--python", str(python), "-r",
+                        str(lock)], check=True, env=_env(), capture_output=True)
+        (venv / ".complete").write_text(key)
+    return python, result
+
+
+def _wheel_of(lock: Path, package: str) -> dict:
+    data = tomllib.loads(lock.read_text("utf-8"))
+    entry = next(p for p in data["packages"] if p["name"] == package)
+    return entry["wheels"][0]
+
+
+def _overlay(tmp_path: Path, python: Path, lock: Path, package: str) -> Path:
+    """The locked wheel of ``package`` alone (hash-checked) in a folder for
+    PYTHONPATH, where it shadows what the venv has."""
+    wheel = _wheel_of(lock, package)
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"{package} @ {wheel['url']} "
+                   f"--hash=sha256:{wheel['hashes']['sha256']}\n")
+    target = tmp_path / "overlay"
+    subprocess.run([_uv(), "pip", "install", "--python", str(python), "--no-deps",
+                    "--require-hashes", "--target", str(target), "-r", str(req)],
+                   check=True, env=_env(), capture_output=True)
+    return target
+
+
+def _run(python: Path, code: str, overlay: Path | None = None):
+    env = {**os.environ, "PYTHONPATH": str(overlay) if overlay else ""}
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                          env=env, timeout=600, check=False)
+
+
+def _load_all(package_dir: Path) -> str:
+    """Code that imports torch, then dlopens every shared object under the folder."""
+    return ("import ctypes, pathlib, torch\n"
+            f"for p in sorted(pathlib.Path({str(package_dir)!r}).rglob('*.so*')):\n"
+            "    ctypes.CDLL(str(p))\n"
+            "print('loaded')\n")
+
+
+def test_torchaudio_2_11_on_torch_2_11_passes_and_loads(torch_venv):
+    python, result = torch_venv
+    assert result.native is not None and result.native.ok
+    assert result.native.findings == () and result.native.allowed == ()
+    site = next((python.parent.parent / "lib").glob("python3.12/site-packages"))
+    done = _run(python, "import torchaudio\n" + _load_all(site / "torchaudio"))
+    assert done.returncode == 0, done.stderr
+    assert "loaded" in done.stdout
+
+
+def test_torchaudio_2_9_1_forced_onto_torch_2_11_is_refused_and_does_not_import(
+        torch_venv, tmp_path, capsys):
+    python, _ = torch_venv
+    out = tmp_path / "pylock.refused.toml"
+    code = main(["resolve", str(PROFILES / "torch211-torchaudio291.toml"), "-o",
+                 str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and not out.exists()
+    assert "torchaudio 2.9.1: torchaudio/lib/libtorchaudio.so needs libcudart.so.12" \
+        in err
+    # the oracle: the same wheels, installed and imported
+    unchecked = tmp_path / "pylock.unchecked.toml"
+    _resolve("torch211-torchaudio291", unchecked, check=False)
+    overlay = _overlay(tmp_path, python, unchecked, "torchaudio")
+    done = _run(python, "import torchaudio", overlay)
+    assert done.returncode != 0
+    assert "libcudart.so.12: cannot open shared object file" in done.stderr
+
+
+@pytest.mark.parametrize(("profile", "extension"), [
+    # built for torch 2.12: a C++ symbol of torch::Library that 2.11 lacks
+    ("torch211-torchvision027", "torchvision/_C.so"),
+    # built for torch 2.14 on torch's stable C ABI: a C function 2.11 lacks
+    ("torch211-torchvision029", "torchvision/_C_stable.so"),
+])
+def test_torchvision_for_a_newer_torch_is_refused_and_misses_that_symbol(
+        torch_venv, tmp_path, profile, extension):
+    python, _ = torch_venv
+    with pytest.raises(NativeCheckError) as caught:
+        _resolve(profile, tmp_path / "pylock.refused.toml")
+    findings = caught.value.findings
+    assert extension in {f.object for f in findings}
+    assert {f.kind for f in findings} == {"symbol"}
+    missing = {f.missing for f in findings if f.object == extension}
+    unchecked = tmp_path / "pylock.unchecked.toml"
+    _resolve(profile, unchecked, check=False)
+    overlay = _overlay(tmp_path, python, unchecked, "torchvision")
+    done = _run(python, "import torch\n"
+                f"torch.ops.load_library({str(overlay / extension)!r})", overlay)
+    assert done.returncode != 0 and "undefined symbol: " in done.stderr
+    symbol = done.stderr.split("undefined symbol: ", 1)[1].split()[0]
+    assert symbol in missing
+
+
+@pytest.mark.parametrize("name", ["pypi-cu130", "blackwell-cu128"])
+def test_committed_locks_pass_the_check(name, capsys):
+    """All 169 wheels of blackwell-cu128 are on files.pythonhosted.org and are
+    read; its CUDA toolkit (a runfile from developer.download.nvidia.com) is not
+    a wheel and provides nothing to the check."""
+    assert main(["check", str(REPO / "locks" / f"pylock.{name}.toml")]) == 0
+    assert "native check passed" in capsys.readouterr().out
+
+
+def test_the_allowed_cuda_12_hooks_of_pypi_cu130_really_miss_libcudart_12(
+        torch_venv, tmp_path):
+    """pypi-cu130 allows torch-memory-saver after review: its hooks need
+    libcudart.so.12 in a CUDA 13 stack. The loader agrees: asked to resolve each
+    hook's libraries (``ld.so --list``, what ldd runs) with the venv's CUDA 13
+    libraries on the path, it finds no libcudart.so.12. (A dlopen here would stop
+    first at libcuda.so.1, which only a GPU driver provides.)"""
+    python, _ = torch_venv
+    lock = REPO / "locks" / "pylock.pypi-cu130.toml"
+    from stacklock.http import make_http_client
+
+    with make_http_client() as http:
+        report = check_lock_file(lock, http=http, cache_dir=LIVE / "stacklock")
+    hooks = {f.object for f in report.allowed if f.package == "torch-memory-saver"}
+    assert hooks and {f.missing for f in report.allowed
+                      if f.package == "torch-memory-saver"} == {"libcudart.so.12"}
+    overlay = _overlay(tmp_path, python, lock, "torch-memory-saver")
+    site = next((python.parent.parent / "lib").glob("python3.12/site-packages"))
+    env = {**os.environ, "LD_LIBRARY_PATH": str(site / "nvidia" / "cu13" / "lib")}
+    for hook in sorted(hooks):
+        listed = subprocess.run(["ldd", str(overlay / hook)], capture_output=True,
+                                text=True, env=env, check=False).stdout
+        assert "libcudart.so.12 => not found" in listed, (hook, listed)
