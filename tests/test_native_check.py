@@ -12,7 +12,7 @@ from stacklock.errors import NativeCheckError
 from stacklock.native import judge_natives, raise_for_findings
 from stacklock.native.baseline import baseline_sonames
 from stacklock.native.check import symbol_family, top_namespace
-from tests.native_facts import load_facts, pick
+from tests.helpers.native_facts import load_facts, pick
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
 TARGET = {"manylinux": "2_28", "platform": "linux_x86_64", "python": "3.12"}

@@ -12,7 +12,7 @@ from stacklock.cli import main
 from stacklock.errors import ProfileError
 from stacklock.native.wheel import WheelReader
 from stacklock.profile import parse_profile
-from tests.native_facts import load_facts
+from tests.helpers.native_facts import load_facts
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
 

@@ -15,7 +15,7 @@ import pytest
 
 from stacklock.native.elf import is_shared_object_name, parse_shared_object
 from stacklock.native.stream import InflatedMember
-from tests.native_facts import MARKUPSAFE
+from tests.helpers.native_facts import MARKUPSAFE
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None,
                                    reason="needs binutils readelf as the oracle")

@@ -29,8 +29,9 @@ from stacklock.cli import main
 from stacklock.errors import NativeCheckError
 from stacklock.native.lockcheck import check_lock_file
 from stacklock.resolve.locking import lock_profile
-from tests.native_facts import NATIVE
-from tests.test_install_live import _python312
+from stacklock.runner import find_uv
+from tests.helpers.native_facts import NATIVE
+from tests.helpers.uv import python312
 
 pytestmark = pytest.mark.live
 
@@ -41,9 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _uv() -> str:
-    from uv import find_uv_bin
-
-    return str(find_uv_bin())
+    return find_uv()
 
 
 def _env() -> dict[str, str]:
@@ -76,7 +75,8 @@ def torch_venv(tmp_path_factory):
     python = venv / "bin" / "python"
     if not (venv / ".complete").is_file():
         shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([_uv(), "venv", "--python", _python312(), str(venv)],
+        base = python312(tmp_path_factory.mktemp("py312"))
+        subprocess.run([_uv(), "venv", "--python", base, str(venv)],
                        check=True, env=_env(), capture_output=True)
         subprocess.run([_uv(), "pip", "install", "--python", str(python), "-r",
                         str(lock)], check=True, env=_env(), capture_output=True)

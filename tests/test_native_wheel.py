@@ -4,7 +4,6 @@ real bytes), the cache by sha256, and the errors a user sees."""
 from __future__ import annotations
 
 import hashlib
-import re
 import zipfile
 
 import httpx
@@ -15,7 +14,8 @@ from stacklock.native.elf import is_shared_object_name, parse_shared_object
 from stacklock.native.stream import InflatedMember
 from stacklock.native.wheel import NativeWheel, WheelReader, has_native_code
 from stacklock.store import ArtifactStore
-from tests.native_facts import MARKUPSAFE
+from tests.helpers.native_facts import MARKUPSAFE
+from tests.helpers.ranges import range_response
 
 BODY = MARKUPSAFE.read_bytes()
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -25,8 +25,8 @@ WHEEL = NativeWheel(package="markupsafe", version="3.0.4", filename=MARKUPSAFE.n
 
 
 class RangeServer:
-    """Answers Range requests from the wheel's bytes, as files.pythonhosted.org
-    does, and counts the body bytes it sent."""
+    """Answers from the wheel's bytes as a real file server does (the shared
+    responder), or not at all, counting the body bytes it sent."""
 
     def __init__(self, *, honour_range: bool = True, status: int = 206) -> None:
         self.sent = 0
@@ -38,20 +38,12 @@ class RangeServer:
         self.requests += 1
         if self.status not in (200, 206):
             return httpx.Response(self.status)
-        spec = request.headers.get("range", "")
-        if not self.honour_range or not spec:
-            self.sent += len(BODY)
-            return httpx.Response(200, content=BODY)
-        suffix = re.fullmatch(r"bytes=-(\d+)", spec)
-        if suffix:
-            first, last = max(len(BODY) - int(suffix.group(1)), 0), len(BODY) - 1
+        if not self.honour_range:
+            response = httpx.Response(200, content=BODY)
         else:
-            a, b = re.fullmatch(r"bytes=(\d+)-(\d+)", spec).groups()
-            first, last = int(a), min(int(b), len(BODY) - 1)
-        chunk = BODY[first:last + 1]
-        self.sent += len(chunk)
-        return httpx.Response(206, content=chunk, headers={
-            "content-range": f"bytes {first}-{last}/{len(BODY)}"})
+            response = range_response(request, BODY)
+        self.sent += len(response.content)
+        return response
 
 
 def _reader(server: RangeServer, tmp_path, **kw) -> WheelReader:

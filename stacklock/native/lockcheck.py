@@ -9,32 +9,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacklock.lockfile import read_lock_file
+from stacklock.lock import Lock, load_lock, wheel_sha256
 from stacklock.native import NativeReport, NativeWheel, WheelReader, check_native
 from stacklock.target import Target
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
     from pathlib import Path
 
     import httpx
-    from packaging.pylock import Pylock
 
 __all__ = ["check_lock_file", "wheels_of"]
 
 
-def wheels_of(pylock: Pylock) -> list[NativeWheel]:
+def wheels_of(lock: Lock) -> list[NativeWheel]:
     """Every wheel of the lock that has a URL and a sha256."""
     out = []
-    for package in pylock.packages:
-        for wheel in package.wheels or ():
-            sha256 = (wheel.hashes or {}).get("sha256")
+    for package in lock.packages:
+        for wheel in package.wheels:
+            sha256 = wheel_sha256(wheel)
             if wheel.url is None or sha256 is None:
                 continue
             out.append(NativeWheel(
                 package=str(package.name), version=str(package.version or ""),
-                filename=wheel.name or wheel.url.rsplit("/", 1)[-1], url=wheel.url,
-                sha256=sha256, size=wheel.size,
+                filename=wheel.filename, url=wheel.url, sha256=sha256,
+                size=wheel.size,
             ))
     return out
 
@@ -47,14 +46,12 @@ def check_lock_file(
     offline: bool = False,
     on_wheel: Callable[[NativeWheel], None] | None = None,
 ) -> NativeReport:
-    lock = read_lock_file(path)
-    tool = lock.stacklock or {}
-    target = Target.from_dict(tool.get("target", {}))
-    check = tool.get("check", {})
-    allow: Sequence[str] = check.get("allow", []) if isinstance(check, dict) else []
+    lock = load_lock(path)
+    target = lock.target or Target()
+    allow = lock.stack.check_allow if lock.stack is not None else ()
     reader = WheelReader(http, cache_dir=cache_dir, offline=offline)
     return check_native(
-        wheels_of(lock.pylock), reader=reader, manylinux=target.manylinux,
+        wheels_of(lock), reader=reader, manylinux=target.manylinux,
         platform=target.platform, python=target.python, allow=allow,
         on_wheel=on_wheel,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from stacklock.native.wheel import NativeWheel, WheelNatives
 
-NATIVE = Path(__file__).resolve().parent / "data" / "native"
+NATIVE = Path(__file__).resolve().parent.parent / "data" / "native"
 MARKUPSAFE = next(NATIVE.glob("markupsafe-*.whl"))
 
 
