@@ -83,6 +83,14 @@ class ArtifactStore:
     def has(self, sha256: str) -> bool:
         return self.path_for(sha256) is not None
 
+    def adopt(self, path: Path, sha256: str) -> Path:
+        """Move a file whose sha256 the caller has checked into the store (a rename:
+        ``path`` must be on the store's file system)."""
+        blob = self._blob(sha256.lower())
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, blob)
+        return blob
+
     def sha256_for_url(self, url: str) -> str | None:
         """The sha256 of what ``url`` gave last time, when that file is still here."""
         key = _url_key(url)

@@ -29,6 +29,16 @@ def install(args: argparse.Namespace) -> int:
         return 0
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
+    from stacklock.pack import is_pack
+
+    if is_pack(args.lock):
+        from stacklock.cli.pack import install_from_pack
+
+        return install_from_pack(args)
+    if args.report:
+        raise StacklockError("--report is for packs; a lock's install reports to "
+                             "./stacklock-validate", hint="stacklock validate LOCK "
+                             "--report DIR after the install")
 
     live, _, on_download = progress(
         enabled=sys.stderr.isatty() and not args.json, status=None)

@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_profiles, _add_links, _add_resolve, _add_check, _add_cuda,
-                _add_install, _add_snapshot, _add_diff, _add_validate, _add_fleet):
+                _add_install, _add_pack, _add_snapshot, _add_diff, _add_validate,
+                _add_fleet):
         add(sub)
     return parser
 
@@ -120,7 +121,8 @@ def _add_cuda(sub: _Sub) -> None:
 
 def _add_install(sub: _Sub) -> None:
     p = sub.add_parser("install", help="install a lock: wheels (uv) and toolkit")
-    p.add_argument("lock", metavar="LOCK", nargs="?", help="the pylock file")
+    p.add_argument("lock", metavar="LOCK", nargs="?",
+                   help="the pylock file, or a pack made by stacklock pack")
     p.add_argument("--venv", default=".venv", help="the venv path (a symlink)")
     p.add_argument("--python", help="interpreter to build the venv from")
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
@@ -132,8 +134,23 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--link-cuda", action="store_true",
                    help="also point /usr/local/cuda at the new toolkit")
     p.add_argument("--no-validate", action="store_true")
+    p.add_argument("--report", metavar="DIR",
+                   help="(a pack) write the validate report here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="install:install")
+
+
+def _add_pack(sub: _Sub) -> None:
+    p = sub.add_parser("pack", help="one file that installs a lock with no network")
+    p.add_argument("target", metavar="LOCK|PACK",
+                   help="the lock to pack (with --list: the pack to show)")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write the pack")
+    p.add_argument("--no-toolkit", action="store_true",
+                   help="leave the CUDA runfile out")
+    p.add_argument("--list", action="store_true",
+                   help="show what a pack holds, sizes and target")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="pack:pack")
 
 
 def _add_snapshot(sub: _Sub) -> None:

@@ -1,0 +1,67 @@
+"""``stacklock pack``: a lock into one file for a node with no network;
+``--list`` shows a pack; ``stacklock install PACK`` installs one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock.cli.output import print_json, progress
+from stacklock.errors import StacklockError
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["install_from_pack", "pack"]
+
+
+def pack(args: argparse.Namespace) -> int:
+    from stacklock.pack.format import read_manifest, render_listing
+
+    if args.list:
+        path = Path(args.target)
+        manifest = read_manifest(path)
+        size = path.stat().st_size
+        if args.json:
+            print_json({**manifest.to_dict(), "size": size})
+        else:
+            print(render_listing(manifest, path, size))
+        return 0
+    if not args.output:
+        raise StacklockError("pack needs -o FILE", hint="stacklock pack LOCK -o FILE")
+    from stacklock.pack.writer import render_pack, write_pack
+
+    live, on_status, on_download = progress(
+        enabled=sys.stderr.isatty() and not args.json, status="packing")
+    with live:
+        result = write_pack(args.target, args.output, no_toolkit=args.no_toolkit,
+                            on_status=on_status, on_download=on_download)
+    print_json(result.to_dict()) if args.json else print(render_pack(result))
+    return 0
+
+
+def install_from_pack(args: argparse.Namespace) -> int:
+    """``stacklock install PACK``: the pack's bytes checked, then as for a lock."""
+    from stacklock.pack.install import install_pack, render_pack_install
+
+    if args.no_toolkit or args.dry_run or args.link_cuda or args.no_validate:
+        raise StacklockError(f"{args.lock} is a pack: --no-toolkit, --dry-run, "
+                             "--link-cuda and --no-validate apply to locks",
+                             hint="stacklock pack --list PACK shows what it holds")
+    live, _, on_download = progress(
+        enabled=sys.stderr.isatty() and not args.json, status=None)
+
+    def on_bytes(done: int, total: int) -> None:
+        if on_download is not None:
+            on_download("checking the pack", done, total)
+
+    with live:
+        result = install_pack(
+            args.lock, venv=Path(args.venv), python=args.python,
+            toolkit_prefix=Path(args.toolkit_prefix) if args.toolkit_prefix else None,
+            allow_no_gpu=args.allow_no_gpu,
+            report_dir=Path(args.report) if args.report else None,
+            on_bytes=on_bytes)
+    print_json(result.to_dict()) if args.json else print(render_pack_install(result))
+    return result.exit_code

@@ -1,0 +1,171 @@
+"""``python3 PACK install|validate|list``: the bootstrap inside every pack.
+
+It runs on a node that has only Python: it checks the pack and the node, unpacks
+uv and stacklock from the pack (sha256-checked) into a temporary venv built by that
+uv, and hands over to that stacklock (``stacklock install PACK`` or ``stacklock
+validate``), which does the work exactly as it does anywhere else. The temporary
+venv is removed at exit. Like ``stacklock.cli``, this is a command line, so it
+prints; nothing here imports beyond the standard library (see format.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock._fs import cache_dir
+from stacklock.errors import StacklockError
+from stacklock.pack.format import (
+    Manifest,
+    PackError,
+    check_node,
+    check_space,
+    copy_member,
+    read_manifest,
+    render_listing,
+    scratch_dir,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main", "node_needs"]
+
+# an installed venv takes about this many times its wheels' bytes (as install's
+# preflight counts), a tool venv likewise
+UNPACKED_FACTOR = 3
+
+
+def node_needs(manifest: Manifest, *, cache: Path, venv: Path | None,
+               toolkit_prefix: Path | None) -> dict[Path, int]:
+    """Bytes written under each place by an install of this pack (a bound)."""
+    tools = sum(m.size for m in manifest.of_kind("tool"))
+    needs = {cache: tools * (1 + UNPACKED_FACTOR)}
+    if venv is not None:
+        wheels = sum(m.size for m in manifest.of_kind("wheel"))
+        needs[cache] += wheels
+        needs[venv.parent] = needs.get(venv.parent, 0) + wheels * UNPACKED_FACTOR
+        for run in manifest.of_kind("runfile"):
+            needs[cache] += run.size
+            prefix = toolkit_prefix or cache
+            needs[prefix] = needs.get(prefix, 0) + run.size * 2
+    return needs
+
+
+def _env(scratch: Path, cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(UV_CACHE_DIR=str(scratch / "uv-cache"), UV_PYTHON_DOWNLOADS="never",
+               UV_OFFLINE="1", UV_NO_CONFIG="1", STACKLOCK_CACHE_DIR=str(cache))
+    return env
+
+
+def _run(argv: list[str], env: dict[str, str], what: str) -> None:
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PackError(f"{what} failed: {tail}",
+                        hint="is this the Python the pack was made for?")
+
+
+def _tool_venv(pack: Path, manifest: Manifest, scratch: Path,
+               env: dict[str, str]) -> Path:
+    """Unpack the tool wheels (checked), take uv out of its wheel, and let it build
+    a venv with stacklock; returns that venv's ``stacklock``."""
+    wheels = scratch / "tools"
+    wheels.mkdir()
+    files = []
+    for member in manifest.of_kind("tool"):
+        files.append(wheels / member.name)
+        copy_member(pack, member, files[-1])
+    uv_wheel = next((f for f in files if f.name.startswith("uv-")), None)
+    if uv_wheel is None:
+        raise PackError(f"{pack}: no uv wheel in the pack",
+                        hint="make the pack again with `stacklock pack`")
+    uv = scratch / "uv"
+    with zipfile.ZipFile(uv_wheel) as zf:
+        entry = next((n for n in zf.namelist() if n.endswith(".data/scripts/uv")), None)
+        if entry is None:
+            raise PackError(f"{pack}: {uv_wheel.name} holds no uv binary")
+        uv.write_bytes(zf.read(entry))
+    uv.chmod(0o755)
+    venv = scratch / "tool"
+    _run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)], env,
+         "uv venv (the bootstrap's own venv)")
+    _run([str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin/python"),
+          "--no-index", "--no-deps", "--offline", *map(str, files)], env,
+         "uv pip install of stacklock (the bootstrap)")
+    return venv / "bin" / "stacklock"
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Install a locked stack from this pack, with no "
+        "network and nothing but Python.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("install", help="check, install, then validate")
+    p.add_argument("--venv", required=True, help="the venv path (a symlink)")
+    p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="install without a driver (e.g. to build an image)")
+    p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
+    p = sub.add_parser("validate", help="validate an installed venv only")
+    p.add_argument("--venv", required=True)
+    p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
+    p = sub.add_parser("list", help="contents, sizes and target")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _command(args: argparse.Namespace, pack: Path, manifest: Manifest,
+             tool: Path, scratch: Path) -> list[str]:
+    if args.command == "validate":
+        lock = scratch / manifest.lock.name
+        copy_member(pack, manifest.lock, lock)
+        argv = [str(tool), "validate", str(lock), "--venv", args.venv]
+    else:
+        argv = [str(tool), "install", str(pack), "--venv", args.venv,
+                "--python", sys.executable]
+        if args.toolkit_prefix:
+            argv += ["--toolkit-prefix", args.toolkit_prefix]
+        if args.allow_no_gpu:
+            argv.append("--allow-no-gpu")
+    if args.report_dir:
+        argv += ["--report", args.report_dir]
+    return argv
+
+
+def main(argv: Sequence[str] | None = None, *, pack: Path | None = None) -> int:
+    pack = Path(os.path.abspath(pack or sys.argv[0]))
+    args = _parser(f"python3 {pack.name}").parse_args(argv)
+    try:
+        manifest = read_manifest(pack)
+        if args.command == "list":
+            total = pack.stat().st_size
+            if args.json:
+                print(json.dumps({**manifest.to_dict(), "size": total}, indent=2))
+            else:
+                print(render_listing(manifest, pack, total))
+            return 0
+        check_node(manifest, pack)
+        cache = cache_dir()
+        venv = Path(os.path.abspath(args.venv)) if args.command == "install" else None
+        prefix = getattr(args, "toolkit_prefix", None)
+        check_space(node_needs(manifest, cache=cache, venv=venv,
+                               toolkit_prefix=Path(prefix) if prefix else None), pack)
+        with scratch_dir(cache) as scratch:
+            env = _env(scratch, cache)
+            tool = _tool_venv(pack, manifest, scratch, env)
+            command = _command(args, pack, manifest, tool, scratch)
+            return subprocess.run(command, env=env, check=False).returncode
+    except StacklockError as exc:
+        print(f"stacklock: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("stacklock: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,320 @@
+"""The pack file format, read with the standard library alone.
+
+A pack is one file in two parts::
+
+    [ POSIX tar (pax): the payload ]  lock/, wheels/, tools/, toolkit/: plain files,
+                                      sorted, mtime 0, owner 0 (`tar tvf PACK` lists it)
+    [ zip: the bootstrap ]            __main__.py, this module, boot.py, manifest.json
+
+Python runs a file that ends in a zip archive (zipimport reads the directory at the
+end and allows other data before it), so ``python3 PACK`` starts the bootstrap. The
+payload sits in a tar in front rather than in the zip because zipimport reads no
+ZIP64 before Python 3.13, and a CUDA stack is larger than 4 GiB. ``manifest.json``
+gives every payload file's offset in the pack, size and sha256.
+
+This module and ``boot.py`` travel inside every pack, so they import nothing outside
+the standard library except ``stacklock.errors`` and ``stacklock._fs`` (both
+standard-library only, and copied alongside).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stacklock.errors import StacklockError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+
+__all__ = [
+    "FORMAT",
+    "MANIFEST",
+    "Manifest",
+    "Member",
+    "PackError",
+    "check_node",
+    "check_space",
+    "copy_member",
+    "is_pack",
+    "read_manifest",
+    "render_listing",
+    "scratch_dir",
+]
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+KINDS = ("lock", "wheel", "tool", "runfile")
+_CHUNK = 1 << 20
+
+
+class PackError(StacklockError):
+    """A pack is unreadable, altered, or made for another node; exit 2."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Member:
+    """One payload file: its bytes start at ``offset`` in the pack."""
+
+    path: str  # lock/pylock.<name>.toml, wheels/<wheel>, tools/<wheel>, toolkit/<run>
+    kind: str  # one of KINDS
+    size: int
+    sha256: str
+    offset: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "size": self.size,
+                "sha256": self.sha256, "offset": self.offset}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Member:
+        member = cls(path=str(data["path"]), kind=str(data["kind"]),
+                     size=int(data["size"]), sha256=str(data["sha256"]),
+                     offset=int(data["offset"]))
+        if member.kind not in KINDS or len(member.sha256) != 64:
+            raise ValueError(f"member {member.path}: kind or sha256")
+        return member
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """What a pack holds and which node it is for."""
+
+    stacklock: str  # the version that made it
+    lock_sha256: str
+    python: str  # the target's "3.12"
+    platform: str  # the target's "linux_x86_64"
+    glibc: str | None  # the oldest glibc every wheel runs on, "2.28"
+    toolkit: str | None  # CUDA version of the runfile carried, if any
+    payload_size: int
+    members: tuple[Member, ...]
+
+    @property
+    def lock(self) -> Member:
+        return next(m for m in self.members if m.kind == "lock")
+
+    def of_kind(self, kind: str) -> list[Member]:
+        return [m for m in self.members if m.kind == kind]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "stacklock": self.stacklock,
+                "lock-sha256": self.lock_sha256, "python": self.python,
+                "platform": self.platform, "glibc": self.glibc,
+                "toolkit": self.toolkit, "payload-size": self.payload_size,
+                "members": [m.to_dict() for m in self.members]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, this reader knows "
+                             f"{FORMAT}")
+        manifest = cls(
+            stacklock=str(data["stacklock"]), lock_sha256=str(data["lock-sha256"]),
+            python=str(data["python"]), platform=str(data["platform"]),
+            glibc=str(data["glibc"]) if data.get("glibc") else None,
+            toolkit=str(data["toolkit"]) if data.get("toolkit") else None,
+            payload_size=int(data["payload-size"]),
+            members=tuple(Member.from_dict(m) for m in data["members"]))
+        locks = manifest.of_kind("lock")
+        if len(locks) != 1 or locks[0].sha256 != manifest.lock_sha256:
+            raise ValueError("exactly one lock, with the manifest's lock-sha256")
+        return manifest
+
+
+def is_pack(path: str | os.PathLike[str]) -> bool:
+    """Does ``path`` end in a zip that holds a pack manifest? (Never raises.)"""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return MANIFEST in zf.namelist() and "__main__.py" in zf.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+
+
+def read_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """The manifest, after checking that the payload in front is whole."""
+    pack = Path(path)
+    try:
+        with zipfile.ZipFile(pack) as zf:
+            raw = zf.read(MANIFEST)
+            start = min(info.header_offset for info in zf.infolist())
+    except FileNotFoundError:
+        raise PackError(f"{pack}: no such file") from None
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+        raise PackError(
+            f"{pack}: not a stacklock pack, or its end is missing ({exc})",
+            hint="copy it again and compare its sha256sum with the one `stacklock "
+            "pack` printed") from None
+    try:
+        manifest = Manifest.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PackError(f"{pack}: {MANIFEST}: {exc}",
+                        hint="make the pack again with `stacklock pack`") from None
+    ends = [m.offset + m.size for m in manifest.members]
+    if start != manifest.payload_size or any(e > start for e in ends):
+        raise PackError(
+            f"{pack}: truncated or altered: the payload is {start} bytes, the "
+            f"manifest says {manifest.payload_size}",
+            hint="copy it again and compare its sha256sum with the packer's")
+    return manifest
+
+
+def _chunks(pack: Path, member: Member) -> Iterator[bytes]:
+    with pack.open("rb") as fh:
+        fh.seek(member.offset)
+        left = member.size
+        while left:
+            chunk = fh.read(min(_CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            yield chunk
+
+
+def copy_member(pack: Path, member: Member, dest: Path | None, *,
+                progress: Callable[[int], None] | None = None) -> None:
+    """Stream ``member`` to ``dest`` (None: only hash it), checking its sha256;
+    a mismatch deletes ``dest`` and raises PackError."""
+    digest = hashlib.sha256()
+    size = 0
+    with contextlib.ExitStack() as stack:
+        out = stack.enter_context(dest.open("wb")) if dest is not None else None
+        for chunk in _chunks(pack, member):
+            digest.update(chunk)
+            size += len(chunk)
+            if out is not None:
+                out.write(chunk)
+            if progress is not None:
+                progress(len(chunk))
+    actual = digest.hexdigest()
+    if size != member.size or actual != member.sha256:
+        if dest is not None:
+            dest.unlink(missing_ok=True)
+        raise PackError(
+            f"{pack}: {member.path} was altered: sha256 {actual} ({size} bytes), the "
+            f"manifest says {member.sha256} ({member.size} bytes); nothing installed",
+            hint="make the pack again from the reviewed lock and copy it again")
+
+
+def _glibc() -> tuple[int, int] | None:
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        return None
+    name, _, version = text.partition(" ")
+    parts = version.split(".")
+    if name != "glibc" or len(parts) < 2:
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def check_node(manifest: Manifest, pack: Path, *,
+               python: tuple[int, int] | None = None, machine: str | None = None,
+               glibc: tuple[int, int] | None = None) -> None:
+    """Refuse a pack made for another Python minor, machine or an older glibc."""
+    have_python = python or (sys.version_info[0], sys.version_info[1])
+    have_machine = machine or platform.machine()
+    have_glibc = glibc or _glibc()
+    want_machine = manifest.platform.split("_", 1)[-1]
+    problems = []
+    if ".".join(map(str, have_python)) != manifest.python:
+        problems.append(f"Python {manifest.python} (this is "
+                        f"{have_python[0]}.{have_python[1]})")
+    if have_machine != want_machine:
+        problems.append(f"{want_machine} (this is {have_machine})")
+    if manifest.glibc:
+        want = tuple(int(p) for p in manifest.glibc.split("."))
+        if have_glibc is None or have_glibc < want:
+            seen = ".".join(map(str, have_glibc)) if have_glibc else "none"
+            problems.append(f"glibc >= {manifest.glibc} (this has {seen})")
+    if problems:
+        raise PackError(
+            f"{pack}: made for {', '.join(problems)}; nothing changed",
+            hint=f"run it with a python{manifest.python} on a matching node, or "
+            "pack a lock resolved for this one")
+
+
+def _existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def check_space(needs: Mapping[Path, int], pack: Path) -> None:
+    """``needs``: bytes to be written under each path (one check per file system)."""
+    by_device: dict[int, tuple[Path, int]] = {}
+    for path, size in needs.items():
+        base = _existing(path)
+        dev = base.stat().st_dev
+        seen = by_device.get(dev, (base, 0))
+        by_device[dev] = (seen[0], seen[1] + size)
+    for base, size in by_device.values():
+        free = shutil.disk_usage(base).free
+        if free < size:
+            raise PackError(
+                f"{pack}: {base} has {free / 1e9:.2f} GB free, about "
+                f"{size / 1e9:.2f} GB is needed to unpack and install; nothing "
+                "changed", hint="free space, or set STACKLOCK_CACHE_DIR and --venv "
+                "to a larger disk")
+
+
+@contextlib.contextmanager
+def scratch_dir(parent: Path) -> Iterator[Path]:
+    """A temporary folder under ``parent``; on exit it is removed, with every
+    parent folder this call had to create."""
+    parent = Path(os.path.abspath(parent))
+    made = []
+    probe = parent
+    while not probe.exists():
+        made.append(probe)
+        probe = probe.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="pack-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def render_listing(manifest: Manifest, pack: Path, total: int) -> str:
+    """What the person carrying the pack wants to know: target, contents, sizes."""
+    glibc = f", glibc >= {manifest.glibc}" if manifest.glibc else ""
+    lines = [f"{pack.name}: {_size(total)}, made by stacklock {manifest.stacklock}",
+             f"target: Python {manifest.python}, {manifest.platform}{glibc}",
+             f"lock: {manifest.lock.name} sha256 {manifest.lock_sha256}"]
+    titles = {"wheel": "wheels of the lock", "tool": "stacklock and uv (bootstrap)",
+              "runfile": f"CUDA {manifest.toolkit} toolkit runfile"}
+    for kind, title in titles.items():
+        members = manifest.of_kind(kind)
+        if not members:
+            continue
+        size = sum(m.size for m in members)
+        lines.append(f"{title}: {len(members)} file(s), {_size(size)}")
+        lines += [f"  {m.name}  {_size(m.size)}  sha256 {m.sha256}" for m in members]
+    lines.append(f"run: python3 {pack.name} install --venv PATH [--toolkit-prefix "
+                 "PATH] [--report-dir DIR]")
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""``stacklock install PACK``: check every byte of the pack, then install its lock
+exactly as ``stacklock install LOCK`` does, from the artifact store, and validate.
+
+Nothing is written before every file in the pack has matched its sha256: the
+files are unpacked into a scratch folder beside the store and moved in only after
+the last one checked out. A venv that already matches the lock is left as it is.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stacklock._fs import cache_dir as default_cache_dir
+from stacklock.errors import StacklockError
+from stacklock.install import InstallResult, install_lock
+from stacklock.install.preflight import toolkit_installed
+from stacklock.pack.boot import node_needs
+from stacklock.pack.format import (
+    Manifest,
+    check_space,
+    copy_member,
+    read_manifest,
+    scratch_dir,
+)
+from stacklock.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from stacklock.validate.report import ValidateResult
+
+__all__ = ["PackInstallResult", "install_pack", "render_pack_install", "venv_matches"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PackInstallResult:
+    pack: Path
+    venv: Path
+    skipped: bool  # the venv already matched the lock
+    install: InstallResult | None
+    validation: ValidateResult | None
+
+    @property
+    def exit_code(self) -> int:
+        return self.validation.exit_code if self.validation is not None else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pack": str(self.pack), "venv": str(self.venv),
+                "skipped": self.skipped,
+                "install": self.install.to_dict() if self.install else None,
+                "validation": self.validation.to_dict() if self.validation else None}
+
+
+def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
+                    lock_to: Path,
+                    on_bytes: Callable[[int, int], None] | None = None) -> None:
+    """Every wheel and the runfile into ``store``, the lock to ``lock_to``; all
+    or nothing: one altered file and the store is left exactly as it was."""
+    total = manifest.payload_size
+    done = 0
+
+    def count(n: int) -> None:
+        nonlocal done
+        done += n
+        if on_bytes is not None:
+            on_bytes(done, total)
+
+    with scratch_dir(store.root / "tmp") as scratch:
+        copy_member(pack, manifest.lock, scratch / "lock", progress=count)
+        ready = []
+        for member in manifest.members:
+            if member.kind not in ("wheel", "runfile"):
+                continue
+            if store.has(member.sha256):
+                copy_member(pack, member, None, progress=count)  # still checked
+                continue
+            ready.append((member, scratch / member.sha256))
+            copy_member(pack, member, ready[-1][1], progress=count)
+        for member, path in ready:
+            store.adopt(path, member.sha256)
+        lock_to.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(scratch / "lock", lock_to)
+
+
+def venv_matches(lock: Path, venv: Path, *, toolkit_prefix: Path | None) -> bool:
+    """Does ``venv`` hold exactly the lock (names, versions, wheel hashes) and is
+    its runfile toolkit, if any, in place?"""
+    from stacklock.install.plan import read_lock
+    from stacklock.validate import read_distributions
+    from stacklock.validate.checks import PASS, check_distributions, check_wheel_hashes
+    from stacklock.validate.lockview import load_lock_view
+
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return False
+    info = read_lock(lock)
+    if info.toolkit is not None and info.toolkit.source == "runfile":
+        prefix = toolkit_prefix or Path(info.toolkit.prefix or "")
+        if not toolkit_installed(prefix, info.toolkit.version):
+            return False
+    view = load_lock_view(lock)
+    try:
+        dists = read_distributions(python)
+    except StacklockError:
+        return False
+    return all(check.status == PASS for check in (
+        check_distributions(view, dists), check_wheel_hashes(view, dists)))
+
+
+def install_pack(
+    pack: str | Path,
+    *,
+    venv: Path,
+    python: str | None = None,
+    toolkit_prefix: Path | None = None,
+    allow_no_gpu: bool = False,
+    report_dir: Path | None = None,
+    cache: Path | None = None,
+    validate: bool = True,
+    on_bytes: Callable[[int, int], None] | None = None,
+) -> PackInstallResult:
+    """Check, install (unless the venv already matches), validate."""
+    pack = Path(os.path.abspath(pack))
+    venv = Path(os.path.abspath(venv))
+    manifest = read_manifest(pack)
+    cache = cache or default_cache_dir()
+    check_space(node_needs(manifest, cache=cache, venv=venv,
+                           toolkit_prefix=toolkit_prefix), pack)
+    store = ArtifactStore(cache / "artifacts")
+    lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
+    unpack_verified(pack, manifest, store, lock_to=lock, on_bytes=on_bytes)
+    skipped = venv_matches(lock, venv, toolkit_prefix=toolkit_prefix)
+    installed = None
+    if not skipped:
+        installed = install_lock(lock, venv=venv, python=python,
+                                 toolkit_prefix=toolkit_prefix,
+                                 allow_no_gpu=allow_no_gpu, validate=False,
+                                 cache=cache, prefetch=True)
+    validation = None
+    if validate:
+        from stacklock.validate import validate as run_validate
+
+        validation = run_validate(
+            lock, venv=venv, toolkit_prefix=toolkit_prefix,
+            report_dir=report_dir or Path.cwd() / "stacklock-validate")
+    return PackInstallResult(pack=pack, venv=venv, skipped=skipped,
+                             install=installed, validation=validation)
+
+
+def render_pack_install(result: PackInstallResult) -> str:
+    from stacklock.install import render_install
+    from stacklock.validate import render_text
+
+    if result.skipped:
+        lines = [f"{result.venv} already matches the lock in {result.pack.name}; "
+                 "install skipped"]
+    else:
+        assert result.install is not None
+        lines = [render_install(result.install)]
+    if result.validation is not None:
+        lines.append(render_text(result.validation))
+    return "\n".join(lines)
+

@@ -1,0 +1,105 @@
+"""The tools a pack carries so that a node with only Python can install it:
+stacklock itself (as a wheel made from the running code) and everything it
+requires, uv included, resolved by stacklock for the lock's target."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import zipfile
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+
+import stacklock
+from stacklock.profile import parse_profile
+from stacklock.resolve.resolution import resolve_profile
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from datetime import datetime
+
+    import httpx
+
+    from stacklock.resolve.hashes import LockedWheel
+
+__all__ = ["ZIP_TIME", "make_self_wheel", "resolve_tools", "zip_entry"]
+
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: fixed bytes
+
+
+def zip_entry(zf: zipfile.ZipFile, name: str, data: bytes, *,
+              executable: bool = False) -> None:
+    """One stored entry with fixed time and mode, so equal inputs give equal bytes."""
+    info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+    info.external_attr = (0o755 if executable else 0o644) << 16
+    info.compress_type = zipfile.ZIP_STORED
+    zf.writestr(info, data)
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "sha256=" + digest.decode()
+
+
+def _requirements() -> list[str]:
+    """stacklock's own Requires-Dist, extras left out (tests, linters)."""
+    out = []
+    for text in metadata.requires("stacklock") or ():
+        req = Requirement(text)
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            out.append(str(req))
+    return sorted(out)
+
+
+def make_self_wheel() -> tuple[str, bytes]:
+    """A py3-none-any wheel of the stacklock that is running: its package files
+    (no byte code), METADATA with its requirements, the ``stacklock`` script."""
+    version = stacklock.__version__
+    root = Path(stacklock.__file__).parent
+    files = {
+        "stacklock/" + p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
+    dist = f"stacklock-{version}.dist-info"
+    meta = ["Metadata-Version: 2.1", "Name: stacklock", f"Version: {version}",
+            "Requires-Python: >=3.11",
+            *(f"Requires-Dist: {r}" for r in _requirements())]
+    files[f"{dist}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    files[f"{dist}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: stacklock pack\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    files[f"{dist}/entry_points.txt"] = (
+        b"[console_scripts]\nstacklock = stacklock.cli:main\n")
+    record = [f"{name},{_record_hash(data)},{len(data)}"
+              for name, data in sorted(files.items())]
+    record.append(f"{dist}/RECORD,,")
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, data in files.items():
+            zip_entry(zf, name, data)
+    return f"stacklock-{version}-py3-none-any.whl", buf.getvalue()
+
+
+def resolve_tools(
+    target: Mapping[str, object],
+    *,
+    http: httpx.Client | None = None,
+    cache_dir: Path | None = None,
+    exclude_newer: datetime | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> list[LockedWheel]:
+    """One wheel per project stacklock needs at run time, for ``target``: the
+    same resolver and hash rules as any lock (PyPI, sha256 for each wheel)."""
+    requirements: dict[str, object] = {"packages": _requirements()}
+    if exclude_newer is not None:
+        requirements["exclude-newer"] = exclude_newer
+    profile = parse_profile({"target": dict(target), "requirements": requirements},
+                            name="stacklock-tools")
+    resolution = resolve_profile(profile, http=http, cache_dir=cache_dir,
+                                 on_status=on_status)
+    return [p.wheel for p in resolution.packages]

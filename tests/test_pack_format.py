@@ -1,0 +1,193 @@
+"""The pack format offline: packs written from the real recorded wheels in
+tests/data/install/ (and the stacklock wheel made from this checkout), read back by
+the standard-library reader, by tar and by ``python3 PACK``, then damaged."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from stacklock.install.plan import read_lock
+from stacklock.pack.format import (
+    PackError,
+    check_node,
+    check_space,
+    copy_member,
+    is_pack,
+    read_manifest,
+    render_listing,
+)
+from stacklock.pack.install import unpack_verified
+from stacklock.pack.tools import make_self_wheel
+from stacklock.pack.writer import PackItem, _write, glibc_floor
+from stacklock.store import ArtifactStore
+
+DATA = Path(__file__).resolve().parent / "data"
+INSTALL = DATA / "install"
+LOCKS = Path(__file__).resolve().parents[1] / "locks"
+
+
+def _items() -> list[tuple[PackItem, Path | None]]:
+    lock = read_lock(INSTALL / "pylock.small.toml")
+    raw = (INSTALL / "pylock.small.toml").read_bytes()
+    items: list[tuple[PackItem, Path | None]] = [(PackItem(
+        path="lock/pylock.small.toml", kind="lock", data=raw, size=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest()), None)]
+    for pkg in lock.packages:
+        wheel = pkg.wheels[0]
+        items.append((PackItem(path=f"wheels/{wheel.filename}", kind="wheel",
+                               sha256=wheel.sha256, size=wheel.size),
+                      INSTALL / "wheels" / wheel.filename))
+    name, data = make_self_wheel()
+    items.append((PackItem(path=f"tools/{name}", kind="tool", data=data,
+                           size=len(data), sha256=hashlib.sha256(data).hexdigest()),
+                  None))
+    return items
+
+
+HEAD = {"stacklock": "0.1.0", "python": "3.11", "platform": "linux_x86_64",
+        "glibc": None, "toolkit": None}
+
+
+def _pack(path: Path) -> Path:
+    items = _items()
+    with path.open("wb") as fh:
+        _write(fh, items, {**HEAD, "lock_sha256": items[0][0].sha256})
+    return path
+
+
+@pytest.fixture
+def pack(tmp_path: Path) -> Path:
+    return _pack(tmp_path / "small.pack")
+
+
+def test_manifest_holds_the_locks_hashes_and_tar_lists_the_payload(pack: Path):
+    manifest = read_manifest(pack)
+    lock = read_lock(INSTALL / "pylock.small.toml")
+    locked = {p.wheels[0].filename: p.wheels[0].sha256 for p in lock.packages}
+    assert {m.name: m.sha256 for m in manifest.of_kind("wheel")} == locked
+    with tarfile.open(pack) as tar:  # plain tar reads the front, ignores the zip
+        names = tar.getnames()
+        wheel = tar.extractfile(f"wheels/{next(iter(locked))}")
+        assert wheel is not None
+        assert hashlib.sha256(wheel.read()).hexdigest() == locked[next(iter(locked))]
+    assert names == sorted(names) and "lock/pylock.small.toml" in names
+    assert all(info.mtime == 0 and info.uid == 0 for info in tarfile.open(pack))
+    assert is_pack(pack) and not is_pack(INSTALL / "pylock.small.toml")
+
+
+def test_same_inputs_same_bytes(tmp_path: Path):
+    first = _pack(tmp_path / "a.pack").read_bytes()
+    assert _pack(tmp_path / "b.pack").read_bytes() == first
+
+
+def test_python_runs_the_pack_and_lists_it(pack: Path):
+    out = subprocess.run([sys.executable, str(pack), "list", "--json"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    listed = json.loads(out.stdout)
+    assert listed["size"] == pack.stat().st_size
+    assert {m["path"] for m in listed["members"]} == {
+        m.path for m in read_manifest(pack).members}
+    text = render_listing(read_manifest(pack), pack, pack.stat().st_size)
+    assert "target: Python 3.11, linux_x86_64" in text
+    assert "six-1.17.0-py2.py3-none-any.whl" in text
+
+
+def test_the_stacklock_wheel_is_a_valid_wheel_of_this_code():
+    name, data = make_self_wheel()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        record = zf.read("stacklock-0.1.0.dist-info/RECORD").decode()
+        meta = zf.read("stacklock-0.1.0.dist-info/METADATA").decode()
+        here = Path(__file__).resolve().parents[1] / "stacklock" / "pack" / "boot.py"
+        assert zf.read("stacklock/pack/boot.py") == here.read_bytes()
+        assert not [n for n in zf.namelist() if n.endswith(".pyc")]
+    assert name == "stacklock-0.1.0-py3-none-any.whl"
+    assert "Requires-Dist: uv>=0.9" in meta and "pytest" not in meta
+    assert "stacklock/pack/boot.py,sha256=" in record
+
+
+def test_an_altered_wheel_is_refused_and_the_store_is_left_as_it_was(
+        pack: Path, tmp_path: Path):
+    manifest = read_manifest(pack)
+    victim = manifest.of_kind("wheel")[1]
+    with pack.open("r+b") as fh:
+        fh.seek(victim.offset + 10)
+        byte = fh.read(1)
+        fh.seek(victim.offset + 10)
+        fh.write(bytes([byte[0] ^ 0x01]))
+    store = ArtifactStore(tmp_path / "cache" / "artifacts")
+    with pytest.raises(PackError, match=f"{victim.path} was altered"):
+        unpack_verified(pack, manifest, store, lock_to=tmp_path / "lock.toml")
+    assert not (tmp_path / "cache").exists()  # not even the folders
+    assert not (tmp_path / "lock.toml").exists()
+    with pytest.raises(PackError):
+        copy_member(pack, victim, tmp_path / "out.whl")
+    assert not (tmp_path / "out.whl").exists()
+
+
+def test_unpack_fills_the_store_with_checked_files(pack: Path, tmp_path: Path):
+    manifest = read_manifest(pack)
+    store = ArtifactStore(tmp_path / "cache" / "artifacts")
+    unpack_verified(pack, manifest, store, lock_to=tmp_path / "lock.toml")
+    for member in manifest.of_kind("wheel"):
+        path = store.path_for(member.sha256)
+        assert path is not None
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == member.sha256
+    assert (tmp_path / "lock.toml").read_bytes() == (
+        INSTALL / "pylock.small.toml").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "cache/artifacts").iterdir()) == [
+        "sha256"]  # the scratch folder is gone
+
+
+def test_a_pack_without_its_end_or_with_bytes_missing_is_refused(
+        pack: Path, tmp_path: Path):
+    data = pack.read_bytes()
+    cut = tmp_path / "cut.pack"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(PackError, match="not a stacklock pack, or its end is missing"):
+        read_manifest(cut)
+    gap = tmp_path / "gap.pack"
+    gap.write_bytes(data[:2048] + data[2048 + 512:])  # one block lost in the middle
+    with pytest.raises(PackError, match="truncated or altered"):
+        read_manifest(gap)
+    out = subprocess.run([sys.executable, str(gap), "list"], capture_output=True,
+                         text=True, check=False)
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and "truncated or altered" in out.stderr
+
+
+def test_a_pack_for_another_node_is_refused(pack: Path):
+    manifest = read_manifest(pack)
+    check_node(manifest, pack, python=(3, 11), machine="x86_64", glibc=(2, 17))
+    with pytest.raises(PackError, match=r"made for Python 3\.11 \(this is 3\.12\)"):
+        check_node(manifest, pack, python=(3, 12), machine="x86_64")
+    with pytest.raises(PackError, match=r"x86_64 \(this is aarch64\)"):
+        check_node(manifest, pack, python=(3, 11), machine="aarch64")
+
+
+def test_too_little_disk_is_refused(pack: Path, tmp_path: Path):
+    with pytest.raises(PackError, match="GB is needed to unpack and install"):
+        check_space({tmp_path / "not" / "yet": 1 << 62}, pack)
+    check_space({tmp_path / "not" / "yet": 1}, pack)
+    assert not (tmp_path / "not").exists()
+
+
+def test_glibc_floor_of_real_locked_wheels():
+    lock = read_lock(LOCKS / "pylock.pypi-cu130.toml")
+    names = [w.filename for p in lock.packages for w in p.wheels]
+    # sglang 0.5.23 ships manylinux_2_34 wheels only (README): the floor
+    assert glibc_floor(names) == "2.34"
+    assert glibc_floor(["six-1.17.0-py2.py3-none-any.whl"]) is None
+    assert glibc_floor([
+        "numpy-2.5.5-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        "kiwisolver-1.5.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    ]) == "2.27"
