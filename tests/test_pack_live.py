@@ -25,7 +25,7 @@ import pytest
 from stacklock.cli import main
 from stacklock.install.plan import read_lock
 from stacklock.pack.format import read_manifest
-from stacklock.pack.writer import write_pack
+from stacklock.pack.writer import PackPlan, PackResult, write_pack
 from tests.test_install_live import _python312
 
 pytestmark = pytest.mark.live
@@ -39,7 +39,9 @@ UNSHARE = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
 @pytest.fixture(scope="module")
 def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("pack") / "pypi-small.pack"
-    return write_pack(LOCK, out, cache=CACHE).path
+    result = write_pack(LOCK, out, cache=CACHE)
+    assert isinstance(result, PackResult)
+    return result.path
 
 
 @pytest.fixture(scope="module")
@@ -160,5 +162,9 @@ def test_pack_list_and_same_bytes_again(small_pack: Path, tmp_path: Path,
     assert "wheels of the lock: 11 file(s)" in text
     assert "uv-" in text and "stacklock-0.1.0-py3-none-any.whl" in text
     again = write_pack(LOCK, tmp_path / "again.pack", cache=CACHE)
+    assert isinstance(again, PackResult)
     assert again.path.read_bytes() == small_pack.read_bytes()
+    plan = write_pack(LOCK, tmp_path / "never.pack", dry_run=True, cache=CACHE)
+    assert isinstance(plan, PackPlan) and not (tmp_path / "never.pack").exists()
+    assert abs(plan.size - small_pack.stat().st_size) < 10_000
     assert main(["pack", "--list", str(LOCK)]) == 2

@@ -28,15 +28,16 @@ def pack(args: argparse.Namespace) -> int:
         else:
             print(render_listing(manifest, path, size))
         return 0
-    if not args.output:
+    if not args.output and not args.dry_run:
         raise StacklockError("pack needs -o FILE", hint="stacklock pack LOCK -o FILE")
     from stacklock.pack.writer import render_pack, write_pack
 
     live, on_status, on_download = progress(
         enabled=sys.stderr.isatty() and not args.json, status="packing")
     with live:
-        result = write_pack(args.target, args.output, no_toolkit=args.no_toolkit,
-                            on_status=on_status, on_download=on_download)
+        result = write_pack(args.target, args.output or "", no_toolkit=args.no_toolkit,
+                            dry_run=args.dry_run, on_status=on_status,
+                            on_download=on_download)
     print_json(result.to_dict()) if args.json else print(render_pack(result))
     return 0
 

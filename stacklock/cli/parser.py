@@ -149,6 +149,8 @@ def _add_pack(sub: _Sub) -> None:
                    help="leave the CUDA runfile out")
     p.add_argument("--list", action="store_true",
                    help="show what a pack holds, sizes and target")
+    p.add_argument("--dry-run", action="store_true",
+                   help="what would go in and the pack's size; downloads nothing")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="pack:pack")
 

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
     from stacklock.install.plan import LockInfo
 
-__all__ = ["PackItem", "PackResult", "render_pack", "write_pack"]
+__all__ = ["PackItem", "PackPlan", "PackResult", "plan_pack", "render_pack",
+           "write_pack"]
 
 _LEGACY_GLIBC = {"manylinux1": (2, 5), "manylinux2010": (2, 12),
                  "manylinux2014": (2, 17)}
@@ -192,44 +193,93 @@ def _write(out: BinaryIO, items: list[tuple[PackItem, Path | None]],
     return manifest
 
 
+@dataclass(frozen=True, kw_only=True)
+class PackPlan:
+    """What a pack of the lock will hold, before anything is downloaded."""
+
+    lock: Path
+    items: tuple[PackItem, ...]
+    head: dict[str, Any]
+
+    @property
+    def size(self) -> int:
+        """The pack's size within a few kB: each distinct file once, its tar
+        header(s) and padding, the tar's end, the bootstrap zip."""
+        first = {i.sha256: i for i in reversed(self.items)}
+        tar = sum(-(-(i.size or 0) // 512) * 512 + (512 if len(i.path) <= 100
+                                                    else 2048)
+                  for i in first.values())
+        root = Path(stacklock.__file__).parent
+        boot = sum((root / m).stat().st_size for m in _BOOT_MODULES)
+        return -(-(tar + 1024) // 10240) * 10240 + boot + 300 * len(self.items)
+
+    def to_dict(self) -> dict[str, Any]:
+        kinds: dict[str, dict[str, int]] = {}
+        for item in self.items:
+            entry = kinds.setdefault(item.kind, {"files": 0, "bytes": 0})
+            entry["files"] += 1
+            entry["bytes"] += item.size or 0
+        return {"lock": str(self.lock), "target": {k: self.head[k] for k in (
+            "python", "platform", "glibc")}, "kinds": kinds,
+                "about-bytes": self.size}
+
+
+def plan_pack(
+    lock_path: str | Path,
+    *,
+    no_toolkit: bool = False,
+    http: httpx.Client,
+    cache: Path,
+    on_status: Callable[[str], None] | None = None,
+) -> PackPlan:
+    """The lock's files for its target, plus stacklock and uv resolved for it."""
+    lock = read_lock(Path(lock_path))
+    target = _target(lock)
+    items = plan_items(lock, target, no_toolkit=no_toolkit)
+    if on_status is not None:
+        on_status("resolving stacklock and uv for the target")
+    for wheel in resolve_tools(lock.target, http=http, cache_dir=cache,
+                               exclude_newer=_exclude_newer(lock)):
+        items.append(PackItem(path=f"tools/{wheel.filename}", kind="tool",
+                              url=wheel.url, sha256=wheel.sha256, size=wheel.size))
+    name, data = make_self_wheel()
+    items.append(PackItem(path=f"tools/{name}", kind="tool", data=data,
+                          sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
+    wheels = [i.path.rsplit("/", 1)[-1] for i in items if i.kind in ("wheel", "tool")]
+    carried = any(i.kind == "runfile" for i in items)
+    head = {"stacklock": stacklock.__version__, "lock_sha256": items[0].sha256,
+            "python": target.python, "platform": target.platform,
+            "glibc": glibc_floor(wheels),
+            "toolkit": lock.toolkit.version if carried and lock.toolkit else None}
+    return PackPlan(lock=lock.path, items=tuple(items), head=head)
+
+
 def write_pack(
     lock_path: str | Path,
     output: str | Path,
     *,
     no_toolkit: bool = False,
+    dry_run: bool = False,
     http: httpx.Client | None = None,
     cache: Path | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
-) -> PackResult:
-    """Fetch and check everything the lock needs on a node, then write the pack."""
-    lock = read_lock(Path(lock_path))
-    target = _target(lock)
-    items = plan_items(lock, target, no_toolkit=no_toolkit)
+) -> PackResult | PackPlan:
+    """Fetch and check everything the lock needs on a node, then write the pack
+    (``dry_run``: only the plan, with its size, downloading nothing)."""
     cache = cache or default_cache_dir()
-    store = ArtifactStore(cache / "artifacts")
     own_http = http or make_http_client(timeout=60.0)
     try:
-        if on_status is not None:
-            on_status("resolving stacklock and uv for the target")
-        for wheel in resolve_tools(lock.target, http=own_http, cache_dir=cache,
-                                   exclude_newer=_exclude_newer(lock)):
-            items.append(PackItem(path=f"tools/{wheel.filename}", kind="tool",
-                                  url=wheel.url, sha256=wheel.sha256, size=wheel.size))
-        name, data = make_self_wheel()
-        items.append(PackItem(path=f"tools/{name}", kind="tool", data=data,
-                              sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
-        files = _fetch(items, store=store, http=own_http, on_download=on_download)
+        plan = plan_pack(lock_path, no_toolkit=no_toolkit, http=own_http,
+                         cache=cache, on_status=on_status)
+        if dry_run:
+            return plan
+        files = _fetch(list(plan.items), store=ArtifactStore(cache / "artifacts"),
+                       http=own_http, on_download=on_download)
     finally:
         if http is None:
             own_http.close()
-    wheels = [i.path.rsplit("/", 1)[-1] for i in items if i.kind in ("wheel", "tool")]
-    head = {"stacklock": stacklock.__version__, "lock_sha256": items[0].sha256,
-            "python": target.python, "platform": target.platform,
-            "glibc": glibc_floor(wheels),
-            "toolkit": lock.toolkit.version if any(
-                i.kind == "runfile" for i in items) and lock.toolkit else None}
-    return _write_atomic(Path(output), files, head)
+    return _write_atomic(Path(output), files, plan.head)
 
 
 def _fetch(items: list[PackItem], *, store: ArtifactStore, http: httpx.Client,
@@ -281,9 +331,19 @@ def _write_atomic(output: Path, files: list[tuple[PackItem, Path | None]],
                       manifest=manifest)
 
 
-def render_pack(result: PackResult) -> str:
+def render_pack(result: PackResult | PackPlan) -> str:
     from stacklock.pack.format import render_listing
 
+    if isinstance(result, PackPlan):
+        head = result.head
+        glibc = f", glibc >= {head['glibc']}" if head["glibc"] else ""
+        lines = [f"a pack of {result.lock.name} (nothing downloaded): about "
+                 f"{result.size / 1e9:.2f} GB",
+                 f"target: Python {head['python']}, {head['platform']}{glibc}"]
+        for kind, entry in result.to_dict()["kinds"].items():
+            lines.append(f"  {kind:8} {entry['files']:4} file(s)  "
+                         f"{entry['bytes'] / 1e6:10.1f} MB")
+        return "\n".join(lines)
     return (render_listing(result.manifest, result.path, result.size)
             + f"\nsha256 {result.sha256}  {result.path.name}")
 
