@@ -116,6 +116,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
     p = sub.add_parser("validate", help="validate an installed venv only")
     p.add_argument("--venv", required=True)
+    p.add_argument("--toolkit-prefix", metavar="PATH",
+                   help="the toolkit to check (default: the lock's prefix)")
     p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
     p = sub.add_parser("list", help="contents, sizes and target")
     p.add_argument("--json", action="store_true")
@@ -123,18 +125,21 @@ def _parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _command(args: argparse.Namespace, pack: Path, manifest: Manifest,
-             tool: Path, scratch: Path) -> list[str]:
+             tool: Path, scratch: Path, cache: Path) -> list[str]:
     if args.command == "validate":
-        lock = scratch / manifest.lock.name
-        copy_member(pack, manifest.lock, lock)
+        # where `install` keeps it too, so reports name one lock path
+        lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
+        copy_member(pack, manifest.lock, scratch / "lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(scratch / "lock", lock)
         argv = [str(tool), "validate", str(lock), "--venv", args.venv]
     else:
         argv = [str(tool), "install", str(pack), "--venv", args.venv,
                 "--python", sys.executable]
-        if args.toolkit_prefix:
-            argv += ["--toolkit-prefix", args.toolkit_prefix]
         if args.allow_no_gpu:
             argv.append("--allow-no-gpu")
+    if args.toolkit_prefix:
+        argv += ["--toolkit-prefix", args.toolkit_prefix]
     if args.report_dir:
         argv += ["--report", args.report_dir]
     return argv
@@ -161,7 +166,7 @@ def main(argv: Sequence[str] | None = None, *, pack: Path | None = None) -> int:
         with scratch_dir(cache) as scratch:
             env = _env(scratch, cache)
             tool = _tool_venv(pack, manifest, scratch, env)
-            command = _command(args, pack, manifest, tool, scratch)
+            command = _command(args, pack, manifest, tool, scratch, cache)
             return subprocess.run(command, env=env, check=False).returncode
     except StacklockError as exc:
         print(f"stacklock: error: {exc}", file=sys.stderr)
