@@ -33,6 +33,7 @@ from stacklock.install.toolkit import fetch_runfile
 from stacklock.pack.format import MANIFEST, Manifest, Member
 from stacklock.pack.tools import make_self_wheel, resolve_tools, zip_entry
 from stacklock.store import ArtifactStore
+from stacklock.tables import parse_rfc3339
 from stacklock.target import Target
 
 if TYPE_CHECKING:
@@ -141,18 +142,33 @@ def _exclude_newer(lock: LockInfo) -> datetime | None:
     value = lock.raw.get("tool", {}).get("stacklock", {}).get("exclude-newer")
     if isinstance(value, datetime):
         return value
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    return parse_rfc3339(str(value)) if value else None
 
 
-def _add(tar: tarfile.TarFile, name: str, size: int, src: BinaryIO) -> int:
-    """Add one file with fixed metadata; returns where its bytes start."""
+def _tar_info(name: str, size: int) -> tarfile.TarInfo:
+    """A plain file with fixed metadata (mtime 0, owner 0), so bytes repeat."""
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = size, 0, 0o644
     info.uid = info.gid = 0
     info.uname = info.gname = ""
-    tar.addfile(info, src)
-    assert tar.offset is not None
-    return tar.offset - -(-size // 512) * 512
+    return info
+
+
+def layout(items: list[PackItem], sizes: dict[str, int]) -> tuple[list[Member], int]:
+    """Where each file's bytes will start in the tar, and the tar's size: each
+    distinct file once (sorted by path), its header(s) as tarfile writes them."""
+    members, first, offset = [], {}, 0
+    for item in sorted(items, key=lambda i: i.path):
+        size = sizes[item.sha256]
+        if item.sha256 not in first:
+            header = _tar_info(item.path, size).tobuf(
+                tarfile.PAX_FORMAT, tarfile.ENCODING, "surrogateescape")
+            first[item.sha256] = offset + len(header)
+            offset += len(header) + -(-size // 512) * 512
+        members.append(Member(path=item.path, kind=item.kind, size=size,
+                              sha256=item.sha256, offset=first[item.sha256]))
+    end = offset + 2 * 512  # two zero blocks, then padding to a 10 KiB record
+    return members, -(-end // tarfile.RECORDSIZE) * tarfile.RECORDSIZE
 
 
 def _boot_zip(manifest: Manifest) -> bytes:
@@ -171,24 +187,24 @@ def _boot_zip(manifest: Manifest) -> bytes:
 
 def _write(out: BinaryIO, items: list[tuple[PackItem, Path | None]],
            head: dict[str, Any]) -> Manifest:
-    members = []
-    written: dict[str, tuple[int, int]] = {}  # one copy of a file in two roles
+    sources = {item.sha256: path for item, path in items}
+    data = {item.sha256: item.data for item, _ in items if item.data is not None}
+    sizes = {sha: len(data[sha]) if path is None else path.stat().st_size
+             for sha, path in sources.items()}
+    members, payload = layout([item for item, _ in items], sizes)
+    done = set()
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for item, path in sorted(items, key=lambda pair: pair[0].path):
-            if item.sha256 in written:
-                offset, size = written[item.sha256]
-            elif path is None:
-                assert item.data is not None
-                offset = _add(tar, item.path, len(item.data), io.BytesIO(item.data))
-                size = len(item.data)
-            else:
-                size = path.stat().st_size
-                with path.open("rb") as src:
-                    offset = _add(tar, item.path, size, src)
-            written[item.sha256] = (offset, size)
-            members.append(Member(path=item.path, kind=item.kind, size=size,
-                                  sha256=item.sha256, offset=offset))
-    manifest = Manifest(payload_size=out.tell(), members=tuple(members), **head)
+        for member in members:
+            if member.sha256 in done:
+                continue
+            done.add(member.sha256)
+            path = sources[member.sha256]
+            with (io.BytesIO(data[member.sha256]) if path is None
+                  else path.open("rb")) as src:
+                tar.addfile(_tar_info(member.path, member.size), src)
+            assert tar.offset == member.offset + -(-member.size // 512) * 512
+    assert out.tell() == payload
+    manifest = Manifest(payload_size=payload, members=tuple(members), **head)
     out.write(_boot_zip(manifest))
     return manifest
 
@@ -203,15 +219,11 @@ class PackPlan:
 
     @property
     def size(self) -> int:
-        """The pack's size within a few kB: each distinct file once, its tar
-        header(s) and padding, the tar's end, the bootstrap zip."""
-        first = {i.sha256: i for i in reversed(self.items)}
-        tar = sum(-(-(i.size or 0) // 512) * 512 + (512 if len(i.path) <= 100
-                                                    else 2048)
-                  for i in first.values())
-        root = Path(stacklock.__file__).parent
-        boot = sum((root / m).stat().st_size for m in _BOOT_MODULES)
-        return -(-(tar + 1024) // 10240) * 10240 + boot + 300 * len(self.items)
+        """The pack's size in bytes (a lock without sizes: less by what is missing)."""
+        sizes = {i.sha256: i.size or 0 for i in self.items}
+        members, payload = layout(list(self.items), sizes)
+        manifest = Manifest(payload_size=payload, members=tuple(members), **self.head)
+        return payload + len(_boot_zip(manifest))
 
     def to_dict(self) -> dict[str, Any]:
         kinds: dict[str, dict[str, int]] = {}
@@ -221,7 +233,8 @@ class PackPlan:
             entry["bytes"] += item.size or 0
         return {"lock": str(self.lock), "target": {k: self.head[k] for k in (
             "python", "platform", "glibc")}, "kinds": kinds,
-                "about-bytes": self.size}
+                "size": self.size,
+                "sizes-unknown": sum(i.size is None for i in self.items)}
 
 
 def plan_pack(
@@ -337,8 +350,11 @@ def render_pack(result: PackResult | PackPlan) -> str:
     if isinstance(result, PackPlan):
         head = result.head
         glibc = f", glibc >= {head['glibc']}" if head["glibc"] else ""
-        lines = [f"a pack of {result.lock.name} (nothing downloaded): about "
-                 f"{result.size / 1e9:.2f} GB",
+        unknown = sum(i.size is None for i in result.items)
+        lines = [f"a pack of {result.lock.name} (nothing downloaded): "
+                 f"{result.size:,} bytes ({result.size / 1e9:.2f} GB)"
+                 + (f", more by {unknown} file(s) the lock gives no size for"
+                    if unknown else ""),
                  f"target: Python {head['python']}, {head['platform']}{glibc}"]
         for kind, entry in result.to_dict()["kinds"].items():
             lines.append(f"  {kind:8} {entry['files']:4} file(s)  "
