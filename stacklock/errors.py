@@ -15,6 +15,7 @@
      +-- ValidateError      validation could not run (not: a check failed)
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- NativeError        a wheel's shared objects cannot be read
+     +-- PackError          a pack is unreadable, altered, or made for another node
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
      +-- NativeCheckError   exit 1: a shared object needs what the lock lacks
 
@@ -42,6 +43,7 @@ __all__ = [
     "MetadataError",
     "NativeCheckError",
     "NativeError",
+    "PackError",
     "PreflightError",
     "ProfileError",
     "ResolutionError",
@@ -162,6 +164,12 @@ class ValidateError(StacklockError):
 
 class FleetError(StacklockError):
     """A fleet run could not start or gathered nothing (not: a host failed)."""
+
+
+class PackError(StacklockError):
+    """A pack is unreadable, altered, or made for another node; nothing changed.
+    (Raised by the bootstrap inside a pack too: this module stays standard-library
+    only.)"""
 
 
 class ResolutionError(StacklockError):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from stacklock.errors import PackError
 from stacklock.install.plan import read_lock
 from stacklock.pack.format import (
-    PackError,
     check_node,
     check_space,
     copy_member,

@@ -9,6 +9,7 @@ in :mod:`stacklock.pack.format`, the bootstrap that ``python3 PACK`` runs in
 
 from __future__ import annotations
 
-from stacklock.pack.format import Manifest, Member, PackError, is_pack, read_manifest
+from stacklock.errors import PackError
+from stacklock.pack.format import Manifest, Member, is_pack, read_manifest
 
 __all__ = ["Manifest", "Member", "PackError", "is_pack", "read_manifest"]

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock._fs import cache_dir
-from stacklock.errors import StacklockError
+from stacklock.errors import PackError, StacklockError
 from stacklock.pack.format import (
     Manifest,
-    PackError,
     check_node,
     check_space,
     copy_member,

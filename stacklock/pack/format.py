@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stacklock.errors import StacklockError
+from stacklock.errors import PackError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -42,7 +42,6 @@ __all__ = [
     "MANIFEST",
     "Manifest",
     "Member",
-    "PackError",
     "check_node",
     "check_space",
     "copy_member",
@@ -56,10 +55,6 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 KINDS = ("lock", "wheel", "tool", "runfile")
 _CHUNK = 1 << 20
-
-
-class PackError(StacklockError):
-    """A pack is unreadable, altered, or made for another node; exit 2."""
 
 
 @dataclass(frozen=True, kw_only=True)
