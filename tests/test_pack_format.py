@@ -29,10 +29,10 @@ from stacklock.pack.install import unpack_verified
 from stacklock.pack.tools import make_self_wheel
 from stacklock.pack.writer import PackItem, _write, glibc_floor
 from stacklock.store import ArtifactStore
+from tests.helpers.data import DATA, ROOT
 
-DATA = Path(__file__).resolve().parent / "data"
 INSTALL = DATA / "install"
-LOCKS = Path(__file__).resolve().parents[1] / "locks"
+LOCKS = ROOT / "locks"
 
 
 def _items() -> list[tuple[PackItem, Path | None]]:
@@ -107,7 +107,7 @@ def test_the_stacklock_wheel_is_a_valid_wheel_of_this_code():
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         record = zf.read("stacklock-0.1.0.dist-info/RECORD").decode()
         meta = zf.read("stacklock-0.1.0.dist-info/METADATA").decode()
-        here = Path(__file__).resolve().parents[1] / "stacklock" / "pack" / "boot.py"
+        here = ROOT / "stacklock" / "pack" / "boot.py"
         assert zf.read("stacklock/pack/boot.py") == here.read_bytes()
         assert not [n for n in zf.namelist() if n.endswith(".pyc")]
     assert name == "stacklock-0.1.0-py3-none-any.whl"

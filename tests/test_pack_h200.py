@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 from stacklock.install.plan import read_lock
 from stacklock.validate.report import ValidateResult
+from tests.helpers.data import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "tests" / "data" / "pack-h200"
+RECORD = DATA / "pack-h200"
 LOCK = ROOT / "locks" / "pylock.pypi-small.toml"
 
 

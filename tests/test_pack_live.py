@@ -26,11 +26,12 @@ from stacklock.cli import main
 from stacklock.install.plan import read_lock
 from stacklock.pack.format import read_manifest
 from stacklock.pack.writer import PackPlan, PackResult, write_pack
-from tests.test_install_live import _python312
+from tests.helpers.data import ROOT
+from tests.helpers.uv import python312 as find_python312
 
 pytestmark = pytest.mark.live
 
-LOCK = Path(__file__).resolve().parents[1] / "locks" / "pylock.pypi-small.toml"
+LOCK = ROOT / "locks" / "pylock.pypi-small.toml"
 CACHE = Path(os.environ.get("STACKLOCK_PACK_TEST_CACHE")
              or Path.home() / ".cache" / "stacklock-pack-tests")
 UNSHARE = ["unshare", "-n"] if os.geteuid() == 0 else ["unshare", "-rn"]
@@ -45,8 +46,8 @@ def small_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def python312() -> str:
-    return _python312()
+def python312(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return find_python312(tmp_path_factory.mktemp("python"))
 
 
 def _node(python: str, pack: Path, args: list[str], *, home: Path,
@@ -131,6 +132,7 @@ def test_install_offline_with_only_python(small_pack: Path, python312: str,
 
 
 def test_other_python_and_too_little_disk_change_nothing(small_pack: Path,
+                                                         python312: str,
                                                          tmp_path: Path):
     home = tmp_path / "node"
     other, minor = _other_python()
@@ -144,7 +146,7 @@ def test_other_python_and_too_little_disk_change_nothing(small_pack: Path,
     script = (f'mount -t tmpfs -o size=4m tmpfs {disk} && mkdir {disk}/home && '
               f'HOME={disk}/home "$@" install --venv {disk}/env; '
               f'echo "rc=$?"; ls -A {disk} {disk}/home')
-    python = _python312()
+    python = python312
     out = subprocess.run(
         [*UNSHARE[:-1], UNSHARE[-1].replace("n", "mn"), "sh", "-c", script, "sh",
          python, str(small_pack)], capture_output=True, text=True, check=False,
