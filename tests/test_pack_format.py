@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.errors import PackError
-from stacklock.install.plan import read_lock
+from stacklock.lock import load_lock, wheel_sha256
 from stacklock.pack.format import (
     check_node,
     check_space,
@@ -36,7 +36,7 @@ LOCKS = ROOT / "locks"
 
 
 def _items() -> list[tuple[PackItem, Path | None]]:
-    lock = read_lock(INSTALL / "pylock.small.toml")
+    lock = load_lock(INSTALL / "pylock.small.toml")
     raw = (INSTALL / "pylock.small.toml").read_bytes()
     items: list[tuple[PackItem, Path | None]] = [(PackItem(
         path="lock/pylock.small.toml", kind="lock", data=raw, size=len(raw),
@@ -44,7 +44,7 @@ def _items() -> list[tuple[PackItem, Path | None]]:
     for pkg in lock.packages:
         wheel = pkg.wheels[0]
         items.append((PackItem(path=f"wheels/{wheel.filename}", kind="wheel",
-                               sha256=wheel.sha256, size=wheel.size),
+                               sha256=str(wheel_sha256(wheel)), size=wheel.size),
                       INSTALL / "wheels" / wheel.filename))
     name, data = make_self_wheel()
     items.append((PackItem(path=f"tools/{name}", kind="tool", data=data,
@@ -71,8 +71,8 @@ def pack(tmp_path: Path) -> Path:
 
 def test_manifest_holds_the_locks_hashes_and_tar_lists_the_payload(pack: Path):
     manifest = read_manifest(pack)
-    lock = read_lock(INSTALL / "pylock.small.toml")
-    locked = {p.wheels[0].filename: p.wheels[0].sha256 for p in lock.packages}
+    lock = load_lock(INSTALL / "pylock.small.toml")
+    locked = {p.wheels[0].filename: wheel_sha256(p.wheels[0]) for p in lock.packages}
     assert {m.name: m.sha256 for m in manifest.of_kind("wheel")} == locked
     with tarfile.open(pack) as tar:  # plain tar reads the front, ignores the zip
         names = tar.getnames()
@@ -182,7 +182,7 @@ def test_too_little_disk_is_refused(pack: Path, tmp_path: Path):
 
 
 def test_glibc_floor_of_real_locked_wheels():
-    lock = read_lock(LOCKS / "pylock.pypi-cu130.toml")
+    lock = load_lock(LOCKS / "pylock.pypi-cu130.toml")
     names = [w.filename for p in lock.packages for w in p.wheels]
     # sglang 0.5.23 ships manylinux_2_34 wheels only (README): the floor
     assert glibc_floor(names) == "2.34"

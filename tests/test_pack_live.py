@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
-from stacklock.install.plan import read_lock
+from stacklock.lock import load_lock
 from stacklock.pack.format import read_manifest
 from stacklock.pack.writer import PackPlan, PackResult, write_pack
 from tests.helpers.data import ROOT
@@ -95,8 +95,8 @@ def test_install_offline_with_only_python(small_pack: Path, python312: str,
                                           "--report-dir", str(report)], home=home)
     assert first.returncode == 0, first.stdout + first.stderr
     assert json.loads((report / "report.json").read_text())["verdict"] == "pass"
-    lock = read_lock(LOCK)
-    locked = {p.name: p.version for p in lock.packages}
+    lock = load_lock(LOCK)
+    locked = {p.name: str(p.version) for p in lock.packages}
     assert _installed_versions(venv, sorted(locked)) == locked
     imports = "import requests, rich, attrs, socks"
     subprocess.run([*UNSHARE, str(venv / "bin/python"), "-c", imports], check=True)

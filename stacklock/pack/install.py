@@ -17,6 +17,7 @@ from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import StacklockError
 from stacklock.install import InstallResult, install_lock
 from stacklock.install.preflight import toolkit_installed
+from stacklock.install.read import read_installable
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
     Manifest,
@@ -30,6 +31,7 @@ from stacklock.store import ArtifactStore
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from stacklock.lock import Lock
     from stacklock.validate.report import ValidateResult
 
 __all__ = ["PackInstallResult", "install_pack", "render_pack_install", "venv_matches"]
@@ -85,29 +87,26 @@ def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
         os.replace(scratch / "lock", lock_to)
 
 
-def venv_matches(lock: Path, venv: Path, *, toolkit_prefix: Path | None) -> bool:
+def venv_matches(lock: Lock, venv: Path, *, toolkit_prefix: Path | None) -> bool:
     """Does ``venv`` hold exactly the lock (names, versions, wheel hashes) and is
     its runfile toolkit, if any, in place?"""
-    from stacklock.install.plan import read_lock
     from stacklock.validate import read_distributions
     from stacklock.validate.checks import PASS, check_distributions, check_wheel_hashes
-    from stacklock.validate.lockview import load_lock_view
 
     python = venv / "bin" / "python"
     if not python.exists():
         return False
-    info = read_lock(lock)
-    if info.toolkit is not None and info.toolkit.source == "runfile":
-        prefix = toolkit_prefix or Path(info.toolkit.prefix or "")
-        if not toolkit_installed(prefix, info.toolkit.version):
+    cuda = lock.cuda
+    if cuda is not None and cuda.source == "runfile":
+        prefix = toolkit_prefix or Path(cuda.prefix or "")
+        if not toolkit_installed(prefix, cuda.version):
             return False
-    view = load_lock_view(lock)
     try:
         dists = read_distributions(python)
     except StacklockError:
         return False
     return all(check.status == PASS for check in (
-        check_distributions(view, dists), check_wheel_hashes(view, dists)))
+        check_distributions(lock, dists), check_wheel_hashes(lock, dists)))
 
 
 def install_pack(
@@ -132,7 +131,8 @@ def install_pack(
     store = ArtifactStore(cache / "artifacts")
     lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
     unpack_verified(pack, manifest, store, lock_to=lock, on_bytes=on_bytes)
-    skipped = venv_matches(lock, venv, toolkit_prefix=toolkit_prefix)
+    locked = read_installable(lock)
+    skipped = venv_matches(locked, venv, toolkit_prefix=toolkit_prefix)
     installed = None
     if not skipped:
         installed = install_lock(lock, venv=venv, python=python,
@@ -144,7 +144,7 @@ def install_pack(
         from stacklock.validate import validate as run_validate
 
         validation = run_validate(
-            lock, venv=venv, toolkit_prefix=toolkit_prefix,
+            locked, venv=venv, toolkit_prefix=toolkit_prefix,
             report_dir=report_dir or Path.cwd() / "stacklock-validate")
     return PackInstallResult(pack=pack, venv=venv, skipped=skipped,
                              install=installed, validation=validation)

@@ -19,12 +19,13 @@ from stacklock.profile import parse_profile
 from stacklock.resolve.resolution import resolve_profile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
     from datetime import datetime
 
     import httpx
 
     from stacklock.resolve.hashes import LockedWheel
+    from stacklock.target import Target
 
 __all__ = ["ZIP_TIME", "make_self_wheel", "resolve_tools", "zip_entry"]
 
@@ -86,7 +87,7 @@ def make_self_wheel() -> tuple[str, bytes]:
 
 
 def resolve_tools(
-    target: Mapping[str, object],
+    target: Target,
     *,
     http: httpx.Client | None = None,
     cache_dir: Path | None = None,
@@ -98,7 +99,7 @@ def resolve_tools(
     requirements: dict[str, object] = {"packages": _requirements()}
     if exclude_newer is not None:
         requirements["exclude-newer"] = exclude_newer
-    profile = parse_profile({"target": dict(target), "requirements": requirements},
+    profile = parse_profile({"target": target.to_dict(), "requirements": requirements},
                             name="stacklock-tools")
     resolution = resolve_profile(profile, http=http, cache_dir=cache_dir,
                                  on_status=on_status)

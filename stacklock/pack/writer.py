@@ -17,7 +17,6 @@ import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -28,20 +27,23 @@ from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import file_digest
 from stacklock.errors import LockError
 from stacklock.http import make_http_client
-from stacklock.install.plan import applicable, best_wheel, read_lock
+from stacklock.install.plan import applicable, best_wheel
+from stacklock.install.read import read_installable
 from stacklock.install.toolkit import fetch_runfile
+from stacklock.lock import CudaEntry, wheel_sha256
 from stacklock.pack.format import MANIFEST, Manifest, Member
 from stacklock.pack.tools import make_self_wheel, resolve_tools, zip_entry
 from stacklock.store import ArtifactStore
 from stacklock.tables import parse_rfc3339
-from stacklock.target import Target
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
 
     import httpx
 
-    from stacklock.install.plan import LockInfo
+    from stacklock.lock import Lock
+    from stacklock.target import Target
 
 __all__ = ["PackItem", "PackPlan", "PackResult", "plan_pack", "render_pack",
            "write_pack"]
@@ -105,18 +107,18 @@ def glibc_floor(filenames: list[str]) -> str | None:
     return ".".join(map(str, max(floors))) if floors else None
 
 
-def _target(lock: LockInfo) -> Target:
-    if not lock.target:
+def _target(lock: Lock) -> Target:
+    if lock.target is None:
         raise LockError(f"{lock.path}: no [tool.stacklock] target: a pack needs to "
                         "know the node's Python and platform",
                         hint="pack a lock made by stacklock resolve")
-    return Target.from_dict(dict(lock.target))
+    return lock.target
 
 
-def plan_items(lock: LockInfo, target: Target, *, no_toolkit: bool) -> list[PackItem]:
+def plan_items(lock: Lock, target: Target, *, no_toolkit: bool) -> list[PackItem]:
     """The lock and the wheels uv would pick for the target, plus the runfile."""
-    raw = lock.path.read_bytes()
-    items = [PackItem(path=f"lock/{lock.path.name}", kind="lock", data=raw,
+    raw = Path(lock.path).read_bytes()
+    items = [PackItem(path=f"lock/{Path(lock.path).name}", kind="lock", data=raw,
                       sha256=hashlib.sha256(raw).hexdigest(), size=len(raw))]
     tags = target.tags()
     for pkg in applicable(lock, target.marker_environment()):
@@ -124,12 +126,13 @@ def plan_items(lock: LockInfo, target: Target, *, no_toolkit: bool) -> list[Pack
         if wheel is None:
             raise LockError(f"{lock.path}: {pkg.name} {pkg.version} has no wheel for "
                             f"the lock's target", hint="re-resolve the lock")
-        if wheel.url is None:
-            raise LockError(f"{lock.path}: {wheel.filename} has no url",
-                            hint="pack a lock whose wheels have URLs")
+        sha256 = wheel_sha256(wheel)
+        if wheel.url is None or sha256 is None:
+            raise LockError(f"{lock.path}: {wheel.filename} has no url or sha256",
+                            hint="pack a lock whose wheels have URLs and hashes")
         items.append(PackItem(path=f"wheels/{wheel.filename}", kind="wheel",
-                              url=wheel.url, sha256=wheel.sha256, size=wheel.size))
-    cuda = lock.toolkit
+                              url=wheel.url, sha256=sha256, size=wheel.size))
+    cuda = lock.cuda
     if cuda is not None and cuda.source == "runfile" and not no_toolkit:
         assert cuda.runfile and cuda.sha256
         items.append(PackItem(path=f"toolkit/{cuda.runfile}", kind="runfile",
@@ -138,11 +141,9 @@ def plan_items(lock: LockInfo, target: Target, *, no_toolkit: bool) -> list[Pack
     return items
 
 
-def _exclude_newer(lock: LockInfo) -> datetime | None:
-    value = lock.raw.get("tool", {}).get("stacklock", {}).get("exclude-newer")
-    if isinstance(value, datetime):
-        return value
-    return parse_rfc3339(str(value)) if value else None
+def _exclude_newer(lock: Lock) -> datetime | None:
+    value = lock.stack.exclude_newer if lock.stack is not None else None
+    return parse_rfc3339(value) if value else None
 
 
 def _tar_info(name: str, size: int) -> tarfile.TarInfo:
@@ -246,12 +247,12 @@ def plan_pack(
     on_status: Callable[[str], None] | None = None,
 ) -> PackPlan:
     """The lock's files for its target, plus stacklock and uv resolved for it."""
-    lock = read_lock(Path(lock_path))
+    lock = read_installable(Path(lock_path))
     target = _target(lock)
     items = plan_items(lock, target, no_toolkit=no_toolkit)
     if on_status is not None:
         on_status("resolving stacklock and uv for the target")
-    for wheel in resolve_tools(lock.target, http=http, cache_dir=cache,
+    for wheel in resolve_tools(target, http=http, cache_dir=cache,
                                exclude_newer=_exclude_newer(lock)):
         items.append(PackItem(path=f"tools/{wheel.filename}", kind="tool",
                               url=wheel.url, sha256=wheel.sha256, size=wheel.size))
@@ -263,8 +264,8 @@ def plan_pack(
     head = {"stacklock": stacklock.__version__, "lock_sha256": items[0].sha256,
             "python": target.python, "platform": target.platform,
             "glibc": glibc_floor(wheels),
-            "toolkit": lock.toolkit.version if carried and lock.toolkit else None}
-    return PackPlan(lock=lock.path, items=tuple(items), head=head)
+            "toolkit": lock.cuda.version if carried and lock.cuda else None}
+    return PackPlan(lock=Path(lock.path), items=tuple(items), head=head)
 
 
 def write_pack(
@@ -311,12 +312,9 @@ def _fetch(items: list[PackItem], *, store: ArtifactStore, http: httpx.Client,
                 on_download(name, done, total)
 
         if item.kind == "runfile":
-            from stacklock.install.plan import LockedToolkit
-
-            path = fetch_runfile(LockedToolkit(version="", source="runfile",
-                                               url=item.url, sha256=item.sha256,
-                                               md5=item.md5, size=item.size),
-                                 store=store, http=http, progress=progress)
+            runfile = CudaEntry(version="", source="runfile", url=item.url,
+                                sha256=item.sha256, md5=item.md5, size=item.size)
+            path = fetch_runfile(runfile, store=store, http=http, progress=progress)
         else:
             path, _ = store.fetch(http, item.url, expected_sha256=item.sha256,
                                   size=item.size, progress=progress)
