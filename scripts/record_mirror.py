@@ -1,18 +1,20 @@
-"""Record tests/data/mirror/: the loopback mirror that blackwell-cu130 resolves on.
+"""Record tests/data/mirror/: the loopback mirror the blackwell-cu130 profiles
+resolve on.
 
     .venv/bin/python scripts/record_mirror.py [--runs 2]
 
-Starts the mirror of ``tests/mirror.py`` on an empty folder with a ``fill`` hook:
-whatever resolution asks the mirror for and it lacks is fetched from real PyPI and
+Starts the mirror of ``tests/helpers/mirror.py`` on an empty folder with a ``fill``
+hook: whatever resolution asks the mirror for and it lacks is fetched from real PyPI and
 stored, then served. ``/simple/<project>/`` is pypi.org's PEP 691 JSON page trimmed
-to the wheels of the profile's target; ``/whl/cu130/<project>/`` is PyPI's torch,
-torchvision or torchaudio page trimmed the same way and written in
-download.pytorch.org's format; ``<wheel>.metadata`` is the wheel's METADATA read
-by ``stacklock.metadata.MetadataFetcher`` from files.pythonhosted.org (the PEP 658
-file, checked against the page's sha256). The profile is resolved ``--runs`` times
-with empty caches (speculative prefetch may ask for a few more files in one run
-than in another; the union is kept), then once more with the fill hook off, which
-must give the same lock. Rewrites tests/data/mirror/ and its PROVENANCE.md.
+to the wheels of the profile's target; a wheel's METADATA is read by range reads
+into files.pythonhosted.org, whose answers are kept in a cassette. The PyTorch
+role serves stand-ins (tests/data/mirror/pytorch/files.toml); the real PyPI
+METADATA they start from is fetched here too. Every scenario of the mirror tests
+(blackwell-cu130, blackwell-cu130-nightly, the nightly with an exclude-newer
+cut-off) is resolved ``--runs`` times with empty caches (speculative prefetch may
+ask for a few more files in one run than in another; the union is kept), then once
+more with the fill hook off, which must give the same lock. Rewrites
+tests/data/mirror/ (not its pytorch/files.toml) and its PROVENANCE.md.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import struct
 import sys
 import tempfile
 import threading
-import time
+import tomllib
 import zipfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,35 +39,52 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
-from packaging.requirements import Requirement  # noqa: E402
 from packaging.utils import canonicalize_name, parse_wheel_filename  # noqa: E402
-from packaging.version import Version  # noqa: E402
 
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.index.client import ACCEPT  # noqa: E402
 from stacklock.index.pages import Link, parse_json_page  # noqa: E402
-from stacklock.metadata import MetadataFetcher  # noqa: E402
+from stacklock.metadata.remote_zip import (  # noqa: E402
+    RangeReader,
+    read_dist_info_metadata,
+)
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
 from tests.helpers.cassette import RecordingTransport  # noqa: E402
-from tests.helpers.mirror import (  # noqa: E402  # noqa: E402
+from tests.helpers.mirror import (  # noqa: E402
     DATA,
-    PYTORCH_PREFIX,
-    PYTORCH_PROJECTS,
     RANGES,
     WheelHost,
     derived_index,
     dump_json,
     make_mirror_client,
     read_maybe_gz,
-    render_pytorch_page,
     serve_mirror,
-    stand_in_wheel,
     trim_json_page,
 )
+from tests.helpers.standins import PYTORCH_FILES, stand_in_wheel  # noqa: E402
 
-PROFILE = "blackwell-cu130"
 PYPI = "https://pypi.org/simple"
+PINNED_NIGHTLY = """\
+[profile]
+extends = "blackwell-cu130-nightly"
+description = "blackwell-cu130-nightly as of {cutoff}"
+
+[requirements]
+exclude-newer = "{cutoff}"
+"""
+NIGHTLY_CUTOFF = "2026-12-01T12:00:00Z"  # between two of the stand-in nightlies
+
+
+def scenario_profiles(folder: Path) -> list[tuple[str, bool]]:
+    """(profile, nightly?) for every resolution the mirror must answer; the
+    pinned nightly is written into ``folder`` next to copies of its parents."""
+    for name in ("blackwell-cu130", "blackwell-cu130-nightly"):
+        shutil.copy(ROOT / "profiles" / f"{name}.toml", folder / f"{name}.toml")
+    pinned = folder / "blackwell-cu130-nightly-pinned.toml"
+    pinned.write_text(PINNED_NIGHTLY.format(cutoff=NIGHTLY_CUTOFF), "utf-8")
+    return [("blackwell-cu130", False), ("blackwell-cu130-nightly", True),
+            (str(pinned), True)]
 
 
 class Recorder:
@@ -80,11 +99,8 @@ class Recorder:
             transport=RecordingTransport(root / RANGES, httpx.HTTPTransport(retries=2)))
         self.links: dict[str, Link] = {}  # wheel filename -> its real PyPI link
         self.lock = threading.Lock()
-        self.target = load_profile(PROFILE).target
-        self.stamp = int(time.time())
+        self.target = load_profile("blackwell-cu130").target
         self.pages: dict[str, tuple[int, int]] = {}  # path -> (files before, after)
-        self.decide = MetadataFetcher(self.http, cache_dir=Path(tempfile.mkdtemp()))
-        self.cu130_torch: list[Version] = []
 
     def __call__(self, method: str, what: str, range_: str | None) -> None:
         with self.lock:  # one at a time: simple, and the fetches are few
@@ -93,9 +109,6 @@ class Recorder:
                 self._wheel(method, what, range_)
             elif what.endswith("/") and len(parts) == 2 and parts[0] == "simple":
                 self._pypi_page(parts[1])
-            elif (what.endswith("/") and what.startswith(PYTORCH_PREFIX)
-                  and len(parts) == 3 and parts[2] in PYTORCH_PROJECTS):
-                self._pytorch_page(parts[2])
 
     def _fetch_page(self, project: str) -> dict | None:
         url = f"{PYPI}/{canonicalize_name(project)}/"
@@ -115,45 +128,19 @@ class Recorder:
         self.pages[f"simple/{project}"] = (len(page["files"]), len(trimmed["files"]))
         _write(self.root / "simple" / project / "index.json", dump_json(trimmed))
 
-    def _pytorch_page(self, project: str) -> None:
-        page = self._fetch_page(project)
-        if page is None:
-            return
-        trimmed = trim_json_page(page, self.target, PYTORCH_PREFIX)
-        keep = self._is_cu130_torch if project == "torch" else self._fits_cu130_torch
-        trimmed["files"] = [f for f in trimmed["files"] if keep(f["filename"])]
-        self.pages[f"whl/cu130/{project}"] = (len(page["files"]),
-                                              len(trimmed["files"]))
-        body = render_pytorch_page(project, trimmed["files"], self.stamp)
-        _write(self.root / PYTORCH_PREFIX.strip("/") / project / "index.html", body)
-
-    def _requirements_on(self, filename: str, name: str) -> list[Requirement]:
-        """``filename``'s requirements on ``name`` that apply to the target,
-        from its METADATA on PyPI (read to decide, not stored)."""
-        env = {**self.target.marker_environment(), "extra": ""}
-        meta = self.decide.get(self.links[filename])
-        return [r for r in meta.requires_dist if canonicalize_name(r.name) == name
-                and (r.marker is None or r.marker.evaluate(env))]
-
-    def _is_cu130_torch(self, filename: str) -> bool:
-        """A CUDA 13.0 build: torch >= 2.11 pins ``cuda-toolkit==13.0.x``
-        (2.15.0 pins 13.2.2 and belongs on a cu132 index)."""
-        for req in self._requirements_on(filename, "cuda-toolkit"):
-            pins = [Version(s.version) for s in req.specifier if s.operator == "=="]
-            if pins and all(v.release[:2] == (13, 0) for v in pins):
-                self.cu130_torch.append(parse_wheel_filename(filename)[1])
-                return True
-        return False
-
-    def _fits_cu130_torch(self, filename: str) -> bool:
-        """torchvision/torchaudio: kept when a kept torch satisfies it."""
-        if not self.cu130_torch:
-            self._pytorch_page("torch")
-        return all(any(r.specifier.contains(v, prereleases=True)
-                       for v in self.cu130_torch)
-                   for r in self._requirements_on(filename, "torch"))
+    def pypi_metadata(self, filename: str) -> bytes:
+        """The METADATA of PyPI's wheel ``filename``, read by range reads (a
+        stand-in's base; not part of the cassette)."""
+        self._fetch_page(parse_wheel_filename(filename)[0])
+        reader = RangeReader(self.http, self.links[filename].url,
+                             on_bytes=lambda n: None)
+        if not reader.open_tail(65536):
+            raise SystemExit(f"{filename}: the file host ignores Range")
+        return read_dist_info_metadata(reader, filename)
 
     def _wheel(self, method: str, filename: str, range_: str | None) -> None:
+        if filename not in self.links:  # its page was stored by an earlier run
+            self._fetch_page(parse_wheel_filename(filename)[0])
         link = self.links.get(filename)
         if link is not None:
             headers = {"Range": range_} if range_ else {}
@@ -226,7 +213,8 @@ def blank_unread(body: bytes, start: int, total: int) -> bytes:
 
 def _pack_ranges(root: Path) -> None:
     """Apply :func:`blank_unread` to every recorded suffix read and store every
-    body gzip-compressed (``<sha256 of the body>.gz``, as tests/cassette.py does)."""
+    body gzip-compressed (``<sha256 of the body>.gz``, as tests/helpers/cassette.py
+    does)."""
     path = root / "cassette.json"
     data = json.loads(path.read_text("utf-8"))
     for entry in data["entries"]:
@@ -256,12 +244,20 @@ def _write(path: Path, body: bytes) -> None:
     tmp.replace(path)
 
 
-def _resolve(index_urls: dict[str, str], wheel: bytes, out: Path) -> bytes:
-    host = WheelHost(wheel)
-    with make_mirror_client(host) as http, tempfile.TemporaryDirectory() as cache:
-        lock_profile(PROFILE, output=out, index_urls=index_urls, http=http,
-                     cache_dir=Path(cache))
-    return out.read_bytes()
+def _resolve(mirror: Any, scenarios: list[tuple[str, bool]],
+             work: Path, tag: str) -> list[bytes]:
+    """Lock every scenario on ``mirror`` with empty caches; the locks' bytes."""
+    out = []
+    for i, (profile, nightly) in enumerate(scenarios):
+        urls = mirror.index_urls(nightly=nightly, sgl_page="sgl")
+        lock = work / f"{tag}-{i}.toml"
+        # the fill hook fetches one file at a time: a read may wait long
+        with make_mirror_client(WheelHost(), timeout=600) as http, \
+                tempfile.TemporaryDirectory() as cache:
+            lock_profile(profile, output=lock, index_urls=urls, http=http,
+                         cache_dir=Path(cache), check=False)
+        out.append(lock.read_bytes())
+    return out
 
 
 def _compress_pages(root: Path) -> None:
@@ -271,61 +267,73 @@ def _compress_pages(root: Path) -> None:
         path.unlink()
 
 
-def record(runs: int) -> str:
-    for sub in ("simple", RANGES, "whl"):
-        shutil.rmtree(DATA / sub, ignore_errors=True)
+def _record_bases(recorder: Recorder) -> list[str]:
+    """PyPI's METADATA of every wheel files.toml names as a stand-in's base."""
+    table = tomllib.loads((PYTORCH_FILES / "files.toml").read_text("utf-8"))
+    bases = sorted({entry["base"] for entry in table["file"]})
+    for base in bases:
+        filename = base.removesuffix(".METADATA")
+        _write(PYTORCH_FILES / base, recorder.pypi_metadata(filename))
+    return bases
+
+
+def record(runs: int, *, resume: bool = False) -> str:
+    if not resume:
+        for sub in ("simple", RANGES):
+            shutil.rmtree(DATA / sub, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix="record-mirror-"))
-    wheel = stand_in_wheel()  # zip timestamps: build it once
-    sha = hashlib.sha256(wheel).hexdigest()
+    sha = hashlib.sha256(stand_in_wheel()).hexdigest()
     derived = Path(derived_index(work, sha))
+    scenarios = scenario_profiles(work)
     recorder = Recorder(DATA)
-    locks = []
+    bases = _record_bases(recorder)
     for run in range(runs):
         with serve_mirror(fill=recorder, sgl_root=derived) as mirror:
-            urls = mirror.index_urls(sgl_page="sgl")
-            locks.append(_resolve(urls, wheel, work / f"run{run}.toml"))
+            _resolve(mirror, scenarios, work, f"run{run}")
     _compress_pages(DATA)
     _pack_ranges(DATA / RANGES)
     with serve_mirror(sgl_root=derived) as mirror:
-        replay = _resolve(mirror.index_urls(sgl_page="sgl"), wheel,
-                          work / "replay.toml")
+        replay = _resolve(mirror, scenarios, work, "replay")
     recorder.close()
     shutil.rmtree(work)
-    if not replay.count(b"[[packages]]"):
-        raise SystemExit("the replay locked nothing")
-    return _provenance(recorder, replay.count(b"[[packages]]"))
+    counts = [lock.count(b"[[packages]]") for lock in replay]
+    if not all(counts):
+        raise SystemExit("a replay locked nothing")
+    return _provenance(recorder, counts, bases)
 
 
-def _provenance(recorder: Recorder, packages: int) -> str:
+def _provenance(recorder: Recorder, counts: list[int], bases: list[str]) -> str:
     files = [p for p in DATA.rglob("*") if p.is_file() and p.name != "PROVENANCE.md"]
     size = sum(p.stat().st_size for p in files)
     cassette = json.loads((DATA / RANGES / "cassette.json").read_text("utf-8"))
     metas = {e["url"] for e in cassette["entries"]}
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
-    torches = recorder.cu130_torch
     rows = "\n".join(f"| `{page}/` | {before} | {after} |"
                      for page, (before, after) in sorted(recorder.pages.items()))
+    packages = ", ".join(map(str, counts))
     text = PROVENANCE.format(when=when, pages=len(recorder.pages),
                              metas=len(metas), size=size // 1024,
-                             packages=packages, rows=rows,
-                             torches=", ".join(map(str, sorted(set(torches)))))
+                             packages=packages, rows=rows, cutoff=NIGHTLY_CUTOFF,
+                             bases="\n".join(f"  - `{b}`" for b in bases))
     (DATA / "PROVENANCE.md").write_text(text, encoding="utf-8")
     return (f"{len(recorder.pages)} pages, {len(metas)} wheels read by range, "
-            f"{size // 1024} KiB; replay locked {packages} packages\n")
+            f"{size // 1024} KiB; the replays locked {packages} packages\n")
 
 
 PROVENANCE = """\
-# tests/data/mirror: a loopback mirror for blackwell-cu130
+# tests/data/mirror: a loopback mirror for the blackwell-cu130 profiles
 
 Recorded {when} by `scripts/record_mirror.py` from https://pypi.org/simple (PEP 691
-JSON) and files.pythonhosted.org, while stacklock resolved
-`profiles/blackwell-cu130.toml` against the mirror (`tests/mirror.py`), fetching
-only what resolution asked for: {pages} pages, {metas} wheels read by range, {size} KiB
-on disk; the replay with nothing fetched locked {packages} packages.
+JSON) and files.pythonhosted.org, while stacklock resolved, against the mirror
+(`tests/helpers/mirror.py`), `profiles/blackwell-cu130.toml`,
+`profiles/blackwell-cu130-nightly.toml` and that nightly profile with
+`exclude-newer = "{cutoff}"`, fetching only what resolution asked for: {pages}
+pages, {metas} wheels read by range, {size} KiB on disk; the replays with nothing
+fetched locked {packages} packages.
 
 What was changed, all by the script, nothing typed by hand:
 
-- **Trimmed**: every page keeps only the wheels whose tags fit the profile's
+- **Trimmed**: every page keeps only the wheels whose tags fit the profiles'
   target (CPython 3.12, manylinux_2_28 x86_64; `stacklock.target.Target.tags()`);
   sdists and other platforms are dropped. `versions` keeps the versions that still
   have a file. All other fields (sha256, size, upload-time, requires-python,
@@ -333,42 +341,45 @@ What was changed, all by the script, nothing typed by hand:
 - **PyPI role** (`simple/<project>/index.json.gz`):
   each file's `url` is rewritten to `../../files/<filename>`, relative, so the
   mirror serves on any port (as bandersnatch-style mirrors do).
-- **PyTorch index role** (`whl/cu130/<project>/index.html`): PyPI's torch,
-  torchvision and torchaudio files, kept as a cu130 index would hold them: torch
-  releases whose METADATA pins `cuda-toolkit==13.0.*` (the CUDA 13.0 builds,
-  2.11 onwards; a release pinning another CUDA minor would live on another
-  index), and the torchvision/torchaudio files whose `torch` requirement one of
-  those satisfies (their METADATA is read from PyPI to decide, and stored only
-  if resolution reads it). Written in download.pytorch.org's page format
-  (tests/data/real/PROVENANCE.md section 1): root-relative hrefs
-  `/whl/cu130/<file>` with `%2B`, PyPI's real `#sha256=` kept
-  (download.pytorch.org's stable pages carry it; download-hashing is exercised by
-  sgl-kernel instead), no metadata attributes (PyPI gave no METADATA sha256 to
-  copy), no `data-requires-python`, a `<!--TIMESTAMP-->` of the recording time.
-  These are stable builds, not nightlies: no cu130 nightly page is recorded
-  anywhere (tests/data/pytorch/). Kept torch versions: {torches}.
 - **METADATA**: PyPI's pages here declare no PEP 658 files, so stacklock reads
   METADATA with HTTP range reads into each wheel (`stacklock/metadata/remote_zip.py`).
-  `ranges/` is a tests/cassette.py cassette of files.pythonhosted.org's real
+  `ranges/` is a tests/helpers/cassette.py cassette of files.pythonhosted.org's real
   answers to those reads (recorded with `RecordingTransport` while the mirror
-  forwarded them); the mirror answers `GET /files/<wheel>` and
-  `GET /whl/cu130/<wheel>` with the same `Range` from it, by filename. Whole
-  wheels are never served. In each 64 KiB suffix read, the bytes before the
-  zip's central directory (compressed file data no METADATA reader looks at)
-  are set to zero, except the `*.dist-info/METADATA` member when it lies in the
-  tail (`blank_unread` in the script); the central directory, the end records
-  and the METADATA bytes are PyPI's. All bodies and pages are stored gzipped.
-- **sgl-kernel**: not stored here; the mirror serves
-  `tests/data/real/sgl-project-whl-gh-pages/` unchanged at `/sgl/`. Its hrefs point
-  to github.com release assets, which cannot be reached from here; the test
-  answers them with a **stand-in** wheel: a small zip with a `STAND-IN.txt` and
-  the METADATA of PyPI's sgl-kernel 0.3.21 (tests/data/resolve/mirror/, labelled
-  there) with `Version: 0.3.21+cu130`. It is not the real cu130 wheel and its
-  sha256 is none of those the real page lists: served the real page unchanged,
-  resolution fails naming them; the recording and the passing test serve a copy
-  of the real page plus one anchor carrying the stand-in's sha256 (written to a
-  temporary folder by tests/test_resolve_indexes.py's `_derived_index`, never
-  stored), so the hash is settled by download.
+  forwarded them); the mirror answers `GET /files/<wheel>` with the same `Range`
+  from it, by filename. Whole wheels are never served. In each 64 KiB suffix
+  read, the bytes before the zip's central directory (compressed file data no
+  METADATA reader looks at) are set to zero, except the `*.dist-info/METADATA`
+  member when it lies in the tail (`blank_unread` in the script); the central
+  directory, the end records and the METADATA bytes are PyPI's. All bodies and
+  pages are stored gzipped.
+- **PyTorch index role** (`pytorch/`): **stand-ins**, not recorded files. No
+  page of download.pytorch.org/whl/cu130 or /whl/nightly/cu130 is recorded
+  anywhere (tests/data/real/PROVENANCE.md section 1), so `pytorch/files.toml`
+  declares the files (names, channel, upload times, which release anchors carry
+  `#sha256=`) and tests/helpers/pytorch_index.py writes the pages in the format
+  pytorch/test-infra's manage_v2.py generates (absolute hrefs to a second host
+  with `%2B`, no `#sha256=` on nightlies, `data-dist-info-metadata` /
+  `data-core-metadata`, `data-upload-time`, `<!--TIMESTAMP-->`, 403 for a
+  missing project). Each stand-in wheel (tests/helpers/standins.py) is a small zip with
+  a `STAND-IN.txt`; its METADATA is the real PyPI METADATA named in its `base`,
+  recorded here by the script from files.pythonhosted.org, with Name and
+  Version set from the file name and the `replace`d Requires-Dist lines
+  rewritten (a nightly torch requires `pytorch-triton`; a PyTorch-index
+  torchvision or torchaudio pins its torch exactly):
+{bases}
+- **sgl-kernel and flashinfer**: not stored here; the mirror serves
+  `tests/data/real/sgl-project-whl-gh-pages/` and
+  `tests/data/real/flashinfer-ai-whl-cu130/` unchanged at `/sgl/` and
+  `/flashinfer/`. Their hrefs point to github.com release assets, which cannot be
+  reached from here; the tests answer them with stand-ins
+  (tests/helpers/standins.py).
+  flashinfer's pages list one sha256 per file, which the lock takes from the
+  page; the stand-in is read only for METADATA. The sgl-kernel page lists the
+  chosen file under several sha256 values, none the stand-in's: served the real
+  page unchanged, resolution fails naming them; the recording and the passing
+  tests serve a copy of the real page plus one anchor carrying the stand-in's
+  sha256 (written to a temporary folder by tests/helpers/mirror.py's
+  `derived_index`, never stored), so the hash is settled by download.
 
 | page | files on PyPI | files kept |
 |---|---|---|
@@ -380,8 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=2,
                         help="resolutions with empty caches (default 2)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep what an interrupted recording fetched")
     args = parser.parse_args(argv)
-    sys.stdout.write(record(args.runs))
+    sys.stdout.write(record(args.runs, resume=args.resume))
     return 0
 
 

@@ -81,3 +81,18 @@ def make_client(tmp_path):
     yield make
     for http in made:
         http.close()
+
+
+@pytest.fixture
+def sgl_derived(tmp_path: Path) -> Path:
+    """The real sgl-kernel cu130 page plus one anchor with the sha256 of the
+    stand-in wheel (tests/helpers/standins.py) the loopback mirror's github.com
+    serves, so that wheel settles by download."""
+    import hashlib
+    from pathlib import Path
+
+    from tests.helpers.mirror import derived_index
+    from tests.helpers.standins import stand_in_wheel
+
+    sha = hashlib.sha256(stand_in_wheel()).hexdigest()
+    return Path(derived_index(tmp_path, sha))

@@ -1,15 +1,13 @@
-"""blackwell-cu130 resolved end to end on a loopback mirror of all three indexes.
+"""blackwell-cu130 resolved end to end on a loopback mirror of its four indexes.
 
 ``stacklock resolve blackwell-cu130 --index NAME=http://127.0.0.1:PORT/...`` for
-every index of the profile, through the CLI, against tests/helpers/mirror.py serving
-tests/data/mirror/ (real PyPI pages and range reads, recorded and trimmed by
-scripts/record_mirror.py; see its PROVENANCE.md) and the real sgl-kernel cu130
-page. github.com, where that page's wheels live, answers with a labelled stand-in
-wheel; any other host is refused. The PyTorch role holds PyPI's cu130 torch builds
-(2.11 onwards), so the profile's ``torch>=2.11.0.dev0,<2.12`` takes the newest 2.11
-build among them, as it would take the newest 2.11 nightly on the real index.
-Expectations come from the recorded data itself (pages, sglang's METADATA, NVIDIA's
-runfile tables), not from stacklock's output.
+every index of the profile, through the CLI, against tests/helpers/mirror.py: real PyPI
+pages and range reads (tests/data/mirror/, see its PROVENANCE.md), the real
+sgl-kernel and flashinfer cu130 pages, and the PyTorch cu130 index in its real
+format (absolute hrefs to a second host, ``%2B``, PEP 658 attributes, upload
+times, ``#sha256=`` on some anchors only) listing labelled stand-in wheels.
+Expectations come from the recorded data itself (pages, sglang's METADATA,
+NVIDIA's runfile tables, the stand-ins' bytes), not from stacklock's output.
 """
 
 from __future__ import annotations
@@ -24,28 +22,28 @@ from pathlib import Path
 import pytest
 from packaging.pylock import Pylock
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import canonicalize_name
 
-from stacklock import cli
 from stacklock.profile import load_profile
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.data import REAL
 from tests.helpers.mirror import (
     DATA,
+    FLASHINFER_ROOT,
     SGL_ROOT,
     WheelHost,
-    derived_index,
     is_usable,
     make_mirror_client,
+    resolve_on_mirror,
     serve_mirror,
-    stand_in_wheel,
 )
+from tests.helpers.standins import SGL_FILE, github_wheel, pytorch_files
+from tests.helpers.uv import uv_dry_run
 
 PROFILE = load_profile("blackwell-cu130")
-SGL_FILE = "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl"
 SGLANG_METADATA = REAL.parent / "resolve" / "mirror" / "sglang-0.5.9-pypi.METADATA"
 PYTORCH_NAMES = {"torch", "torchvision", "torchaudio"}
+JIT_FILE = "flashinfer_jit_cache-0.6.4+cu130-cp39-abi3-manylinux_2_28_x86_64.whl"
 
 
 def _pypi_page(project: str) -> dict:
@@ -53,15 +51,9 @@ def _pypi_page(project: str) -> dict:
         (DATA / "simple" / project / "index.json.gz").read_bytes()))
 
 
-def _pytorch_versions(project: str) -> list[Version]:
-    html = (DATA / "whl" / "cu130" / project / "index.html").read_text()
-    return [parse_wheel_filename(name)[1]
-            for name in re.findall(r">([^<>]+\.whl)</a>", html)]
-
-
-def _real_sgl_hashes() -> set[str]:
-    page = (SGL_ROOT / "cu130" / "sgl-kernel" / "index.html").read_text()
-    return set(re.findall(re.escape(SGL_FILE) + r"#sha256=([0-9a-f]{64})", page))
+def _page_hashes(page: Path, filename: str) -> set[str]:
+    return set(re.findall(re.escape(filename) + r"#sha256=([0-9a-f]{64})",
+                          page.read_text()))
 
 
 def _runfile_row(path: Path, version: str, platform: str) -> list[str]:
@@ -72,105 +64,116 @@ def _runfile_row(path: Path, version: str, platform: str) -> list[str]:
     raise AssertionError(f"{path.name}: no {version} {platform} row")
 
 
-@pytest.fixture
-def wheel() -> bytes:
-    return stand_in_wheel()  # zip timestamps: build once per test
+def test_pytorch_pages_have_the_real_anchor_format():
+    """A rendered anchor has the shape of the real cu128 torch 2.11.0 anchor
+    quoted from download.pytorch.org (tests/data/real/pytorch-index-anchor-
+    excerpts): host and names aside, the same attributes in the same order."""
+    real = (REAL / "pytorch-index-anchor-excerpts" /
+            "cu128-torch-2.11.0_pytorch-issue-181056.html").read_text().rstrip("\n")
+    shape = re.escape(real)
+    shape = shape.replace(re.escape("https://download-r2.pytorch.org"),
+                          r"http://127\.0\.0\.1:\d+")
+    shape = re.sub(r"[0-9a-f]{64}", "[0-9a-f]{64}", shape)
+    shape = shape.replace("cu128", "cu130").replace("cp310", "cp312")
+    shape = shape.replace(re.escape('">torch'),
+                          re.escape('" data-upload-time="') + r'[0-9T:\-]+Z">torch')
+    with serve_mirror() as mirror:
+        import httpx
+
+        page = httpx.get(f"{mirror.url}/whl/cu130/torch/").text
+        missing = httpx.get(f"{mirror.url}/whl/cu130/no-such-project/")
+    line = next(x for x in page.splitlines()
+                if "torch-2.11.0%2Bcu130-cp312-cp312-manylinux_2_28_x86_64" in x)
+    assert re.fullmatch(shape, line), (shape, line)
+    assert page.startswith("<!DOCTYPE html>\n<html>\n  <body>\n")
+    assert re.search(r"\n<!--TIMESTAMP \d+-->$", page)  # no trailing newline
+    assert missing.status_code == 403 and b"AccessDenied" in missing.content
 
 
-def test_mirror_pages_hold_only_wheels_the_target_can_use():
-    pages = sorted((DATA / "simple").glob("*/index.json.gz"))
-    assert len(pages) > 100  # sglang 0.5.9's closure, not a toy
-    for page in pages:
-        for entry in _pypi_page(page.parent.name)["files"]:
-            assert is_usable(entry["filename"], PROFILE.target), entry["filename"]
-            assert re.fullmatch(r"[0-9a-f]{64}", entry["hashes"]["sha256"])
-            assert entry["url"] == "../../files/" + entry["url"].rsplit("/", 1)[1]
-    for project in PYTORCH_NAMES:
-        assert _pytorch_versions(project), project
-    assert (SGL_ROOT / "cu130" / "sgl-kernel" / "index.html").is_file()
-
-
-def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
-                                                        tmp_path, wheel):
-    sha = hashlib.sha256(wheel).hexdigest()
-    derived = Path(derived_index(tmp_path, sha))  # the real page + one anchor
-    host = WheelHost(wheel)
+def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, tmp_path,
+                                                        sgl_derived):
+    host = WheelHost()
     out = tmp_path / "pylock.blackwell-cu130.toml"
-    with serve_mirror(sgl_root=derived) as mirror:
+    with serve_mirror(sgl_root=sgl_derived) as mirror:
         urls = mirror.index_urls(sgl_page="sgl")
-        monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-        monkeypatch.setattr("stacklock.resolve.resolution.make_http_client",
-                            lambda **kw: make_mirror_client(host, **kw))
-        # --no-check: the mirror serves a stand-in for the sgl-kernel wheel's bytes
-        argv = ["resolve", "blackwell-cu130", "-o", str(out), "--json", "--no-check"]
-        for name, url in urls.items():
-            argv += ["--index", f"{name}={url}"]
-        code = cli.main(argv)
-        printed = capsys.readouterr()
+        code, printed, err = resolve_on_mirror(
+            monkeypatch, tmp_path, "blackwell-cu130", urls, host,
+            "-o", str(out), "--json")
         first = out.read_bytes()
         # again, cold, through the library with an injected client
         with make_mirror_client(host) as http:
             lock_profile("blackwell-cu130", output=out, index_urls=urls, http=http,
                          cache_dir=tmp_path / "cache2", check=False)
         second = out.read_bytes()
-        asked = set(mirror.requested)
-    assert code == 0, printed.err
-    # all three indexes, and METADATA by range reads, over loopback
-    assert {"/simple/sglang/", "/whl/cu130/torch/", "/sgl/sgl-kernel/"} <= asked
-    assert any(p.startswith("/whl/cu130/torch-") for p in asked)
+        asked, downloads = set(mirror.requested), list(mirror.downloads)
+        from_wheel_host = set(mirror.wheel_requests)
+        wheel_host = mirror.wheel_url
+    assert code == 0, err
+    assert {"/simple/sglang/", "/whl/cu130/torch/", "/sgl/sgl-kernel/",
+            "/flashinfer/cu130/flashinfer-jit-cache/",
+            "/flashinfer/cu130/flashinfer-jit-cache-sm120f/"} <= asked
     assert any(p.startswith("/files/sglang-0.5.9-") for p in asked)
     assert host.refused == []  # nothing left loopback but the stand-in host
     assert first == second  # same inputs, same bytes
+    # torch has no #sha256= on its page: one whole download per resolution
+    assert downloads == ["torch-2.11.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl"] * 2
+    assert host.gets == [SGL_FILE] * 2  # sgl-kernel: its hashes disagree
 
     data = tomllib.loads(first.decode())
     Pylock.from_dict(data)  # a valid PEP 751 file
-    summary = json.loads(printed.out)
     packages = {p["name"]: p for p in data["packages"]}
-    assert summary["packages"] == len(packages) > 100
+    assert json.loads(printed)["packages"] == len(packages) > 100
+    served = {f.filename: f for f in pytorch_files() if f.channel == "cu130"}
 
-    def origin(name: str) -> tuple[str, str]:
+    def origin(name: str) -> tuple[str, str, str]:
         pkg = packages[name]
-        return pkg["version"], pkg["tool"]["stacklock"]["index-name"]
+        tool = pkg["tool"]["stacklock"]
+        return pkg["version"], tool["index-name"], tool["hash-source"]
 
-    profile = load_profile("blackwell-cu130")
-    torch_spec = next(r.specifier for r in profile.requirements.overrides
-                      if r.name == "torch")
-    newest_torch = max(torch_spec.filter(_pytorch_versions("torch"),
-                                         prereleases=True))
-    assert origin("torch") == (str(newest_torch), "pytorch-nightly-cu130")
-    assert packages["torch"]["index"] == urls["pytorch-nightly-cu130"]
-    assert packages["torch"]["wheels"][0]["url"].startswith(
-        mirror.url + "/whl/cu130/torch-")
-    assert packages["torch"]["tool"]["stacklock"]["cuda"] == "13.0"
-    assert origin("sgl-kernel") == ("0.3.21+cu130", "sgl-kernel-cu130")
-    assert packages["sgl-kernel"]["tool"]["stacklock"]["cuda"] == "13.0"
-    assert origin("flashinfer-python") == ("0.6.4", "pypi")
-    assert origin("sglang") == ("0.5.9", "pypi")
-    for name, pkg in packages.items():
-        index = pkg["tool"]["stacklock"]["index-name"]
-        if name in PYTORCH_NAMES:
-            assert index == "pytorch-nightly-cu130", name
-        elif name != "sgl-kernel":
-            assert index == "pypi", name
+    assert origin("torch") == ("2.11.0+cu130", "pytorch-cu130", "download")
+    assert origin("torchvision") == ("0.26.0+cu130", "pytorch-cu130", "index")
+    assert origin("torchaudio") == ("2.11.0+cu130", "pytorch-cu130", "index")
+    for name in PYTORCH_NAMES:
+        (whl,) = packages[name]["wheels"]
+        stand_in = served[whl["name"]]
+        assert whl["url"] == (f"{wheel_host}/whl/cu130/"
+                              + whl["name"].replace("+", "%2B"))
+        assert whl["hashes"]["sha256"] == stand_in.sha256
+        assert whl["upload-time"].isoformat().replace("+00:00", "Z") == \
+            stand_in.upload_time
+        assert packages[name]["tool"]["stacklock"]["cuda"] == "13.0"
+    # METADATA of the PyTorch wheels came from their PEP 658 files
+    assert {f"/whl/cu130/{served_name}.metadata" for served_name in (
+        packages[n]["wheels"][0]["name"] for n in PYTORCH_NAMES)} <= from_wheel_host
+    assert origin("sgl-kernel") == ("0.3.21+cu130", "sgl-kernel-cu130", "download")
 
-    # every wheel: one sha256, the page's own where the page names one file once
+    # flashinfer's JIT cache: the generic project, the index's own sha256
+    assert origin("flashinfer-jit-cache") == ("0.6.4+cu130", "flashinfer-cu130",
+                                              "index")
+    (jit,) = packages["flashinfer-jit-cache"]["wheels"]
+    page = FLASHINFER_ROOT / "cu130" / "flashinfer-jit-cache" / "index.html"
+    assert jit["name"] == JIT_FILE
+    assert {jit["hashes"]["sha256"]} == _page_hashes(page, JIT_FILE)
+    (choice,) = data["tool"]["stacklock"]["gpu-variants"]
+    assert (choice["project"], choice["gpu-arch"], choice["chosen"]) == (
+        "flashinfer-jit-cache", ["sm_120"], "flashinfer-jit-cache")
+    assert "flashinfer-jit-cache-sm120f" in choice["reason"]
+    assert "0.7.0rc3+cu130" in choice["reason"]  # the sm120f page's oldest
+
     for name, pkg in packages.items():
         (whl,) = pkg["wheels"]
         assert is_usable(whl["name"], PROFILE.target), whl["name"]
-        digest = whl["hashes"]["sha256"]
-        assert re.fullmatch(r"[0-9a-f]{64}", digest), name
         if pkg["tool"]["stacklock"]["index-name"] == "pypi":
             listed = {f["filename"]: f["hashes"]["sha256"]
                       for f in _pypi_page(name)["files"]}
-            assert digest == listed[whl["name"]], name
+            assert whl["hashes"]["sha256"] == listed[whl["name"]], name
             assert pkg["tool"]["stacklock"]["hash-source"] == "index", name
-    sgl = packages["sgl-kernel"]
-    assert sgl["wheels"][0]["name"] == SGL_FILE
-    assert sgl["wheels"][0]["hashes"]["sha256"] == sha
-    assert sgl["tool"]["stacklock"]["hash-source"] == "download"
-    assert host.gets == 2  # one hashing download per resolution, no more
+    _check_overrides_cuda_validate(data, urls)
+    # uv accepts the lock for the target (its own reader, offline)
+    assert "torch==2.11.0+cu130" in uv_dry_run(out, tmp_path, offline=True)
 
-    # the overrides that replaced sglang 0.5.9's own pins (its real METADATA)
+
+def _check_overrides_cuda_validate(data: dict, urls: dict) -> None:
     table = data["tool"]["stacklock"]
     overrides = {canonicalize_name(r.name): str(r)
                  for r in PROFILE.requirements.overrides}
@@ -179,11 +182,8 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
         if canonicalize_name(req.name) in overrides}
     assert pinned_by_sglang == set(overrides)  # all five are sglang's pins
     by_sglang = {canonicalize_name(Requirement(a["original"]).name): a["override"]
-                 for a in table["overrides-applied"]
-                 if a["package"] == "sglang"}
+                 for a in table["overrides-applied"] if a["package"] == "sglang"}
     assert by_sglang == overrides
-    assert sorted(table["overrides"]) == sorted(overrides.values())
-
     # the CUDA toolkit: NVIDIA's 13.0.1 runfile, as the real tables give it
     cuda = table["cuda"]
     _, _, sha256, url = _runfile_row(REAL / "spack-cuda-runfile-sha256.tsv",
@@ -195,6 +195,11 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, capsys,
     assert (cuda["sha256"], cuda["md5"], cuda["size"]) == (sha256, md5, int(size))
     assert table["indexes"] == [{"name": i.name, "url": urls[i.name]}
                                 for i in PROFILE.indexes]
+    gate = table["validate"]["gate"]
+    assert table["validate"]["min-gpus"] == 8
+    assert gate["server-args"][:2] == ["--tp", "8"]
+    assert "lightseekorg/kimi-k2.5-eagle3" in gate["speculative-args"]
+    assert gate["env"] == {"SGLANG_ENABLE_SPEC_V2": "1"}
 
 
 def _requires_dist() -> list[str]:
@@ -203,29 +208,45 @@ def _requires_dist() -> list[str]:
             if line.startswith("Requires-Dist:")]
 
 
-def test_unchanged_sgl_page_fails_listing_its_real_hashes(monkeypatch, capsys,
-                                                          tmp_path, wheel):
+def test_unchanged_sgl_page_fails_listing_its_real_hashes(monkeypatch, tmp_path):
     """The real page lists the chosen file under several hashes and the stand-in
     is none of them: resolution must refuse, name them all, and write no lock."""
-    host = WheelHost(wheel)
+    host = WheelHost()
     out = tmp_path / "pylock.toml"
     with serve_mirror() as mirror:
-        monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-        monkeypatch.setattr("stacklock.resolve.resolution.make_http_client",
-                            lambda **kw: make_mirror_client(host, **kw))
-        argv = ["resolve", "blackwell-cu130", "-o", str(out)]
-        for name, url in mirror.index_urls().items():
-            argv += ["--index", f"{name}={url}"]
-        code = cli.main(argv)
-    err = capsys.readouterr().err
-    real = _real_sgl_hashes()
+        code, _, err = resolve_on_mirror(monkeypatch, tmp_path, "blackwell-cu130",
+                                         mirror.index_urls(), host, "-o", str(out))
+    real = _page_hashes(SGL_ROOT / "cu130" / "sgl-kernel" / "index.html", SGL_FILE)
     assert len(real) >= 3
     assert code == 2
     assert err.count("\n") == 1 and SGL_FILE in err
+    wheel = github_wheel(SGL_FILE)
+    assert wheel is not None
     assert set(re.findall(r"[0-9a-f]{64}", err)) == real | {
         hashlib.sha256(wheel).hexdigest()}
     assert not out.exists()
     assert host.refused == []
+
+
+@pytest.mark.parametrize(("where", "said"), [
+    ("whl/nightly/cu130", "HTTP 403"), ("loop/simple", "redirect loop")])
+def test_403_and_redirect_loop_are_one_line_naming_the_url(monkeypatch, tmp_path,
+                                                           where, said):
+    """The PyTorch index answers 403 for a project it does not have; a
+    misconfigured proxy may redirect a page to itself."""
+    profile = tmp_path / "missing.toml"
+    profile.write_text('[[index]]\nname = "pytorch"\nurl = "https://x.invalid"\n'
+                       'packages = ["torchx-not-here"]\n\n[requirements]\n'
+                       'packages = ["torchx-not-here"]\n')
+    with serve_mirror() as mirror:
+        url = f"{mirror.url}/{where}"
+        code, _, err = resolve_on_mirror(monkeypatch, tmp_path, str(profile),
+                                         {"pytorch": url}, WheelHost())
+    assert code == 2
+    assert err.count("\n") == 1 and said in err
+    assert f"{url}/torchx-not-here/" in err
+    assert "Traceback" not in err and "credential" not in err.lower()
+    assert "netrc" not in err
 
 
 def test_blanked_tail_keeps_what_a_metadata_reader_reads():

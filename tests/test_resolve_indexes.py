@@ -34,8 +34,9 @@ from stacklock.resolve.source import PackageSource
 from stacklock.store import ArtifactStore
 from stacklock.target import Target
 from tests.helpers.data import DATA, read_fixture
-from tests.helpers.mirror import SGL_FILE, derived_index, stand_in_wheel
+from tests.helpers.mirror import derived_index
 from tests.helpers.ranges import range_response
+from tests.helpers.standins import SGL_FILE, stand_in_wheel
 
 
 class Hosts:
@@ -192,7 +193,7 @@ def test_blackwell_cu130_takes_sgl_kernel_from_its_pinned_index(local_index,
     of the real page (as ``--index sgl-kernel-cu130=URL`` does)."""
     profile = load_profile("blackwell-cu130").with_index_urls({
         "sgl-kernel-cu130": f"{local_index}/real/sgl-project-whl-gh-pages/cu130",
-        "pytorch-nightly-cu130": f"{local_index}/pytorch/whl/nightly/cu126"})
+        "pytorch-cu130": f"{local_index}/pytorch/whl/nightly/cu126"})
     (wanted,) = [str(r) for r in profile.requirements.packages
                  if r.name == "sgl-kernel"]
     hosts = Hosts()

@@ -36,7 +36,7 @@ def test_blackwell_cu130_overrides_replace_sglangs_cuda12_pins():
     rules, parent, reqs, meta = _sglang_requirements("blackwell-cu130")
     original = {r.name: str(r.specifier) for r in meta.requires_dist}
     assert original["torch"] == "==2.9.1"  # what sglang 0.5.9 really pins
-    assert reqs["torch"].specifier == SpecifierSet(">=2.11.0.dev0,<2.12")
+    assert reqs["torch"].specifier == SpecifierSet("==2.11.0")
     assert reqs["torch"].overridden == "torch==2.9.1"
     assert reqs["flashinfer-python"].specifier == SpecifierSet("==0.6.4")
     assert reqs["flashinfer-cubin"].specifier == SpecifierSet("==0.6.4")
@@ -45,14 +45,24 @@ def test_blackwell_cu130_overrides_replace_sglangs_cuda12_pins():
     assert reqs["sgl-kernel"].overridden is None
     applied = {(a.package, a.original, a.override) for a in rules.applied([parent])}
     assert applied == {
-        ("sglang", "torch==2.9.1", "torch<2.12,>=2.11.0.dev0"),
-        ("sglang", "torchaudio==2.9.1", "torchaudio<2.12,>=2.11.0.dev0"),
+        ("sglang", "torch==2.9.1", "torch==2.11.0"),
+        ("sglang", "torchaudio==2.9.1", "torchaudio==2.11.0"),
         ("sglang", "flashinfer_python==0.6.3", "flashinfer-python==0.6.4"),
         ("sglang", "flashinfer_cubin==0.6.3", "flashinfer-cubin==0.6.4"),
         ("sglang", "cuda-python==12.9", "cuda-python>=13.0"),
     }
     # a candidate the resolver did not keep does not count
     assert rules.applied([]) == []
+
+
+def test_the_nightly_profile_has_a_floor_and_no_ceiling_on_torch():
+    """The nightly index drops builds past its newest ~60: an upper bound would
+    one day match nothing, a floor never does."""
+    _, _, reqs, _ = _sglang_requirements("blackwell-cu130-nightly")
+    spec = reqs["torch"].specifier
+    assert {s.operator for s in spec} == {">="}
+    assert spec.contains(Version("2.16.0.dev20261202+cu130"), prereleases=True)
+    assert spec.contains(Version("3.0.0.dev20300101+cu130"), prereleases=True)
 
 
 def test_sglang_markers_are_those_of_the_linux_x86_64_target():

@@ -1,33 +1,41 @@
-"""A loopback mirror of the three indexes of profiles/blackwell-cu130.toml.
+"""A loopback mirror of the four indexes of profiles/blackwell-cu130.toml and
+blackwell-cu130-nightly.toml, in each index's real format.
 
-One ThreadingHTTPServer serves, on one port:
+Two ThreadingHTTPServers. The *index host* serves, on one port:
 
 - ``/simple/<project>/``: the PyPI role, real PEP 691 JSON pages of pypi.org trimmed
   to the wheels the target can install (``index.json.gz`` in
   tests/data/mirror/simple/), file URLs made relative (``../../files/<name>``),
   the way mirrors such as bandersnatch serve them;
-- ``/whl/cu130/<project>/``: the PyTorch index role, PyPI's real torch,
-  torchvision and torchaudio files written in download.pytorch.org's page format;
-- ``/files/<wheel>`` and ``/whl/cu130/<wheel>``: only the range reads stacklock
-  makes for METADATA, answered from a cassette of PyPI's real answers
-  (:class:`Ranges`); never a whole wheel;
-- ``/sgl/<path>``: tests/data/real/sgl-project-whl-gh-pages/ byte for byte.
+- ``/files/<wheel>``: only the range reads stacklock makes for METADATA, answered
+  from a cassette of PyPI's real answers (:class:`Ranges`); never a whole wheel;
+- ``/whl/cu130/<project>/`` and ``/whl/nightly/cu130/<project>/``: the PyTorch
+  index role in download.pytorch.org's format (:func:`render_pytorch_page`),
+  listing the stand-ins of tests/data/mirror/pytorch/files.toml with absolute
+  hrefs to the *wheel host*, as the real pages point to download-r2.pytorch.org;
+  a project it does not have is answered 403 with S3's AccessDenied body, as the
+  real index does;
+- ``/sgl/<path>``: tests/data/real/sgl-project-whl-gh-pages/ byte for byte (or a
+  derived copy, ``sgl_root``);
+- ``/flashinfer/<path>``: tests/data/real/flashinfer-ai-whl-cu130/ byte for byte;
+- ``/loop/<path>``: a redirect to itself, for the redirect-loop error.
+
+The *wheel host* (second port) serves each PyTorch stand-in whole (``Range``
+honoured) and its PEP 658 ``<wheel>.metadata`` file. github.com, where the sgl-kernel
+and flashinfer pages link, cannot be reached from here: :func:`make_mirror_client`
+routes it to :class:`WheelHost`, which serves the stand-ins of
+tests/helpers/standins.py, and refuses every other host that is not loopback.
 
 ``scripts/record_mirror.py`` builds tests/data/mirror/ with the functions below and
-a ``fill`` hook that fetches what the mirror lacks from real PyPI. The sgl-kernel
-page links to github.com release assets, which cannot be reached from here:
-:func:`make_mirror_client` routes github.com to a stand-in wheel (see
-tests/data/mirror/PROVENANCE.md) and refuses every other host that is not loopback.
+a ``fill`` hook that fetches what the mirror lacks from real PyPI.
 """
 
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import re
 import threading
-import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,15 +48,15 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from stacklock.http import make_http_client
 from stacklock.target import Target
+from tests.helpers.pytorch_index import ACCESS_DENIED, pytorch_page
 from tests.helpers.ranges import range_response
+from tests.helpers.standins import SGL_FILE, github_wheel, pytorch_files
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "mirror"
 SGL_ROOT = TESTS / "data" / "real" / "sgl-project-whl-gh-pages"
-PYTORCH_PROJECTS = ("torch", "torchvision", "torchaudio")
-PYTORCH_PREFIX = "/whl/cu130/"
+FLASHINFER_ROOT = TESTS / "data" / "real" / "flashinfer-ai-whl-cu130"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-
 RANGES = "ranges"
 
 # fill(method, path or wheel filename, Range header) may create what is missing
@@ -91,26 +99,6 @@ def _same_version(text: str, kept: set[str]) -> bool:
         return False
 
 
-def render_pytorch_page(name: str, files: list[dict[str, Any]],
-                        timestamp: int) -> bytes:
-    """download.pytorch.org's page skeleton (tests/data/real/PROVENANCE.md, section
-    1) around one anchor per file: root-relative href with ``%2B``, the wheel's
-    ``#sha256=``, both PEP 658/714 attributes when a METADATA file exists, no
-    ``data-requires-python`` (PyTorch writes it only for networkx)."""
-    lines = ["<!DOCTYPE html>", "<html>", "  <body>", f"    <h1>Links for {name}</h1>"]
-    for entry in sorted(files, key=lambda e: e["filename"]):
-        href = PYTORCH_PREFIX + quote(entry["filename"])
-        sha = entry.get("hashes", {}).get("sha256")
-        attrs = f'href="{href}#sha256={sha}"' if sha else f'href="{href}"'
-        core = entry.get("core-metadata")
-        if isinstance(core, dict) and core.get("sha256"):
-            meta = f"sha256={core['sha256']}"
-            attrs += f' data-dist-info-metadata="{meta}" data-core-metadata="{meta}"'
-        lines.append(f"    <a {attrs}>{entry['filename']}</a><br/>")
-    lines += ["</body></html>", f"<!--TIMESTAMP {timestamp}-->", ""]
-    return "\n".join(lines).encode()
-
-
 def read_maybe_gz(path: Path) -> bytes | None:
     if path.is_file():
         return path.read_bytes()
@@ -129,6 +117,8 @@ def locate(url_path: str, root: Path = DATA,
     base, folder = root, rel
     if rel.startswith("sgl/"):
         base, folder = sgl_root, rel[len("sgl/"):]
+    elif rel.startswith("flashinfer/"):
+        base, folder = FLASHINFER_ROOT, rel[len("flashinfer/"):]
     if rel == "" or rel.endswith("/"):
         for name, ctype in (("index.json", JSON_TYPE), ("index.html", "text/html")):
             body = read_maybe_gz(base / folder / name)
@@ -137,6 +127,15 @@ def locate(url_path: str, root: Path = DATA,
         return None
     body = read_maybe_gz(base / folder)
     return None if body is None else (body, "application/octet-stream")
+
+
+def _answer_range(body: bytes, method: str,
+                  range_: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    """``range_response``'s answer as status, headers and body for http.server."""
+    headers = {"range": range_} if range_ else {}
+    response = range_response(httpx.Request(method, "http://wheel-host/",
+                                            headers=headers), body)
+    return response.status_code, [*response.headers.items()], response.content
 
 
 class Ranges:
@@ -170,6 +169,8 @@ class Ranges:
         return entry["status"], [*headers, ("content-length", str(len(body)))], body
 
 
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _MirrorServer
 
@@ -183,6 +184,19 @@ class _Handler(BaseHTTPRequestHandler):
         path = urlsplit(self.path).path
         server = self.server
         server.requested.append(path)
+        if path.startswith("/loop/"):
+            self._send(302, [("location", path), ("content-length", "0")], b"")
+            return
+        if path.startswith("/whl/"):
+            page = pytorch_page(path, server.wheel_host)
+            if page is None:
+                self._send(403, [("content-type", "application/xml"),
+                                 ("content-length", str(len(ACCESS_DENIED)))],
+                           ACCESS_DENIED)
+                return
+            self._send(200, [("content-type", "text/html"),
+                             ("content-length", str(len(page)))], page)
+            return
         if path.endswith(".whl"):
             self._wheel(unquote(path.rsplit("/", 1)[-1]))
             return
@@ -223,32 +237,72 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _WheelHostHandler(_Handler):
+    """The second host: PyTorch's stand-in wheels and their METADATA files."""
+
+    def _answer(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        self.server.requested.append(path)
+        by_path = {f"/whl/{f.channel}/{f.filename}": f for f in pytorch_files()}
+        found = by_path.get(path.removesuffix(".metadata"))
+        if found is None:
+            self._send(403, [("content-length", str(len(ACCESS_DENIED)))],
+                       ACCESS_DENIED)
+        elif path.endswith(".metadata"):
+            self._send(200, [("content-length", str(len(found.metadata)))],
+                       found.metadata)
+        else:
+            if self.command == "GET" and not self.headers.get("range"):
+                self.server.downloads.append(found.filename)
+            self._send(*_answer_range(found.wheel, self.command,
+                                      self.headers.get("range")))
+
+
 class _MirrorServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, root: Path, fill: Fill | None, sgl_root: Path) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, root: Path, fill: Fill | None, sgl_root: Path,
+                 handler: type[_Handler] = _Handler) -> None:
+        super().__init__(("127.0.0.1", 0), handler)
         self.root, self.fill, self.sgl_root = root, fill, sgl_root
         self.ranges = Ranges(root / RANGES)
         self.requested: list[str] = []
+        self.downloads: list[str] = []  # whole wheels served (wheel host)
+        self.wheel_host = ""
 
 
 class Mirror:
-    """A running mirror: ``url`` is its root, ``requested`` the paths asked for."""
+    """A running mirror: ``url`` is the index host, ``wheel_url`` the wheel host;
+    ``requested`` the paths asked of the index host, ``wheel_requests`` those
+    asked of the wheel host, ``downloads`` the whole wheels it served."""
 
-    def __init__(self, server: _MirrorServer) -> None:
-        self._server = server
+    def __init__(self, server: _MirrorServer, wheels: _MirrorServer) -> None:
+        self._server, self._wheels = server, wheels
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        self.wheel_url = f"http://127.0.0.1:{wheels.server_address[1]}"
 
     @property
     def requested(self) -> list[str]:
         return self._server.requested
 
-    def index_urls(self, sgl_page: str = "sgl/cu130") -> dict[str, str]:
-        """``--index NAME=URL`` for every index of blackwell-cu130."""
+    @property
+    def downloads(self) -> list[str]:
+        return self._wheels.downloads
+
+    @property
+    def wheel_requests(self) -> list[str]:
+        return self._wheels.requested
+
+    def index_urls(self, *, nightly: bool = False,
+                   sgl_page: str = "sgl/cu130") -> dict[str, str]:
+        """``--index NAME=URL`` for every index of blackwell-cu130 (or of
+        blackwell-cu130-nightly)."""
+        torch = ("pytorch-nightly-cu130", "nightly/cu130") if nightly else (
+            "pytorch-cu130", "cu130")
         return {"pypi": f"{self.url}/simple",
-                "pytorch-nightly-cu130": f"{self.url}{PYTORCH_PREFIX.rstrip('/')}",
-                "sgl-kernel-cu130": f"{self.url}/{sgl_page}"}
+                torch[0]: f"{self.url}/whl/{torch[1]}",
+                "sgl-kernel-cu130": f"{self.url}/{sgl_page}",
+                "flashinfer-cu130": f"{self.url}/flashinfer/cu130"}
 
 
 @contextmanager
@@ -256,35 +310,43 @@ def serve_mirror(root: Path = DATA, fill: Fill | None = None,
                  sgl_root: Path = SGL_ROOT) -> Iterator[Mirror]:
     """Serve the mirror; ``sgl_root`` replaces the real sgl-kernel pages (a
     derived page), ``fill(path)`` may create what is missing before a 404."""
+    wheels = _MirrorServer(root, None, sgl_root, _WheelHostHandler)
     server = _MirrorServer(root, fill, sgl_root)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server.wheel_host = f"http://127.0.0.1:{wheels.server_address[1]}"
+    threads = [threading.Thread(target=s.serve_forever, daemon=True)
+               for s in (server, wheels)]
+    for thread in threads:
+        thread.start()
     try:
-        yield Mirror(server)
+        yield Mirror(server, wheels)
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        for s in (server, wheels):
+            s.shutdown()
+            s.server_close()
+        for thread in threads:
+            thread.join()
 
 
 class WheelHost(httpx.BaseTransport):
-    """Every host but loopback: github.com serves ``wheel`` (with Range) at every
-    release-asset URL, ``gets`` counting full downloads; any other host is
-    refused and listed in ``refused`` (the test stays hermetic)."""
+    """Every host but loopback: github.com serves the stand-in of
+    :func:`tests.helpers.standins.github_wheel` at each release-asset URL (with Range),
+    ``gets`` listing the full downloads; any other host or file is refused and
+    listed in ``refused`` (the test stays hermetic)."""
 
-    def __init__(self, wheel: bytes) -> None:
-        self.wheel = wheel
-        self.gets = 0
+    def __init__(self) -> None:
+        self.gets: list[str] = []
         self.refused: list[str] = []
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.host != "github.com":
+        filename = unquote(request.url.path.rsplit("/", 1)[-1])
+        body = github_wheel(filename) if request.url.host == "github.com" else None
+        if body is None:
             self.refused.append(str(request.url))
             raise httpx.ConnectError("refused: the mirror test stays on loopback",
                                      request=request)
         if request.method == "GET" and "range" not in request.headers:
-            self.gets += 1
-        response = range_response(request, self.wheel)
+            self.gets.append(filename)
+        response = range_response(request, body)
         return httpx.Response(response.status_code, headers=response.headers,
                               content=response.content, request=request)
 
@@ -300,28 +362,7 @@ def dump_json(data: Any) -> bytes:
     return json.dumps(data, indent=1, sort_keys=True).encode() + b"\n"
 
 
-RESOLVE_MIRROR = TESTS / "data" / "resolve" / "mirror"
 SGL_PAGE = SGL_ROOT / "cu130" / "sgl-kernel" / "index.html"
-SGL_FILE = "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl"
-
-
-def stand_in_wheel() -> bytes:
-    """A zip standing in for the sgl-kernel cu130 wheel, whose github.com release
-    asset cannot be reached from here: the real METADATA (PyPI's 0.3.21 with the
-    +cu130 local version), a WHEEL file, and a note saying what it is."""
-    meta = (RESOLVE_MIRROR / "sgl_kernel-0.3.21-pypi.METADATA").read_bytes()
-    meta = meta.replace(b"\nVersion: 0.3.21\n", b"\nVersion: 0.3.21+cu130\n", 1)
-    buf = io.BytesIO()
-    stamp = (2026, 1, 1, 0, 0, 0)  # fixed, so every call gives the same bytes
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, data in (
-            ("STAND-IN.txt", b"not the real wheel: a test stand-in\n"),
-            ("sgl_kernel-0.3.21+cu130.dist-info/METADATA", meta),
-            ("sgl_kernel-0.3.21+cu130.dist-info/WHEEL",
-             b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"),
-        ):
-            zf.writestr(zipfile.ZipInfo(name, date_time=stamp), data)
-    return buf.getvalue()
 
 
 def derived_index(tmp_path: Path, sha: str) -> str:
@@ -337,3 +378,27 @@ def derived_index(tmp_path: Path, sha: str) -> str:
     folder.mkdir(parents=True)
     (folder / "index.html").write_bytes(page + extra)  # the page has no </body>
     return str(tmp_path / "derived")
+
+
+def resolve_on_mirror(monkeypatch: Any, tmp_path: Path, profile: str,
+                      urls: dict[str, str], host: WheelHost,
+                      *extra: str) -> tuple[int, str, str]:
+    """``stacklock resolve PROFILE --index NAME=URL ...`` through the CLI, every
+    other host answered by ``host``: exit code, stdout and stderr."""
+    import contextlib
+    import io
+
+    from stacklock import cli
+
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("stacklock.resolve.resolution.make_http_client",
+                        lambda **kw: make_mirror_client(host, **kw))
+    # --no-check: the native check reads whole wheels, which the mirror serves
+    # only as stand-ins or recorded range reads
+    argv = ["resolve", profile, "--no-check", *extra]
+    for name, url in urls.items():
+        argv += ["--index", f"{name}={url}"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(argv)
+    return code, out.getvalue(), err.getvalue()
