@@ -21,6 +21,7 @@ from stacklock.target import Target
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
     from packaging.requirements import Requirement
@@ -55,6 +56,8 @@ _KEYS = {
         "constraints",
         "prereleases",
         "exclude-newer",
+        "no-build",
+        "build-requires",
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
     "check": {"allow"},
@@ -88,6 +91,17 @@ class RequirementsSpec:
     constraints: tuple[Requirement, ...] = ()
     prereleases: frozenset[NormalizedName] = frozenset()
     exclude_newer: datetime | None = None
+    # ``no-build``: true refuses every sdist, a list of names refuses theirs
+    no_build_all: bool = False
+    no_build: frozenset[NormalizedName] = frozenset()
+    # ``build-requires``: project -> what its build needs besides its own
+    # build-system requirements (installed into its build environment)
+    build_requires: Mapping[NormalizedName, tuple[Requirement, ...]] = field(
+        default_factory=dict)
+
+    def refuses_build(self, name: str) -> bool:
+        """Whether the profile forbids building ``name`` from an sdist."""
+        return self.no_build_all or canonicalize_name(name) in self.no_build
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,7 +230,31 @@ def _parse_requirements(raw: Any, r: TableReader) -> RequirementsSpec:
     )
     if not requirements.packages:
         raise r.fail("requirements.packages", "no packages to resolve")
-    return requirements
+    return replace(requirements, **_parse_build_keys(req, r))
+
+
+def _parse_build_keys(req: dict[str, Any], r: TableReader) -> dict[str, Any]:
+    """``no-build`` (true, false or a list of names) and ``build-requires`` (a
+    table of name = [requirements])."""
+    out: dict[str, Any] = {}
+    value = req.get("no-build", False)
+    if isinstance(value, bool):
+        out["no_build_all"] = value
+    elif isinstance(value, list):
+        out["no_build"] = frozenset(r.names(value, "requirements.no-build"))
+    else:
+        raise r.fail("requirements.no-build",
+                     f"expected true, false or a list of names, got {value!r}")
+    table = req.get("build-requires", {})
+    if not isinstance(table, dict):
+        raise r.fail("requirements.build-requires",
+                     f"expected a table of name = [requirements], got {table!r}",
+                     hint='write build-requires = {"flash-attn" = ["torch==2.9.1"]}')
+    out["build_requires"] = {
+        r.names([name], "requirements.build-requires")[0]:
+            r.requirements(reqs, f"requirements.build-requires.{name}")
+        for name, reqs in table.items()}
+    return out
 
 
 def _parse_cuda(raw: Any, r: TableReader) -> CudaSpec:

@@ -12,6 +12,7 @@ from packaging.utils import parse_wheel_filename
 
 from stacklock.index.finder import (
     NO_UPLOAD_TIME_NOTE,
+    SDIST_NOTE,
     SDIST_REASON,
     Finder,
     evaluate_link,
@@ -83,7 +84,7 @@ def test_requires_python_on_a_real_page(finder_for):
                if ev.reason and ev.reason.startswith("requires-python")]
     assert blocked
     for ev in blocked:  # py3-none-any fits the tags; only requires-python stops it
-        assert ev.link.filename.endswith("-py3-none-any.whl")
+        assert ev.link.filename.endswith(("-py3-none-any.whl", ".tar.gz"))
         assert ev.link.requires_python in ev.reason and "3.9.0" in ev.reason
     newest_ok = finder.find_candidates("packaging")[0]
     assert all(ev.version > newest_ok.version for ev in blocked
@@ -99,10 +100,34 @@ def test_build_tags_order_candidates(finder_for):
     assert best[0].build == (3, "") and best[1].build == ()
 
 
-def test_sdists_are_reported(finder_for):
-    evaluations = finder_for([PYPI]).evaluate("packaging")
-    sdists = [ev for ev in evaluations if ev.link.filename.endswith(".tar.gz")]
+def test_sdists_fit_only_where_no_wheel_of_their_version_does(finder_for):
+    finder = finder_for([PYPI], Target(python="3.12"))
+    evaluations = finder.evaluate("urllib3")  # 1.0 .. 1.4 published no wheel
+    sdists = [ev for ev in evaluations if ev.compatible and not ev.link.is_wheel]
+    assert sdists and all(ev.note == SDIST_NOTE for ev in sdists)
+    wheel_versions = {ev.version for ev in evaluations
+                      if ev.compatible and ev.link.is_wheel}
+    sdist_only = {ev.version for ev in sdists} - wheel_versions
+    found = finder.find_candidates("urllib3")
+    # a version's sdist is a candidate only when none of its wheels fits
+    assert {ev.version for ev in found if not ev.link.is_wheel} == sdist_only
+    assert sdist_only and wheel_versions <= {ev.version for ev in found}
+    # and a wheel always ranks before an sdist
+    assert found[0].link.is_wheel
+
+
+@pytest.mark.parametrize("no_build", [True, frozenset({"urllib3"})])
+def test_no_build_refuses_sdists(finder_for, no_build):
+    finder = finder_for([PYPI], Target(python="3.12"), no_build=no_build)
+    sdists = [ev for ev in finder.evaluate("urllib3") if not ev.link.is_wheel]
     assert sdists and all(ev.reason == SDIST_REASON for ev in sdists)
+    assert all(ev.link.is_wheel for ev in finder.find_candidates("urllib3"))
+
+
+def test_no_build_of_another_project_keeps_these_sdists(finder_for):
+    finder = finder_for([PYPI], Target(python="3.12"),
+                        no_build=frozenset({"torch"}))
+    assert any(not ev.link.is_wheel for ev in finder.find_candidates("urllib3"))
 
 
 def test_yanked_is_skipped_unless_pinned_exactly(finder_for):

@@ -99,6 +99,15 @@ def test_full_schema_parses() -> None:
          "cuda.allow-mixed"),
         ({**MINIMAL, "cuda": {"allow-mixed": ["ok", "not a name!"]}},
          "cuda.allow-mixed[1]"),
+        ({"requirements": {"packages": ["x"], "no-build": "yes"}},
+         "requirements.no-build"),
+        ({"requirements": {"packages": ["x"], "no-build": ["ok", "no way"]}},
+         "requirements.no-build[1]"),
+        ({"requirements": {"packages": ["x"], "build-requires": ["torch"]}},
+         "requirements.build-requires"),
+        ({"requirements": {"packages": ["x"],
+                           "build-requires": {"flash-attn": ["torch=2"]}}},
+         "requirements.build-requires.flash-attn[0]"),
     ],
 )
 def test_bad_input_names_the_key(data: dict, key: str) -> None:
@@ -107,6 +116,19 @@ def test_bad_input_names_the_key(data: dict, key: str) -> None:
     assert info.value.key == key
     assert str(info.value).startswith(f"p.toml: {key}: ")
     assert "\n" not in str(info.value)
+
+
+def test_no_build_and_build_requires() -> None:
+    every = parse_profile({"requirements": {"packages": ["x"], "no-build": True}},
+                          name="x").requirements
+    assert every.refuses_build("python-nvd3") and every.refuses_build("x")
+    some = parse_profile({"requirements": {
+        "packages": ["x"], "no-build": ["Flash_Attn"],
+        "build-requires": {"Flash_Attn": ["torch==2.9.1"]}}}, name="x").requirements
+    assert some.refuses_build("flash-attn") and not some.refuses_build("deepspeed")
+    assert [str(r) for r in some.build_requires["flash-attn"]] == ["torch==2.9.1"]
+    default = parse_profile(MINIMAL, name="x").requirements
+    assert not default.refuses_build("x") and default.build_requires == {}
 
 
 def test_cuda_allow_mixed_is_a_list_of_normalized_names() -> None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_UPLOAD_TIME_NOTE",
+    "SDIST_NOTE",
     "SDIST_REASON",
     "Evaluation",
     "LinkEvaluator",
@@ -36,7 +37,9 @@ __all__ = [
     "is_exact_pin",
 ]
 
-SDIST_REASON = "sdist: stacklock locks wheels only"
+SDIST_REASON = "sdist: [requirements] no-build refuses building it from source"
+SDIST_NOTE = "sdist: built from source on install where no wheel of its version fits"
+_SDIST_SUFFIXES = (".tar.gz", ".zip")
 NO_UPLOAD_TIME_NOTE = (
     "no upload time on the index: kept despite the exclude-newer cut-off")
 
@@ -103,9 +106,12 @@ class LinkEvaluator:
     the Python version, and the tag parts for a cheap string pre-filter."""
 
     def __init__(self, target: Target, *, exclude_newer: datetime | None,
-                 tag_ranks: dict[Any, int] | None = None) -> None:
+                 tag_ranks: dict[Any, int] | None = None,
+                 no_build: bool | frozenset[str] = frozenset()) -> None:
         self.ranks = tag_ranks if tag_ranks is not None else {
             t: i for i, t in enumerate(target.tags())}
+        self.sdist_rank = len(self.ranks)  # after every wheel
+        self.no_build = no_build
         self.python = target.python_full_version
         major, minor = target.python_minor
         self.no_fit = (f"no tag fits cp{major}{minor}/"
@@ -119,10 +125,11 @@ class LinkEvaluator:
         """False only for a wheel none of whose tags the target can accept, read
         from the file name's last three parts by plain string checks (as
         packaging splits them: '-' between parts, '.' between alternatives,
-        lower-cased), and for anything that is not a wheel. A name with fewer
-        than four '-' goes on to :meth:`evaluate` (packaging refuses it there)."""
+        lower-cased), and for anything that is neither a wheel nor an sdist. A
+        name with fewer than four '-' goes on to :meth:`evaluate` (packaging
+        refuses it there)."""
         if filename[-4:] != ".whl":
-            return False
+            return filename.endswith(_SDIST_SUFFIXES)
         head = filename.rsplit("-", 3)[0]
         if head.count("-") == 0:
             return True
@@ -152,15 +159,18 @@ class LinkEvaluator:
 
         if name != canonicalize_name(project):
             return verdict(f"file of project {name!r}, not {project!r}")
-        if not link.is_wheel:
+        if link.is_wheel:
+            ranks = self.ranks
+            fits = [ranks[t] for t in wheel_tags if t in ranks]
+            if not fits:
+                shown = ", ".join(sorted(str(t) for t in wheel_tags))
+                return verdict(self.no_fit + shown)
+            rank, note = min(fits), None
+        elif self.no_build is True or (
+                self.no_build and name in self.no_build):
             return verdict(SDIST_REASON)
-        ranks = self.ranks
-        fits = [ranks[t] for t in wheel_tags if t in ranks]
-        if not fits:
-            shown = ", ".join(sorted(str(t) for t in wheel_tags))
-            return verdict(self.no_fit + shown)
-        rank = min(fits)
-        note = None
+        else:
+            rank, note = self.sdist_rank, SDIST_NOTE
         if link.requires_python:
             ok = _python_fits(link.requires_python, self.python)
             if ok is None:

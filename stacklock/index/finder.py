@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 
 from stacklock.index.evaluate import (
     NO_UPLOAD_TIME_NOTE,
+    SDIST_NOTE,
     SDIST_REASON,
     Evaluation,
     LinkEvaluator,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "NO_UPLOAD_TIME_NOTE",
+    "SDIST_NOTE",
     "SDIST_REASON",
     "Evaluation",
     "Finder",
@@ -71,12 +73,14 @@ class Finder:
         target: Target,
         *,
         exclude_newer: datetime | None = None,
+        no_build: bool | frozenset[str] = frozenset(),
     ) -> None:
         self.client = client
         self.indexes = tuple(indexes)
         self.target = target
         self.exclude_newer = exclude_newer
-        self._evaluator = LinkEvaluator(target, exclude_newer=exclude_newer)
+        self._evaluator = LinkEvaluator(target, exclude_newer=exclude_newer,
+                                        no_build=no_build)
         self._chosen: dict[str, IndexSpec | None] = {}
         self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
         self._fitting: dict[tuple[str, str], list[Evaluation]] = {}
@@ -125,9 +129,10 @@ class Finder:
     def find_candidates(
         self, project: str, *, specifier: SpecifierSet | str | None = None
     ) -> list[Evaluation]:
-        """Compatible wheels of the chosen index, best first. With ``specifier``,
-        only versions it allows (pre-releases included: the resolver decides), and
-        yanked wheels too when it is an exact pin."""
+        """Compatible files of the chosen index, best first: a version's wheels,
+        or its sdist where none of its wheels fits (uv's default). With
+        ``specifier``, only versions it allows (pre-releases included: the
+        resolver decides), and yanked files too when it is an exact pin."""
         spec = SpecifierSet(str(specifier)) if specifier is not None else None
         allow_yanked = is_exact_pin(spec)
         out: list[Evaluation] = []
@@ -145,7 +150,8 @@ class Finder:
                     ev.reason is not None and ev.reason.startswith("yanked"):
                 out.append(replace(ev, compatible=True,
                                    note=f"{ev.reason}; allowed by the exact pin"))
-        return out
+        with_wheel = {ev.version for ev in out if ev.link.is_wheel}
+        return [ev for ev in out if ev.link.is_wheel or ev.version not in with_wheel]
 
     def fitting(self, index: IndexSpec, project: str) -> list[Evaluation]:
         """The links of one index that pass the cheap tag pre-filter, judged and

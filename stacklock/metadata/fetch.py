@@ -30,9 +30,11 @@ from packaging.metadata import InvalidMetadata, Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
+    InvalidSdistFilename,
     InvalidWheelFilename,
     NormalizedName,
     canonicalize_name,
+    parse_sdist_filename,
     parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
@@ -47,8 +49,14 @@ from stacklock.urls import redact_url, strip_credentials
 if TYPE_CHECKING:
     from stacklock.http import Retry
     from stacklock.index.pages import Link
+    from stacklock.metadata.sdist import SdistReader
 
-__all__ = ["MetadataFetcher", "WheelMetadata", "parse_wheel_metadata"]
+__all__ = [
+    "MetadataFetcher",
+    "WheelMetadata",
+    "parse_metadata",
+    "parse_wheel_metadata",
+]
 
 _TAIL = 64 * 1024
 
@@ -71,7 +79,7 @@ def parse_wheel_metadata(raw: bytes, filename: str) -> WheelMetadata:
     Real wheels carry quirks that strict validation rejects (unknown fields, an old
     Metadata-Version with newer fields), so only the fields used are validated.
     """
-    return _parse(raw, filename, where=filename)
+    return parse_metadata(raw, filename, where=filename)
 
 
 # The header fields the resolver reads, as METADATA spells them (lower case).
@@ -117,11 +125,17 @@ def _plain_fields(raw: bytes) -> dict[str, list[str]] | None:
     return found
 
 
-def _parse(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
+def parse_metadata(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
+    """METADATA of the wheel ``filename``, or the metadata of the wheel the
+    sdist ``filename`` builds (its PKG-INFO or prepared METADATA), checked
+    against the file name's project and version."""
     try:
-        wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
-    except InvalidWheelFilename as exc:
-        raise MetadataError(f"{where}: not a wheel filename: {exc}") from exc
+        if filename.endswith(".whl"):
+            wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
+        else:
+            wheel_name, wheel_version = parse_sdist_filename(filename)
+    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
+        raise MetadataError(f"{where}: not a wheel or sdist file name: {exc}") from exc
     try:
         plain = _plain_fields(raw)
         if plain is not None:
@@ -155,7 +169,7 @@ def _parse(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
     ) as exc:
         raise MetadataError(
             f"{where}: METADATA cannot be parsed: {exc}",
-            hint="the wheel is malformed; exclude this version or report it upstream",
+            hint="the file is malformed; exclude this version or report it upstream",
         ) from exc
     if name != wheel_name or version != wheel_version:
         raise MetadataError(
@@ -187,6 +201,7 @@ class MetadataFetcher:
     ``cache_dir`` is the stacklock cache root (:func:`stacklock._fs.cache_dir`):
     entries go to ``cache_dir/metadata``, full downloads to ``cache_dir/artifacts``.
     ``bytes_read`` counts response-body bytes taken from the network.
+    ``sdists`` answers for source distributions (None: they are refused).
     """
 
     def __init__(
@@ -197,6 +212,7 @@ class MetadataFetcher:
         offline: bool = False,
         store: ArtifactStore | None = None,
         retry: Retry = RANGE_RETRY,
+        sdists: SdistReader | None = None,
     ) -> None:
         self._http = http
         self._retry = retry
@@ -206,10 +222,12 @@ class MetadataFetcher:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._memo: dict[str, WheelMetadata] = {}
+        self._sdists = sdists
         self.bytes_read = 0
 
     def get(self, link: Link) -> WheelMetadata:
-        """The METADATA of the wheel ``link`` points to (see the module docstring)."""
+        """The METADATA of the wheel ``link`` points to (see the module docstring),
+        or of the wheel the sdist ``link`` points to will build."""
         key = _cache_key(link)
         memo = f"{key} {link.filename}"
         with self._lock:
@@ -218,7 +236,7 @@ class MetadataFetcher:
             meta = self._memo.get(memo) or self._from_cache(key, link)
             if meta is None:
                 raw = self._fetch(link)
-                meta = _parse(raw, link.filename, where=link.redacted_url)
+                meta = parse_metadata(raw, link.filename, where=link.redacted_url)
                 # no fsync: a torn entry fails the name/version check and is
                 # fetched again
                 atomic_write_bytes(self._entry(key), raw, durable=False)
@@ -235,7 +253,7 @@ class MetadataFetcher:
         except OSError:
             return None
         try:
-            return _parse(raw, link.filename, where=str(entry))
+            return parse_metadata(raw, link.filename, where=str(entry))
         except MetadataError:
             entry.unlink(missing_ok=True)  # another wheel's entry: fetch afresh
             return None
@@ -245,7 +263,9 @@ class MetadataFetcher:
             self.bytes_read += n
 
     def _fetch(self, link: Link) -> bytes:
-        if link.sha256:
+        if not link.is_wheel:
+            local = None
+        elif link.sha256:
             local = self._store.path_for(link.sha256)
         else:  # no hash from the index: what this URL gave last time
             found = self._store.sha256_for_url(link.url)
@@ -257,6 +277,11 @@ class MetadataFetcher:
                 f"{link.redacted_url}: METADATA of {link.filename} is not cached",
                 hint="run once without --offline to fill the cache",
             )
+        if not link.is_wheel:
+            if self._sdists is None:
+                raise MetadataError(f"{link.redacted_url}: an sdist, and this "
+                                    "resolution reads wheels only")
+            return self._sdists.read(link)
         try:
             if link.metadata:
                 raw = self._pep658(link)

@@ -36,6 +36,7 @@ __all__ = [
     "pick_metadata",
     "read_dist_info_metadata",
     "read_entries",
+    "read_member",
 ]
 
 _EOCD = struct.Struct("<4sHHHHIIH")  # end of central directory, 22 bytes
@@ -406,3 +407,16 @@ def _read_member(reader: RangeReader, entry: Entry) -> bytes:
     if zlib.crc32(raw) != entry.crc:
         raise ZipReadError(f"{entry.name}: CRC mismatch")
     return raw
+
+
+def read_member(
+    reader: RangeReader, choose: Callable[[list[str]], str | None]
+) -> bytes | None:
+    """The bytes of the member ``choose`` picks from every name in the zip (None
+    when it picks none). Reads the whole central directory: for small archives
+    such as zip sdists, not for wheels."""
+    entries = read_entries(reader)
+    name = choose([e.name for e in entries])
+    if name is None:
+        return None
+    return _read_member(reader, next(e for e in entries if e.name == name))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from stacklock.resolve.rules import Rules
     from stacklock.resolve.source import PackageSource
 
-__all__ = ["explain_conflict"]
+__all__ = ["explain_conflict", "explain_refused_build"]
 
 _SHOWN_VERSIONS = 8
 
@@ -58,6 +58,30 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
              "you expect (stacklock resolve --index NAME=URL points one elsewhere)"]
     lines += [f"    {i}. {text}" for i, text in enumerate(steps, 1)]
     return "\n".join(lines)
+
+
+def explain_refused_build(causes: Sequence[Any], source: PackageSource,
+                          *, profile: str) -> tuple[str, str] | None:
+    """(message, hint) when the conflict comes from a project with no wheel
+    for the target whose sdists the profile's ``no-build`` refuses: one line
+    naming that project, which is all a user needs to act on."""
+    from stacklock.index.evaluate import SDIST_REASON
+
+    for info in causes:
+        req: Requirement = info.requirement
+        evaluations = source.evaluate(req.name)
+        allowed = [e for e in evaluations if e.version is not None
+                   and req.specifier.contains(e.version, prereleases=True)]
+        refused = [e for e in allowed if e.reason == SDIST_REASON]
+        if refused and not any(e.compatible for e in allowed):
+            return (f"profile {profile!r}: {req.name} has no wheel that fits the "
+                    f"target, only sdists ({len(refused)}), and [requirements] "
+                    f"no-build refuses building it from source "
+                    f"(required by {req.parent or 'the profile'})",
+                    f"allow building {req.name} (leave it out of no-build), or "
+                    f"serve a prebuilt wheel of {req.name} for the target from a "
+                    "wheel index or a flat find-links [[index]]")
+    return None
 
 
 def _who(same: Sequence[Requirement]) -> str:

@@ -24,8 +24,10 @@ from stacklock.http import make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.metadata import MetadataFetcher
+from stacklock.metadata.build import make_build_setup
+from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
-from stacklock.resolve.explain import explain_conflict
+from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.model import iter_dependencies
 from stacklock.resolve.provider import StackProvider
@@ -60,6 +62,11 @@ class ResolvedPackage:
     wheel: LockedWheel
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
+    build: str | None = None  # why it is built from its sdist on install
+
+    @property
+    def is_sdist(self) -> bool:
+        return not self.wheel.filename.endswith(".whl")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,13 +121,17 @@ def resolve_profile(
     try:
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
+        requirements = profile.requirements
         finder = Finder(client, profile.indexes, profile.target,
-                        exclude_newer=profile.requirements.exclude_newer)
+                        exclude_newer=requirements.exclude_newer,
+                        no_build=requirements.no_build_all or requirements.no_build)
         store = ArtifactStore(root / "artifacts")
+        sdists = SdistReader(client_http, cache_dir=root, store=store,
+                             setup=make_build_setup(profile, log_dir=root / "logs"))
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                  store=store)
+                                  store=store, sdists=sdists)
         env = profile.target.marker_environment()
-        spec, variants = choose_variants(profile.requirements, profile.gpu_variants,
+        spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
         rules = Rules(environment=env, overrides=spec.overrides,
                       constraints=spec.constraints, prereleases=spec.prereleases)
@@ -144,7 +155,8 @@ def resolve_profile(
             metas = {c.name: source.metadata(c) for c in chosen}
             stats = source.stats
         ordered = sorted(chosen, key=lambda c: c.name)
-        pending = [_package(c, profile, graph, metas[c.name], env) for c in ordered]
+        pending = [_package(c, profile, graph, metas[c.name], env, source)
+                   for c in ordered]
         # CUDA checks before any download: a mixed stack fails in seconds
         pending, coherence = toolkit.annotate(pending, profile)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
@@ -164,9 +176,20 @@ def resolve_profile(
                       seconds=time.monotonic() - started, stats=stats)
 
 
+def build_reason(cand: Candidate, source: PackageSource) -> str:
+    """Why ``cand`` is locked as an sdist: its version has no wheel at all, or
+    none of its wheels fits the target."""
+    wheels = [e for e in source.evaluate(cand.name)
+              if e.version == cand.version and e.link.is_wheel]
+    if not wheels:
+        return f"{cand.name} {cand.version} publishes no wheel, only an sdist"
+    return (f"none of the {len(wheels)} wheel(s) of {cand.name} {cand.version} "
+            "fits the target")
+
+
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             env: dict[str, str]) -> ResolvedPackage:
+             env: dict[str, str], source: PackageSource) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
     index = profile.index_named(cand.index)
     link = cand.best.link
@@ -177,7 +200,8 @@ def _package(cand: Candidate, profile: Profile,
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in iter_dependencies(
-            meta.requires_dist, frozenset(), env)))
+            meta.requires_dist, frozenset(), env)),
+        build=None if link.is_wheel else build_reason(cand, source))
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
@@ -189,6 +213,9 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:
+        refused = explain_refused_build(list(exc.causes), source, profile=profile)
+        if refused is not None:
+            raise ResolutionError(refused[0], hint=refused[1]) from None
         raise ResolutionError(
             explain_conflict(list(exc.causes), source, rules, profile=profile),
         ) from None

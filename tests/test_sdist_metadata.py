@@ -1,0 +1,136 @@
+"""An sdist's metadata: PKG-INFO read from the front of real sdists served over
+loopback HTTP (with and without Range), PEP 643 trust, the cache, and the
+diagnosis of a real failed build. Data: tests/data/sdist/ (PROVENANCE.md)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import httpx
+import pytest
+
+from stacklock.errors import MetadataError
+from stacklock.index.links import Link
+from stacklock.metadata import MetadataFetcher
+from stacklock.metadata.build import diagnose_build_log
+from stacklock.metadata.pkg_info import parse_pkg_info, untrusted_reason
+from stacklock.metadata.sdist import SdistReader
+from stacklock.metadata.sdist_archive import read_remote_pkg_info
+from tests.rangeserver import serve_folder
+
+DATA = Path(__file__).parent / "data" / "sdist"
+NVD3 = "python-nvd3-0.16.0.tar.gz"  # setuptools: PKG-INFO among the first members
+REQUESTS = "requests-2.32.3.tar.gz"  # 131 KB, PKG-INFO in its first 28 KB
+TOMLI = "tomli-2.5.0.tar.gz"  # flit: PKG-INFO is the last member
+ZIP = "wincertstore-0.2.1.zip"
+
+
+def _read(url: str, filename: str, **kwargs: int) -> tuple[bytes | None, int]:
+    got: list[int] = []
+    with httpx.Client() as http:
+        raw = read_remote_pkg_info(http, f"{url}/{filename}", filename,
+                                   on_bytes=got.append, **kwargs)
+    return raw, sum(got)
+
+
+def test_pkg_info_near_the_front_is_read_by_one_range() -> None:
+    size = (DATA / REQUESTS).stat().st_size
+    with serve_folder(DATA) as served:
+        raw, read = _read(served.url, REQUESTS)
+    assert raw is not None and raw.startswith(b"Metadata-Version: 2.1\nName: requests")
+    assert served.ranges == ["bytes=0-65535"] and read == 65536 < size
+
+
+def test_a_short_first_read_goes_on_with_the_rest_as_a_stream() -> None:
+    with serve_folder(DATA) as served:
+        raw, _ = _read(served.url, NVD3, first=4096)
+    assert raw is not None and b"\nName: python-nvd3\n" in raw
+    # the first range, then the rest streamed (closed once PKG-INFO went by)
+    assert served.ranges == ["bytes=0-4095", "bytes=4096-"]
+
+
+def test_pkg_info_at_the_end_reads_the_whole_sdist() -> None:
+    size = (DATA / TOMLI).stat().st_size
+    with serve_folder(DATA) as served:
+        raw, read = _read(served.url, TOMLI, first=4096)
+    assert raw is not None and read == size
+    meta = parse_pkg_info(raw, TOMLI)
+    assert (meta.name, str(meta.version)) == ("tomli", "2.5.0")
+    assert str(meta.requires_python) == ">=3.8"
+    assert untrusted_reason(raw) is None  # Metadata-Version 2.5, nothing dynamic
+
+
+def test_a_server_ignoring_range_is_read_as_a_stream() -> None:
+    with serve_folder(DATA, honour_range=False) as served:
+        raw, _ = _read(served.url, NVD3)
+    assert raw is not None and b"Name: python-nvd3" in raw
+
+
+def test_zip_sdist_is_read_by_range_requests() -> None:
+    with serve_folder(DATA) as served:
+        raw, read = _read(served.url, ZIP)
+    assert raw is not None and b"Name: wincertstore" in raw
+    assert served.ranges[0] == "bytes=-65536" and read >= len(raw)
+
+
+def test_pep_643_trust() -> None:
+    flash = (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes()
+    assert untrusted_reason(flash) == (
+        "PKG-INFO marks requires-dist, requires-python as dynamic")
+    with serve_folder(DATA) as served:
+        nvd3, _ = _read(served.url, NVD3)
+    assert nvd3 is not None
+    assert untrusted_reason(nvd3) == (
+        "PKG-INFO is Metadata-Version 2.1 (before 2.2, PEP 643)")
+
+
+def test_pkg_info_of_another_project_is_refused() -> None:
+    with serve_folder(DATA) as served:
+        raw, _ = _read(served.url, TOMLI)
+    assert raw is not None
+    with pytest.raises(MetadataError, match=r"METADATA says tomli 2\.5\.0"):
+        parse_pkg_info(raw, "tomlkit-2.5.0.tar.gz")
+
+
+def _link(url: str, filename: str) -> Link:
+    body = (DATA / filename).read_bytes()
+    return Link(filename=filename, url=f"{url}/{filename}",
+                sha256=hashlib.sha256(body).hexdigest(), size=len(body))
+
+
+def _fetcher(http: httpx.Client, cache: Path, **kwargs: bool) -> MetadataFetcher:
+    sdists = SdistReader(http, cache_dir=cache, setup=None)
+    return MetadataFetcher(http, cache_dir=cache, sdists=sdists, **kwargs)
+
+
+def test_fetcher_uses_trusted_pkg_info_and_caches_it(tmp_path: Path) -> None:
+    with serve_folder(DATA) as served, httpx.Client() as http:
+        link = _link(served.url, TOMLI)
+        fetcher = _fetcher(http, tmp_path)
+        meta = fetcher.get(link)
+        assert (meta.name, str(meta.version)) == ("tomli", "2.5.0")
+        before = len(served.ranges)
+        again = _fetcher(http, tmp_path, offline=True)
+        assert again.get(link).raw == meta.raw
+        assert len(served.ranges) == before  # read from the cache
+
+
+def test_untrusted_pkg_info_needs_a_build(tmp_path: Path) -> None:
+    with serve_folder(DATA) as served, httpx.Client() as http:
+        with pytest.raises(MetadataError, match=r"Metadata-Version 2\.1 .*building "
+                           "sdists is turned off"):
+            _fetcher(http, tmp_path).get(_link(served.url, NVD3))
+
+
+def test_offline_without_cache_says_so(tmp_path: Path) -> None:
+    with httpx.Client() as http:
+        fetcher = _fetcher(http, tmp_path, offline=True)
+        with pytest.raises(MetadataError, match=r"not cached.*without --offline"):
+            fetcher.get(_link("http://127.0.0.1:9", TOMLI))
+
+
+def test_a_real_failed_build_is_diagnosed() -> None:
+    log = (DATA / "build-flash_attn-2.8.3.log").read_text()
+    assert diagnose_build_log(log) == "torch at build time"
+    assert diagnose_build_log("error: Microsoft Visual C++ 14.0 is required") is None
