@@ -54,11 +54,26 @@ def test_a_wheel_without_sha256_is_a_lock_error(tmp_path: Path) -> None:
         install_lock(edited_lock(tmp_path, drop), venv=tmp_path / "env", python=PY)
 
 
-def test_sdist_only_package_is_refused(tmp_path: Path) -> None:
+def test_a_package_without_wheel_or_sdist_is_refused(tmp_path: Path) -> None:
+    def no_files(data: dict[str, Any]) -> None:  # PEP 751 allows an archive
+        del data["packages"][2]["wheels"]
+        data["packages"][2].pop("sdist", None)
+        data["packages"][2]["archive"] = {"url": "https://example.org/six.zip",
+                                          "hashes": {"sha256": "0" * 64}}
+
+    with pytest.raises(LockError, match=r"packages\[2\] \(six\): neither a wheel "
+                       "nor an sdist"):
+        install_lock(edited_lock(tmp_path, no_files), venv=tmp_path / "e", python=PY)
+
+
+def test_an_sdist_without_sha256_is_refused(tmp_path: Path) -> None:
     def sdist_only(data: dict[str, Any]) -> None:
         del data["packages"][2]["wheels"]
+        data["packages"][2]["sdist"] = {
+            "name": "six-1.17.0.tar.gz", "url": "https://example.org/six.tar.gz",
+            "hashes": {"md5": "0" * 32}}
 
-    with pytest.raises(LockError, match=r"packages\[2\] \(six\): no wheel"):
+    with pytest.raises(LockError, match=r"packages\[2\] \(six\)\.sdist: no sha256"):
         install_lock(edited_lock(tmp_path, sdist_only), venv=tmp_path / "e", python=PY)
 
 

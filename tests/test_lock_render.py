@@ -151,6 +151,25 @@ def test_other_shapes_read_back_unchanged() -> None:
     assert parse_lock(text.encode(), path="pylock.toml") == lock
 
 
+def test_a_package_built_from_its_sdist_reads_back() -> None:
+    sdist = PackageSdist(name="python-nvd3-0.16.0.tar.gz", size=34060,
+                         url="https://files.example.org/python-nvd3-0.16.0.tar.gz",
+                         hashes={"sha256": "ab" * 32})
+    built = LockedPackage(
+        entry=Package(name=canonicalize_name("python-nvd3"), version=Version("0.16.0"),
+                      index="https://pypi.org/simple", dependencies=[], sdist=sdist),
+        tool=PackageTool(index_name="pypi", hash_source="index",
+                         build="python-nvd3 0.16.0 publishes no wheel, only an sdist"))
+    lock = Lock(path="pylock.toml", lock_version=Version("1.0"), environments=(),
+                requires_python=None, created_by="stacklock", packages=(built,))
+    text = render_lock(lock)
+    assert '[packages.sdist]\nname = "python-nvd3-0.16.0.tar.gz"\n' in text
+    assert ('build = "python-nvd3 0.16.0 publishes no wheel, only an sdist"\n'
+            in text)
+    (again,) = parse_lock(text.encode(), path="pylock.toml").packages
+    assert again == built and again.sdist == sdist and again.files == (sdist,)
+
+
 def test_no_packages_is_an_empty_array() -> None:
     lock = replace(load_lock(LOCKS[0]), packages=())
     text = render_lock(lock)

@@ -147,7 +147,7 @@ def _plan(
     cached = {
         sha: hit
         for p in lock.packages
-        for w in p.wheels
+        for w in p.files
         if (sha := wheel_sha256(w)) and (hit := store.path_for(sha)) is not None
     }
     plan = make_plan(

@@ -44,11 +44,11 @@ def _prefetch_wheels(
     on_download: Callable[[str, int, int | None], None] | None,
 ) -> InstallPlan:
     """Fetch the plan's wheels into the store; uv then reads them by ``path``."""
-    urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.wheels if w.url}
+    urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.files if w.url}
     local = dict(plan.local_wheels)
     for item in plan.downloads:
         url = urls.get(item.sha256)
-        if item.kind != "wheel" or item.cached or url is None:
+        if item.kind == "runfile" or item.cached or url is None:
             continue
         path, _ = store.fetch(
             http,

@@ -19,7 +19,7 @@ from stacklock.urls import redact_url
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from packaging.pylock import PackageWheel
+    from packaging.pylock import PackageSdist, PackageWheel
     from packaging.tags import Tag
 
     from stacklock.lock import CudaEntry, Lock, LockedPackage
@@ -53,7 +53,7 @@ class Interpreter:
 
 @dataclass(frozen=True, kw_only=True)
 class Download:
-    kind: str  # "wheel" | "runfile"
+    kind: str  # "wheel" | "sdist" | "runfile"
     filename: str
     url: str  # redacted
     size: int | None
@@ -125,8 +125,12 @@ def applicable(lock: Lock, env: Mapping[str, str]) -> list[LockedPackage]:
     ]
 
 
-def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]) -> PackageWheel | None:
-    """The wheel uv picks: the one whose best tag comes first in ``tags``."""
+def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
+               ) -> PackageWheel | PackageSdist | None:
+    """The wheel uv picks: the one whose best tag comes first in ``tags``; the
+    sdist of a package locked as one (uv builds it)."""
+    if pkg.sdist is not None:
+        return pkg.sdist
     rank = {tag: i for i, tag in enumerate(tags)}
     scored = [
         (min(ranks), w.filename, i)
@@ -134,6 +138,16 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]) -> PackageWheel | None:
         if (ranks := [rank[t] for t in wheel_tags(w) if t in rank])
     ]
     return pkg.wheels[min(scored)[2]] if scored else None
+
+
+def build_flags(packages: Sequence[LockedPackage]) -> tuple[str, ...]:
+    """uv's flags so that exactly the locked sdists are built: ``--no-build``
+    when there are none, else every package binary-only but those."""
+    built = sorted(p.name for p in packages if p.sdist is not None)
+    if not built:
+        return ("--no-build",)
+    return ("--only-binary", ":all:",
+            *(flag for name in built for flag in ("--no-binary", name)))
 
 
 def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, ...]:
@@ -177,7 +191,7 @@ def _wheel_downloads(
             local[sha256] = str(hit)
         downloads.append(
             Download(
-                kind="wheel",
+                kind="wheel" if pkg.sdist is None else "sdist",
                 filename=wheel.filename,
                 url=redact_url(wheel.url or wheel.path or ""),
                 size=wheel.size,
@@ -256,7 +270,7 @@ def make_plan(
         (uv, "venv", "--python", interpreter.path, str(gen_dir)),
         (
             uv, "pip", "sync", "--python", python_in_venv, "--require-hashes",
-            "--no-build", "--preview-features", "pylock", str(uv_lock),
+            *build_flags(packages), "--preview-features", "pylock", str(uv_lock),
         ),
     ]  # fmt: skip
     toolkit = lock.cuda if install_toolkit and lock.cuda else None

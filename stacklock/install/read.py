@@ -2,8 +2,8 @@
 
 Any PEP 751 lock is read by :func:`stacklock.lock.load_lock`; install adds what
 only it needs: every package pinned to a version, every package with a wheel
-(install never builds from source), every wheel with a sha256 (uv installs with
-``--require-hashes``).
+or the sdist uv builds on the target, every file with a sha256 (uv installs
+with ``--require-hashes``).
 """
 
 from __future__ import annotations
@@ -23,19 +23,20 @@ __all__ = ["python_request", "read_installable"]
 
 def read_installable(path: Path) -> Lock:
     """The lock at ``path``, refused with a one-line error when uv could not
-    install it hash-checked and without building."""
+    install it hash-checked."""
     lock = load_lock(path)
     for i, pkg in enumerate(lock.packages):
         where = f"{path}: packages[{i}] ({pkg.name})"
         if pkg.version is None:
             raise LockError(f"{where}: no version", hint="re-resolve the lock")
-        if not pkg.wheels:
-            raise LockError(f"{where}: no wheel (install never builds from source)",
-                            hint="pin a version that has a wheel for the target")
-        for j, wheel in enumerate(pkg.wheels):
-            if wheel_sha256(wheel) is None:
-                raise LockError(f"{where}.wheels[{j}]: no sha256 hash",
-                                hint="re-resolve: stacklock hashes every wheel it "
+        if not pkg.files:
+            raise LockError(f"{where}: neither a wheel nor an sdist",
+                            hint="re-resolve the lock")
+        for j, file in enumerate(pkg.files):
+            if wheel_sha256(file) is None:
+                part = "sdist" if pkg.sdist is not None else f"wheels[{j}]"
+                raise LockError(f"{where}.{part}: no sha256 hash",
+                                hint="re-resolve: stacklock hashes every file it "
                                 "locks")
     return lock
 

@@ -24,7 +24,7 @@ import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from stacklock._fs import atomic_write_text
 from stacklock.errors import InstallError
@@ -33,7 +33,7 @@ from stacklock.lock import dump_lock, wheel_sha256
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
-    from packaging.pylock import PackageWheel
+    from packaging.pylock import PackageSdist, PackageWheel
 
     from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock, LockedPackage
@@ -145,8 +145,10 @@ def recover(layout: VenvLayout) -> list[str]:
     return done
 
 
-def _local_wheel(plan: InstallPlan, wheel: PackageWheel, wheel_dir: Path
-                 ) -> PackageWheel:
+FileT = TypeVar("FileT", "PackageWheel", "PackageSdist")
+
+
+def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     """``wheel`` as uv should read it: a relative ``path`` made absolute (PEP 751:
     relative to the lock, which uv no longer reads from), a wheel already in the
     artifact store linked under its real filename (uv reads the tags from it)."""
@@ -162,12 +164,15 @@ def _local_wheel(plan: InstallPlan, wheel: PackageWheel, wheel_dir: Path
 
 
 def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
-    """The lock uv installs from: a copy whose cached wheels use ``path``, so uv
-    reads them from disk and still checks every sha256."""
+    """The lock uv installs from: a copy whose cached wheels (and sdists) use
+    ``path``, so uv reads them from disk and still checks every sha256."""
     wheel_dir = plan.uv_lock_path.parent / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
 
     def local(pkg: LockedPackage) -> LockedPackage:
+        if pkg.sdist is not None:  # built by uv from the stored sdist
+            sdist = _local_wheel(plan, pkg.sdist, wheel_dir)
+            return replace(pkg, entry=replace(pkg.entry, sdist=sdist))
         wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels]
         return replace(pkg, entry=replace(pkg.entry, wheels=wheels))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.markers import Marker
-from packaging.pylock import Package, PackageWheel
+from packaging.pylock import Package, PackageSdist, PackageWheel
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -48,14 +48,23 @@ def _profile_source(path: str | None, name: str) -> str:
 
 
 def _package(p: ResolvedPackage) -> LockedPackage:
-    wheel = PackageWheel(name=p.wheel.filename, url=p.wheel.url, size=p.wheel.size,
-                         upload_time=p.wheel.upload_time,
-                         hashes={"sha256": p.wheel.sha256})
+    """The package with its wheel, or with its sdist (PEP 751 ``sdist``) and the
+    reason install builds it."""
+    f = p.wheel
+    hashes = {"sha256": f.sha256}
+    sdist = wheels = None
+    if p.is_sdist:
+        sdist = PackageSdist(name=f.filename, url=f.url, size=f.size,
+                             upload_time=f.upload_time, hashes=hashes)
+    else:
+        wheels = [PackageWheel(name=f.filename, url=f.url, size=f.size,
+                               upload_time=f.upload_time, hashes=hashes)]
     entry = Package(name=p.name, version=p.version, index=p.index_url,
                     dependencies=[{"name": d} for d in p.dependencies],
-                    wheels=[wheel])
+                    sdist=sdist, wheels=wheels)
     return LockedPackage(entry=entry, tool=PackageTool(
-        index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source))
+        index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source,
+        build=p.build))
 
 
 def _stack(resolution: Resolution, where: str) -> StackInfo:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from packaging.markers import Marker
-    from packaging.pylock import Package, PackageWheel
+    from packaging.pylock import Package, PackageSdist, PackageWheel
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
     from packaging.tags import Tag
@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 __all__ = ["Lock", "LockedPackage", "wheel_sha256", "wheel_tags"]
 
 
-def wheel_sha256(wheel: PackageWheel) -> str | None:
-    """The wheel's sha256 (lower case), None when the lock records another hash."""
+def wheel_sha256(wheel: PackageWheel | PackageSdist) -> str | None:
+    """The wheel's (or sdist's) sha256 (lower case), None when the lock records
+    another hash."""
     sha = wheel.hashes.get("sha256")
     return sha.lower() if sha else None
 
@@ -68,6 +69,16 @@ class LockedPackage:
     @property
     def wheels(self) -> tuple[PackageWheel, ...]:
         return tuple(self.entry.wheels or ())
+
+    @property
+    def sdist(self) -> PackageSdist | None:
+        """The sdist install builds: locked where no wheel fits the target."""
+        return self.entry.sdist if not self.entry.wheels else None
+
+    @property
+    def files(self) -> tuple[PackageWheel | PackageSdist, ...]:
+        """What install may fetch: the wheels, or the sdist it builds."""
+        return (self.sdist,) if self.sdist is not None else self.wheels
 
     @property
     def cuda(self) -> str | None:

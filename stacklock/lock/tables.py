@@ -302,10 +302,12 @@ class PackageTool:
     installer: str | None = None  # snapshot: the INSTALLER file
     url: str | None = None  # snapshot: a URL install without hashes
     origin: str | None = None  # snapshot: "unknown"
+    build: str | None = None  # resolve: why install builds this sdist
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
-             ("installer", "installer"), ("url", "url"), ("origin", "origin"))
+             ("installer", "installer"), ("url", "url"), ("origin", "origin"),
+             ("build", "build"))
     KEYS = tuple(key for key, _ in _KEYS)
 
     @classmethod

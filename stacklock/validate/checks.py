@@ -23,11 +23,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stacklock import runner
-from stacklock._fs import cache_dir
+from stacklock._fs import cache_dir, file_digest
 from stacklock.lock import wheel_sha256
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
+    from packaging.pylock import PackageSdist
+
     from stacklock.lock import Lock
 
 __all__ = [
@@ -147,12 +149,15 @@ def _compare_record(wheel: Path, dist_info: Path) -> list[str]:
 
 
 def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
-    """Installed files came from the locked wheel (by RECORD), where it is cached."""
+    """Installed files came from the locked wheel (by RECORD), where it is cached;
+    a distribution built from a locked sdist is named, and the sdist in the cache
+    is checked against the locked sha256 instead."""
     installed = _installed(dists)
     verified: list[str] = []
     mismatched: list[str] = []
     uncached: list[str] = []
     not_uv: list[str] = []
+    built: list[str] = []
     for name, pkg in sorted(lock.by_name.items()):
         dist = installed.get(name)
         if dist is None or not dist.get("dist_info"):
@@ -161,6 +166,10 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
             continue  # the distributions check reports it
         if dist.get("installer") not in (None, "uv"):
             not_uv.append(f"{name} ({dist['installer']})")
+        if pkg.sdist is not None:
+            _check_sdist(name, pkg.sdist, built=built, mismatched=mismatched,
+                         uncached=uncached)
+            continue
         wheels = [(w.filename, h) for w in pkg.wheels if (h := wheel_sha256(w))]
         paths = [(f, p) for f, h in wheels if (p := _artifact_path(h)) is not None]
         if not paths:
@@ -174,8 +183,12 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
             mismatched.append(f"{name}: {len(diff)} files differ from {filename} "
                               f"(first: {diff[0]})")
     details = {"verified": verified, "mismatched": mismatched,
-               "not_in_artifact_cache": uncached, "other_installer": not_uv}
+               "not_in_artifact_cache": uncached, "other_installer": not_uv,
+               "built_from_source": built}
     notes = []
+    if built:
+        notes.append("built from source on install (sdist sha256 checked): "
+                     + ", ".join(built))
     if uncached:
         notes.append(f"{len(uncached)} wheels not in the artifact cache; uv keeps no "
                      "wheel hash in dist-info, so they cannot be traced to a hash")
@@ -185,14 +198,37 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
         return CheckResult(name="wheel-hashes", status=FAIL,
                            reason="; ".join(mismatched[:3]), notes=tuple(notes),
                            details=details)
-    if not verified:
+    if not verified and not built:
         return CheckResult(name="wheel-hashes", status=SKIP,
                            reason="no locked wheel is in the artifact cache to compare "
                            "RECORD with", notes=tuple(notes), details=details)
     return CheckResult(name="wheel-hashes", status=PASS,
                        reason=f"{len(verified)} distributions match the RECORD of the "
-                       "wheel with the locked sha256", notes=tuple(notes),
-                       details=details)
+                       f"wheel with the locked sha256{_built_text(built)}",
+                       notes=tuple(notes), details=details)
+
+
+def _built_text(built: list[str]) -> str:
+    if not built:
+        return ""
+    more = ", ..." if len(built) > 3 else ""
+    return (f", {len(built)} built from their locked sdist "
+            f"({', '.join(built[:3])}{more})")
+
+
+def _check_sdist(name: str, sdist: PackageSdist, *, built: list[str],
+                 mismatched: list[str], uncached: list[str]) -> None:
+    """A distribution uv built from the locked sdist: no wheel to compare RECORD
+    with, so the sdist it was built from must be the locked bytes."""
+    sha256 = wheel_sha256(sdist)
+    path = _artifact_path(sha256) if sha256 else None
+    if path is None or sha256 is None:
+        uncached.append(name)
+    elif file_digest(path) != sha256:
+        mismatched.append(f"{name}: the cached {sdist.filename} does not hash to "
+                          f"the locked sha256 {sha256}")
+    else:
+        built.append(name)
 
 
 _CONFLICT = re.compile(
