@@ -86,7 +86,8 @@ def test_index_install_without_record_is_unknown_origin(
     # such a snapshot is for diffing; install refuses it with a clear error
     snap = tmp_path / "pylock.snap.toml"
     assert main(["snapshot", "--venv", str(venv), "-o", str(snap)]) == 0
-    with pytest.raises(LockError, match=r"packages\[0\] \(six\): no wheel"):
+    with pytest.raises(LockError,
+                       match=r"packages\[0\] \(six\): neither a wheel nor an sdist"):
         install_lock(snap, venv=tmp_path / "other", python=PY)
 
 
