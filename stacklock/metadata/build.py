@@ -30,8 +30,8 @@ from stacklock.errors import MetadataError
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from stacklock.install.runner import Runner
     from stacklock.profile import Profile
+    from stacklock.runner import Runner
 
 __all__ = [
     "BuildSetup",
@@ -83,11 +83,11 @@ class BuildSetup:
 def make_build_setup(profile: Profile, *, log_dir: Path) -> BuildSetup:
     """How a profile's sdists are built for their metadata: uv from stacklock's
     own dependency, the target's Python, the profile's ``build-requires``."""
-    from uv import find_uv_bin
+    from stacklock.runner import find_uv
 
     spec = profile.requirements
     return BuildSetup(
-        uv=str(find_uv_bin()), python=profile.target.python, log_dir=log_dir,
+        uv=find_uv(), python=profile.target.python, log_dir=log_dir,
         build_requires={name: tuple(str(r) for r in reqs)
                         for name, reqs in spec.build_requires.items()})
 
@@ -182,7 +182,7 @@ class _BuildEnv:
 
 
 def _real_runner() -> Runner:
-    from stacklock.install.runner import SubprocessRunner
+    from stacklock.runner import SubprocessRunner
 
     return SubprocessRunner()
 

@@ -30,17 +30,14 @@ from packaging.metadata import InvalidMetadata, Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     NormalizedName,
     canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
 )
 from packaging.version import InvalidVersion, Version
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
+from stacklock.index.links import parse_filename
 from stacklock.metadata import remote_zip
 from stacklock.metadata.remote_zip import RANGE_RETRY
 from stacklock.store import ArtifactStore, describe_http_error
@@ -129,13 +126,10 @@ def parse_metadata(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
     """METADATA of the wheel ``filename``, or the metadata of the wheel the
     sdist ``filename`` builds (its PKG-INFO or prepared METADATA), checked
     against the file name's project and version."""
-    try:
-        if filename.endswith(".whl"):
-            wheel_name, wheel_version, _build, _tags = parse_wheel_filename(filename)
-        else:
-            wheel_name, wheel_version = parse_sdist_filename(filename)
-    except (InvalidWheelFilename, InvalidSdistFilename) as exc:
-        raise MetadataError(f"{where}: not a wheel or sdist file name: {exc}") from exc
+    parsed = parse_filename(filename)
+    if isinstance(parsed, str):
+        raise MetadataError(f"{where}: {parsed}")
+    wheel_name, wheel_version, _build, _tags = parsed
     try:
         plain = _plain_fields(raw)
         if plain is not None:

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
-from packaging.utils import parse_sdist_filename
 
 from stacklock.errors import MetadataError
+from stacklock.index.links import project_of
 from stacklock.metadata.build import BuildSetup, prepare_metadata
 from stacklock.metadata.pkg_info import untrusted_reason
 from stacklock.metadata.sdist_archive import ARCHIVE_ERRORS, read_remote_pkg_info
@@ -83,7 +83,7 @@ class SdistReader:
         return self._build(link, why or "")
 
     def _build(self, link: Link, why: str) -> bytes:
-        name = parse_sdist_filename(link.filename)[0]
+        name = project_of(link.filename) or link.filename
         if self._setup is None:
             raise MetadataError(
                 f"{link.filename}: {why}, and building sdists is turned off",

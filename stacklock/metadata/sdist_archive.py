@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from stacklock.errors import ZipReadError
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
 
@@ -33,7 +34,7 @@ FIRST_READ = 64 * 1024
 _HEADERS = {"Accept-Encoding": "identity"}
 # What a broken archive raises while it is read.
 ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, zlib.error, EOFError,
-                  _remote_zip.ZipReadError)
+                  ZipReadError)
 
 
 class ForwardReader(io.RawIOBase):
@@ -154,7 +155,7 @@ def read_remote_pkg_info(
     """The sdist's ``<top>/PKG-INFO``; None when it has none. ``first`` is the
     size of the first range read. Raises
     ``httpx.HTTPError``, ``tarfile.TarError``/``zlib.error``/``EOFError`` for a
-    broken archive, and :class:`stacklock.metadata.remote_zip.ZipReadError`."""
+    broken archive, and :class:`stacklock.errors.ZipReadError`."""
     if filename.endswith(".zip"):
         return _zip_pkg_info(http, url, on_bytes=on_bytes, size_hint=size_hint)
     with ForwardReader(http, url, on_bytes=on_bytes, first=first) as raw, tarfile.open(
