@@ -1,10 +1,11 @@
-"""An sdist's metadata: PKG-INFO read from the front of real sdists served over
-loopback HTTP (with and without Range), PEP 643 trust, the cache, and the
-diagnosis of a real failed build. Data: tests/data/sdist/ (PROVENANCE.md)."""
+"""An sdist's metadata: PKG-INFO read from the front of real sdists answered the
+way a file server answers Range (or ignores it), PEP 643 trust, the cache, and
+the diagnosis of a real failed build. Data: tests/data/sdist/ (PROVENANCE.md)."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -17,7 +18,7 @@ from stacklock.metadata.build import diagnose_build_log
 from stacklock.metadata.pkg_info import parse_pkg_info, untrusted_reason
 from stacklock.metadata.sdist import SdistReader
 from stacklock.metadata.sdist_archive import read_remote_pkg_info
-from tests.rangeserver import serve_folder
+from tests.helpers.ranges import range_response
 
 DATA = Path(__file__).parent / "data" / "sdist"
 NVD3 = "python-nvd3-0.16.0.tar.gz"  # setuptools: PKG-INFO among the first members
@@ -26,25 +27,47 @@ TOMLI = "tomli-2.5.0.tar.gz"  # flit: PKG-INFO is the last member
 ZIP = "wincertstore-0.2.1.zip"
 
 
-def _read(url: str, filename: str, **kwargs: int) -> tuple[bytes | None, int]:
+@dataclass
+class Served:
+    """The sdists of tests/data/sdist at ``url``; ``ranges`` records each
+    request's Range header ("" for none)."""
+
+    url: str = "https://files.example.org"
+    ranges: list[str] = field(default_factory=list)
+    honour_range: bool = True
+
+    def client(self) -> httpx.Client:
+        def answer(request: httpx.Request) -> httpx.Response:
+            self.ranges.append(request.headers.get("range", ""))
+            path = DATA / request.url.path.rsplit("/", 1)[-1]
+            if not path.is_file():
+                return httpx.Response(404)
+            if not self.honour_range:
+                return httpx.Response(200, content=path.read_bytes())
+            return range_response(request, path.read_bytes())
+
+        return httpx.Client(transport=httpx.MockTransport(answer))
+
+
+def _read(served: Served, filename: str, **kwargs: int) -> tuple[bytes | None, int]:
     got: list[int] = []
-    with httpx.Client() as http:
-        raw = read_remote_pkg_info(http, f"{url}/{filename}", filename,
+    with served.client() as http:
+        raw = read_remote_pkg_info(http, f"{served.url}/{filename}", filename,
                                    on_bytes=got.append, **kwargs)
     return raw, sum(got)
 
 
 def test_pkg_info_near_the_front_is_read_by_one_range() -> None:
     size = (DATA / REQUESTS).stat().st_size
-    with serve_folder(DATA) as served:
-        raw, read = _read(served.url, REQUESTS)
+    served = Served()
+    raw, read = _read(served, REQUESTS)
     assert raw is not None and raw.startswith(b"Metadata-Version: 2.1\nName: requests")
     assert served.ranges == ["bytes=0-65535"] and read == 65536 < size
 
 
 def test_a_short_first_read_goes_on_with_the_rest_as_a_stream() -> None:
-    with serve_folder(DATA) as served:
-        raw, _ = _read(served.url, NVD3, first=4096)
+    served = Served()
+    raw, _ = _read(served, NVD3, first=4096)
     assert raw is not None and b"\nName: python-nvd3\n" in raw
     # the first range, then the rest streamed (closed once PKG-INFO went by)
     assert served.ranges == ["bytes=0-4095", "bytes=4096-"]
@@ -52,8 +75,8 @@ def test_a_short_first_read_goes_on_with_the_rest_as_a_stream() -> None:
 
 def test_pkg_info_at_the_end_reads_the_whole_sdist() -> None:
     size = (DATA / TOMLI).stat().st_size
-    with serve_folder(DATA) as served:
-        raw, read = _read(served.url, TOMLI, first=4096)
+    served = Served()
+    raw, read = _read(served, TOMLI, first=4096)
     assert raw is not None and read == size
     meta = parse_pkg_info(raw, TOMLI)
     assert (meta.name, str(meta.version)) == ("tomli", "2.5.0")
@@ -62,14 +85,14 @@ def test_pkg_info_at_the_end_reads_the_whole_sdist() -> None:
 
 
 def test_a_server_ignoring_range_is_read_as_a_stream() -> None:
-    with serve_folder(DATA, honour_range=False) as served:
-        raw, _ = _read(served.url, NVD3)
+    served = Served(honour_range=False)
+    raw, _ = _read(served, NVD3)
     assert raw is not None and b"Name: python-nvd3" in raw
 
 
 def test_zip_sdist_is_read_by_range_requests() -> None:
-    with serve_folder(DATA) as served:
-        raw, read = _read(served.url, ZIP)
+    served = Served()
+    raw, read = _read(served, ZIP)
     assert raw is not None and b"Name: wincertstore" in raw
     assert served.ranges[0] == "bytes=-65536" and read >= len(raw)
 
@@ -78,16 +101,16 @@ def test_pep_643_trust() -> None:
     flash = (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes()
     assert untrusted_reason(flash) == (
         "PKG-INFO marks requires-dist, requires-python as dynamic")
-    with serve_folder(DATA) as served:
-        nvd3, _ = _read(served.url, NVD3)
+    served = Served()
+    nvd3, _ = _read(served, NVD3)
     assert nvd3 is not None
     assert untrusted_reason(nvd3) == (
         "PKG-INFO is Metadata-Version 2.1 (before 2.2, PEP 643)")
 
 
 def test_pkg_info_of_another_project_is_refused() -> None:
-    with serve_folder(DATA) as served:
-        raw, _ = _read(served.url, TOMLI)
+    served = Served()
+    raw, _ = _read(served, TOMLI)
     assert raw is not None
     with pytest.raises(MetadataError, match=r"METADATA says tomli 2\.5\.0"):
         parse_pkg_info(raw, "tomlkit-2.5.0.tar.gz")
@@ -105,7 +128,8 @@ def _fetcher(http: httpx.Client, cache: Path, **kwargs: bool) -> MetadataFetcher
 
 
 def test_fetcher_uses_trusted_pkg_info_and_caches_it(tmp_path: Path) -> None:
-    with serve_folder(DATA) as served, httpx.Client() as http:
+    served = Served()
+    with served.client() as http:
         link = _link(served.url, TOMLI)
         fetcher = _fetcher(http, tmp_path)
         meta = fetcher.get(link)
@@ -117,7 +141,8 @@ def test_fetcher_uses_trusted_pkg_info_and_caches_it(tmp_path: Path) -> None:
 
 
 def test_untrusted_pkg_info_needs_a_build(tmp_path: Path) -> None:
-    with serve_folder(DATA) as served, httpx.Client() as http:
+    served = Served()
+    with served.client() as http:
         with pytest.raises(MetadataError, match=r"Metadata-Version 2\.1 .*building "
                            "sdists is turned off"):
             _fetcher(http, tmp_path).get(_link(served.url, NVD3))

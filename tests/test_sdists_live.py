@@ -21,7 +21,7 @@ import pytest
 
 from stacklock.install import install_lock
 from stacklock.resolve.locking import lock_profile
-from tests.test_install_live import _python312
+from tests.helpers.uv import python312
 
 pytestmark = pytest.mark.live
 
@@ -101,7 +101,7 @@ def test_sdist_only_project_installs_builds_and_imports(
     lock = tmp_path / "pylock.nvd3.toml"
     lock_profile(str(profile), output=lock, cache_dir=cache)
     venv = tmp_path / "env"
-    result = install_lock(lock, venv=venv, python=_python312())
+    result = install_lock(lock, venv=venv, python=python312(tmp_path))
     sync = next(c for c in result.plan.commands if "sync" in c)
     assert "--only-binary" in sync and sync[sync.index("--no-binary") + 1] == (
         "python-nvd3")

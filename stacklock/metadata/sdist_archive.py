@@ -123,7 +123,7 @@ class ForwardReader(io.RawIOBase):
                 f"range read {spec} got HTTP {response.status_code}",
                 request=request, response=response)
         self._response = response
-        self._chunks = response.iter_raw()
+        self._chunks = response.iter_bytes()  # identity was asked for
 
     def _finish(self) -> None:
         if self._response is not None:
