@@ -101,11 +101,12 @@ def check_resolution(
     cache_dir: Path | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> NativeReport:
-    """The native check of a resolution's wheels (reads cached by sha256)."""
+    """The native check of a resolution's wheels (reads cached by sha256); a
+    package locked as an sdist has no wheel to read until install builds it."""
     wheels = [
         NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
                     url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
-        for p in resolution.packages
+        for p in resolution.packages if not p.is_sdist
     ]
     target = resolution.profile.target
     done: list[str] = []
