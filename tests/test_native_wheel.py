@@ -128,3 +128,13 @@ def test_wheels_tagged_any_are_not_read():
     assert has_native_code(MARKUPSAFE.name)
     assert not has_native_code("flashinfer_python-0.7.2-py3-none-any.whl")
     assert has_native_code("nvidia_nvtx-13.0.85-py3-none-manylinux2014_x86_64.whl")
+
+
+def test_a_wheel_on_a_folder_index_is_read_from_its_file(tmp_path):
+    server = RangeServer()
+    local = NativeWheel(package="markupsafe", version="3.0.4",
+                        filename=MARKUPSAFE.name, url=MARKUPSAFE.resolve().as_uri(),
+                        sha256=SHA, size=len(BODY))
+    natives = _reader(server, tmp_path).read(local)
+    assert server.requests == 0
+    assert natives.objects == tuple(_local_objects()[1])

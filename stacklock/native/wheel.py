@@ -16,6 +16,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import httpx
 from elftools.common.exceptions import ELFError
@@ -117,12 +119,15 @@ class WheelReader:
             self._count(wheel.filename, 0)
             return cached
         local = self._store.path_for(wheel.sha256)
+        if local is None and wheel.url.startswith("file://"):
+            local = Path(url2pathname(urlsplit(wheel.url).path))  # a folder index
         if local is not None:
             natives = _read_local(local, wheel)
         elif self._offline:
             raise NativeError(
                 f"{wheel.filename}: its shared objects are not cached",
-                hint="run once without --offline to fill the cache",
+                hint="run once without --offline to fill the cache, or resolve "
+                "with --no-check",
             )
         else:
             natives = self._read_remote(wheel)
