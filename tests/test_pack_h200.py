@@ -8,6 +8,7 @@ import hashlib
 import json
 
 from stacklock.lock import load_lock
+from stacklock.validate.report import ValidateResult
 from tests.helpers.data import DATA, ROOT
 
 RECORD = DATA / "pack-h200"
@@ -15,17 +16,17 @@ LOCK = ROOT / "locks" / "pylock.pypi-small.toml"
 
 
 def test_the_h200_report_passes_for_the_committed_lock():
-    # the report as written there (report_version 1), read as plain JSON
-    report = json.loads((RECORD / "report.json").read_text())
-    assert report["report_version"] == 1 and report["verdict"] == "pass"
+    report = ValidateResult.from_dict(json.loads((RECORD / "report.json").read_text()))
+    assert report.ok
     sha = hashlib.sha256(LOCK.read_bytes()).hexdigest()
-    assert f"/packs/{sha}/" in report["lock"]
-    checks = {c["name"]: c for c in report["checks"]}
-    assert checks["distributions"]["details"]["locked"] == len(load_lock(LOCK).packages)
-    assert checks["wheel-hashes"]["status"] == "pass"
-    versions = {p.name: str(p.version) for p in load_lock(LOCK).packages}
-    assert checks["import:requests"]["reason"] == f"imports ({versions['requests']})"
-    assert checks["import:attrs"]["reason"] == f"imports ({versions['attrs']})"
+    assert report.lock is not None and f"/packs/{sha}/" in report.lock
+    lock = load_lock(LOCK)
+    checks = {c.name: c for c in report.checks}
+    assert checks["distributions"].details["locked"] == len(lock.packages)
+    assert checks["wheel-hashes"].status == "pass"
+    versions = {p.name: str(p.version) for p in lock.packages}
+    assert checks["import:requests"].reason == f"imports ({versions['requests']})"
+    assert checks["import:attrs"].reason == f"imports ({versions['attrs']})"
 
 
 def test_the_h200_log_shows_an_offline_node_and_a_refused_tampered_copy():
@@ -36,9 +37,12 @@ def test_the_h200_log_shows_an_offline_node_and_a_refused_tampered_copy():
     assert "stacklock on PATH=/usr/bin:/bin: none" in node
     assert "Python 3.12.3" in node and "NVIDIA H200" in node
     assert "rc=0" in sections["install"]
-    assert "install skipped" in sections["install again"]
+    assert sections["install again"].splitlines()[:2] == [
+        "rc=0", "/tmp/node/env already matches the lock in pypi-small.pack; "
+        "install skipped"]
     tampered = sections["tampered"].splitlines()
     assert tampered[0].startswith("stacklock: error: ") and "was altered" in tampered[0]
     assert tampered[1] == "rc=2" and tampered[2].startswith("venv untouched:")
+    assert sections["validate"].splitlines()[0] == "rc=0"
     versions = {p.name: str(p.version) for p in load_lock(LOCK).packages}
     assert sections["imports"].split() == [versions["requests"], versions["attrs"]]

@@ -15,9 +15,9 @@ echo "== install"; mkdir -p /tmp/node
 s=$(date +%s)
 env -i HOME=/tmp/node PATH=/usr/bin:/bin $PY /tmp/pypi-small.pack install --venv /tmp/node/env --report-dir $OUT/report; echo "rc=$? seconds=$(( $(date +%s) - s ))"
 echo "== install again"
-env -i HOME=/tmp/node PATH=/usr/bin:/bin $PY /tmp/pypi-small.pack install --venv /tmp/node/env --report-dir /tmp/node/report2 | head -1; echo "rc=$?"
+env -i HOME=/tmp/node PATH=/usr/bin:/bin $PY /tmp/pypi-small.pack install --venv /tmp/node/env --report-dir /tmp/node/report2 > /tmp/again.txt; echo "rc=$?"; head -1 /tmp/again.txt
 echo "== validate"
-env -i HOME=/tmp/node PATH=/usr/bin:/bin $PY /tmp/pypi-small.pack validate --venv /tmp/node/env --report-dir /tmp/node/report3 | tail -1; echo "rc=$?"
+env -i HOME=/tmp/node PATH=/usr/bin:/bin $PY /tmp/pypi-small.pack validate --venv /tmp/node/env --report-dir /tmp/node/report3 > /tmp/validate.txt; echo "rc=$?"; tail -1 /tmp/validate.txt
 echo "== imports"; /tmp/node/env/bin/python -c "import requests, rich, attrs, socks; print(requests.__version__, attrs.__version__)"
 echo "== tampered"
 cp /tmp/pypi-small.pack /tmp/bad.pack
