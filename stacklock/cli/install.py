@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from stacklock.cli.output import print_json, progress
 from stacklock.errors import StacklockError
 from stacklock.install import (
+    DEFAULT_CUDA_LINK,
     install_lock,
     render_install,
     render_rollback,
@@ -51,9 +52,9 @@ def install(args: argparse.Namespace) -> int:
             no_toolkit=args.no_toolkit,
             dry_run=args.dry_run,
             allow_no_gpu=args.allow_no_gpu,
-            link_cuda_at=Path("/usr/local/cuda") if args.link_cuda else None,
+            link_cuda_at=DEFAULT_CUDA_LINK if args.link_cuda else None,
             validate=not args.no_validate,
             on_download=on_download,
         )
     print_json(result.to_dict()) if args.json else print(render_install(result))
-    return 0 if getattr(result.validation, "ok", True) else 1
+    return 0 if result.validation is None or result.validation.ok else 1

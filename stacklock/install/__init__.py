@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from stacklock.lock import Lock
 
 __all__ = [
+    "DEFAULT_CUDA_LINK",
     "InstallResult",
     "RollbackResult",
     "install_lock",

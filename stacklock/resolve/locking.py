@@ -154,7 +154,7 @@ def render_resolve(result: ResolveResult) -> str:
         lines.append("  hashed by download (the index gave no single sha256): "
                      + ", ".join(downloaded))
     for finding in res.coherence:
-        if getattr(finding, "level", "ok") != "ok":
+        if finding.level != "ok":
             lines.append(f"  cuda {finding.level}: {finding.package}: "
                          f"{finding.message}")
     if result.native is not None:

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import httpx
     from packaging.version import Version
 
+    from stacklock.cuda.coherence import CoherenceFinding
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
 
@@ -75,7 +76,7 @@ class Resolution:
     packages: tuple[ResolvedPackage, ...]
     overrides: tuple[AppliedOverride, ...] = ()
     cuda_entry: dict[str, Any] | None = None
-    coherence: tuple[Any, ...] = ()
+    coherence: tuple[CoherenceFinding, ...] = ()
     variants: tuple[VariantChoice, ...] = ()
     seconds: float = 0.0
     stats: SourceStats = field(default_factory=SourceStats)
