@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from stacklock.errors import MetadataError
+from stacklock.http import Retry
 from stacklock.index.links import Link
 from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import diagnose_build_log
@@ -88,6 +89,24 @@ def test_a_server_ignoring_range_is_read_as_a_stream() -> None:
     served = Served(honour_range=False)
     raw, _ = _read(served, NVD3)
     assert raw is not None and b"Name: python-nvd3" in raw
+
+
+def test_a_5xx_on_the_first_range_is_tried_again() -> None:
+    served = Served()
+    answers = iter([httpx.Response(503), httpx.Response(502)])
+    body = (DATA / NVD3).read_bytes()
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        served.ranges.append(request.headers.get("range", ""))
+        return next(answers, None) or range_response(request, body)
+
+    waits: list[float] = []
+    with httpx.Client(transport=httpx.MockTransport(flaky)) as http:
+        raw = read_remote_pkg_info(http, f"{served.url}/{NVD3}", NVD3,
+                                   on_bytes=lambda n: None,
+                                   retry=Retry(sleep=waits.append))
+    assert raw is not None and b"\nName: python-nvd3\n" in raw
+    assert served.ranges == ["bytes=0-65535"] * 3 and waits == [0.4, 0.8]
 
 
 def test_zip_sdist_is_read_by_range_requests() -> None:

@@ -24,9 +24,12 @@ import httpx
 from stacklock.errors import ZipReadError
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
+from stacklock.metadata.remote_zip import RANGE_RETRY
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from stacklock.http import Retry
 
 __all__ = ["ARCHIVE_ERRORS", "FIRST_READ", "ForwardReader", "read_remote_pkg_info"]
 
@@ -50,9 +53,11 @@ class ForwardReader(io.RawIOBase):
         *,
         on_bytes: Callable[[int], None],
         first: int = FIRST_READ,
+        retry: Retry = RANGE_RETRY,
     ) -> None:
         super().__init__()
         self._http = http
+        self._retry = retry
         self._url = url
         self._on_bytes = on_bytes
         self._first = first
@@ -95,8 +100,16 @@ class ForwardReader(io.RawIOBase):
         return chunk
 
     def _first_range(self) -> bytes | None:
-        response = self._http.get(
-            self._url, headers={**_HEADERS, "Range": f"bytes=0-{self._first - 1}"})
+        headers = {**_HEADERS, "Range": f"bytes=0-{self._first - 1}"}
+        for attempt in self._retry:  # timeouts, resets and 5xx, as for wheels
+            try:
+                response = self._http.get(self._url, headers=headers)
+            except httpx.TransportError:
+                if self._retry.is_last(attempt):
+                    raise
+                continue
+            if response.status_code < 500 or self._retry.is_last(attempt):
+                break
         if response.status_code == 416:  # an empty file
             return None
         response.raise_for_status()
@@ -151,6 +164,7 @@ def read_remote_pkg_info(
     on_bytes: Callable[[int], None],
     size_hint: int | None = None,
     first: int = FIRST_READ,
+    retry: Retry = RANGE_RETRY,
 ) -> bytes | None:
     """The sdist's ``<top>/PKG-INFO``; None when it has none. ``first`` is the
     size of the first range read. Raises
@@ -158,7 +172,8 @@ def read_remote_pkg_info(
     broken archive, and :class:`stacklock.errors.ZipReadError`."""
     if filename.endswith(".zip"):
         return _zip_pkg_info(http, url, on_bytes=on_bytes, size_hint=size_hint)
-    with ForwardReader(http, url, on_bytes=on_bytes, first=first) as raw, tarfile.open(
+    with ForwardReader(http, url, on_bytes=on_bytes, first=first,
+                       retry=retry) as raw, tarfile.open(
         fileobj=raw, mode="r|gz"
     ) as archive:
         for member in archive:
