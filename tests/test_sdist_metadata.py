@@ -5,6 +5,7 @@ the diagnosis of a real failed build. Data: tests/data/sdist/ (PROVENANCE.md).""
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +16,12 @@ from stacklock.errors import MetadataError
 from stacklock.http import Retry
 from stacklock.index.links import Link
 from stacklock.metadata import MetadataFetcher
-from stacklock.metadata.build import diagnose_build_log
+from stacklock.metadata.build import BuildSetup, SdistBuildError, diagnose_build_log
 from stacklock.metadata.pkg_info import parse_pkg_info, untrusted_reason
 from stacklock.metadata.sdist import SdistReader
 from stacklock.metadata.sdist_archive import read_remote_pkg_info
+from stacklock.runner import find_uv
+from stacklock.store import ArtifactStore
 from tests.helpers.ranges import range_response
 
 DATA = Path(__file__).parent / "data" / "sdist"
@@ -165,6 +168,30 @@ def test_untrusted_pkg_info_needs_a_build(tmp_path: Path) -> None:
         with pytest.raises(MetadataError, match=r"Metadata-Version 2\.1 .*building "
                            "sdists is turned off"):
             _fetcher(http, tmp_path).get(_link(served.url, NVD3))
+
+
+def test_a_failed_build_is_one_line_and_the_sdist_is_fetched_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # uv offline with an empty cache: the build environment cannot get setuptools
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    setup = BuildSetup(uv=find_uv(), python=sys.executable,
+                       log_dir=tmp_path / "logs", build_requires={})
+    served = Served()
+    with served.client() as http:
+        reader = SdistReader(http, cache_dir=tmp_path, setup=setup)
+        with pytest.raises(SdistBuildError) as info:
+            reader.read(_link(served.url, NVD3))
+    message = str(info.value)
+    assert message.startswith(
+        "python-nvd3-0.16.0.tar.gz: preparing python-nvd3's metadata failed (")
+    assert "\n" not in message and info.value.needs is None
+    assert "uv pip install" in info.value.log.read_text()
+    # read whole by the first range (34 KB), stored from those bytes: one request
+    assert served.ranges == ["bytes=0-65535"]
+    sha = hashlib.sha256((DATA / NVD3).read_bytes()).hexdigest()
+    assert ArtifactStore(tmp_path / "artifacts").has(sha)
 
 
 def test_offline_without_cache_says_so(tmp_path: Path) -> None:

@@ -14,6 +14,9 @@ builds nothing; :meth:`SdistReader.read` tries, in order:
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,9 +65,11 @@ class SdistReader:
     def read(self, link: Link) -> bytes:
         """PKG-INFO where PEP 643 lets it stand for the built wheel's METADATA,
         else the METADATA a PEP 517 backend prepares."""
+        kept = bytearray()
         try:
             raw = read_remote_pkg_info(self._http, link.url, link.filename,
-                                       on_bytes=self._count, size_hint=link.size)
+                                       on_bytes=self._count, size_hint=link.size,
+                                       keep=kept)
         except httpx.HTTPError as exc:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read the sdist "
@@ -80,19 +85,34 @@ class SdistReader:
         why = "the sdist has no PKG-INFO" if raw is None else untrusted_reason(raw)
         if raw is not None and why is None:
             return raw
-        return self._build(link, why or "")
+        return self._build(link, why or "", kept)
 
-    def _build(self, link: Link, why: str) -> bytes:
+    def _stored(self, link: Link, kept: bytearray) -> Path | None:
+        """The sdist already read whole (small, or PKG-INFO last), put in the
+        store when its bytes are the ones the index states: no second download."""
+        if not link.sha256 or (link.size is not None and link.size != len(kept)):
+            return None
+        if hashlib.sha256(kept).hexdigest() != link.sha256.lower():
+            return None
+        self._store.root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".sdist-", dir=self._store.root)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(kept)
+        return self._store.adopt(Path(tmp), link.sha256)
+
+    def _build(self, link: Link, why: str, kept: bytearray) -> bytes:
         name = project_of(link.filename) or link.filename
         if self._setup is None:
             raise MetadataError(
                 f"{link.filename}: {why}, and building sdists is turned off",
                 hint=f"allow builds, or serve a wheel of {name} for the target",
             )
-        path, _sha = self._store.fetch(self._http, link.url,
-                                       expected_sha256=link.sha256, size=link.size,
-                                       progress=None)
-        self._count(path.stat().st_size)
+        path = self._stored(link, kept)
+        if path is None:
+            path, _sha = self._store.fetch(self._http, link.url,
+                                           expected_sha256=link.sha256,
+                                           size=link.size, progress=None)
+            self._count(path.stat().st_size)
         raw = prepare_metadata(path, project=name, filename=link.filename,
                                setup=self._setup)
         with self._lock:

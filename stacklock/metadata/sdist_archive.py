@@ -54,10 +54,12 @@ class ForwardReader(io.RawIOBase):
         on_bytes: Callable[[int], None],
         first: int = FIRST_READ,
         retry: Retry = RANGE_RETRY,
+        keep: bytearray | None = None,
     ) -> None:
         super().__init__()
         self._http = http
         self._retry = retry
+        self._keep = keep  # every byte fetched, in order, when given
         self._url = url
         self._on_bytes = on_bytes
         self._first = first
@@ -97,6 +99,8 @@ class ForwardReader(io.RawIOBase):
             return None
         self._offset += len(chunk)
         self._on_bytes(len(chunk))
+        if self._keep is not None:
+            self._keep += chunk
         return chunk
 
     def _first_range(self) -> bytes | None:
@@ -115,6 +119,8 @@ class ForwardReader(io.RawIOBase):
         response.raise_for_status()
         body = response.content
         self._on_bytes(len(body))
+        if self._keep is not None:
+            self._keep += body
         self._offset = len(body)
         if response.status_code == 200:  # Range ignored: that was the whole file
             self._total = len(body)
@@ -165,15 +171,17 @@ def read_remote_pkg_info(
     size_hint: int | None = None,
     first: int = FIRST_READ,
     retry: Retry = RANGE_RETRY,
+    keep: bytearray | None = None,
 ) -> bytes | None:
     """The sdist's ``<top>/PKG-INFO``; None when it has none. ``first`` is the
-    size of the first range read. Raises
+    size of the first range read; ``keep`` receives the bytes of a .tar.gz read
+    from its start (the whole sdist when it was read to the end). Raises
     ``httpx.HTTPError``, ``tarfile.TarError``/``zlib.error``/``EOFError`` for a
     broken archive, and :class:`stacklock.errors.ZipReadError`."""
     if filename.endswith(".zip"):
         return _zip_pkg_info(http, url, on_bytes=on_bytes, size_hint=size_hint)
-    with ForwardReader(http, url, on_bytes=on_bytes, first=first,
-                       retry=retry) as raw, tarfile.open(
+    with ForwardReader(http, url, on_bytes=on_bytes, first=first, retry=retry,
+                       keep=keep) as raw, tarfile.open(
         fileobj=raw, mode="r|gz"
     ) as archive:
         for member in archive:
