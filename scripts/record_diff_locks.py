@@ -1,9 +1,9 @@
 """Regenerate the real uv locks in tests/data/diff/ that the diff tests read.
 
-Runs ``uv pip compile --format pylock.toml`` against real PyPI for two stacks from
-the seeds: the CUDA 12.8 stack (torch 2.9.1, whose PyPI wheels are cu128) and the
-CUDA 13 stack (torch 2.11.0, whose PyPI wheels are cu130, forced under sglang 0.5.9
-with overrides, as the seed account did). ``--exclude-newer`` fixes the answer, so a
+Runs ``uv pip compile --format pylock.toml`` against real PyPI for two SGLang 0.5.9
+stacks: the CUDA 12.8 one (torch 2.9.1, whose PyPI wheels are cu128) and the CUDA 13
+one (torch 2.11.0, whose PyPI wheels are cu130, forced under sglang 0.5.9 with
+overrides). ``--exclude-newer`` fixes the answer, so a
 rerun gives the same packages as long as PyPI keeps the files.
 
     .venv/bin/python scripts/record_diff_locks.py

@@ -26,7 +26,8 @@ and callers never parse messages.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+# not typing.TYPE_CHECKING: the command line's start should not pay for importing typing
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from stacklock.install.preflight import Problem

@@ -2,8 +2,8 @@
 
 md5sum.txt, the local_installers listing and the archive page have no recording
 anywhere (see stacklock/data/PROVENANCE.md). The ones below are CONSTRUCTED: their
-values are real (the rwgk md5 catalog, spack's runfile names, the archive-page URL
-quoted in the seeds), their shape is the documented format (coreutils md5sum lines,
+values are real (the rwgk md5 catalog, spack's runfile names, NVIDIA's
+archive-page URL form), their shape is the documented format (coreutils md5sum lines,
 an HTML listing of anchors, links to cuda-X-Y-Z-download-archive pages).
 """
 

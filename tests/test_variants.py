@@ -74,7 +74,7 @@ def test_sm_90_takes_sm90a(tmp_path):
 
 
 def test_no_fitting_per_arch_version_keeps_the_generic_project(tmp_path):
-    """0.6.4 (the seeds' version) is only on the generic page."""
+    """0.6.4 (the version blackwell-cu130 locks) is only on the generic page."""
     spec, (choice,) = _choose(tmp_path, ["flashinfer-jit-cache==0.6.4"], ["sm_120"])
     assert Version("0.6.4+cu130") in _page_versions("flashinfer-jit-cache")
     assert not any(SpecifierSet("==0.6.4").contains(v)

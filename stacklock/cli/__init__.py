@@ -10,9 +10,11 @@ traceback.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from stacklock.errors import StacklockError
+
+# not typing.TYPE_CHECKING: --help should not pay for importing typing
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

@@ -5,9 +5,11 @@ function that runs it (``verb="module:function"`` under ``stacklock.cli``), whic
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from stacklock import __version__
+
+# not typing.TYPE_CHECKING: --help should not pay for importing typing
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     _Sub = argparse._SubParsersAction[argparse.ArgumentParser]

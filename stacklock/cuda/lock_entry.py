@@ -1,8 +1,9 @@
 """From a profile's ``[cuda]`` table to what the lock records.
 
-``source = "runfile"`` gives the ``[tool.stacklock.cuda]`` table of docs/DESIGN.md:
-the runfile, its hashes and drivers, and the toolkit-only install arguments (never
-the driver: the driver belongs to the host, and the runfile's own would replace it).
+``source = "runfile"`` gives the ``[tool.stacklock.cuda]`` table (see
+docs/architecture.md): the runfile, its hashes and drivers, and the toolkit-only
+install arguments (never the driver: the driver belongs to the host, and the
+runfile's own would replace it).
 ``source = "pypi"`` gives a table saying so plus the ``cuda-toolkit`` requirement the
 resolver adds; the toolkit then arrives as ordinary wheels. ``"none"`` gives nothing.
 """
@@ -79,8 +80,8 @@ def pypi_requirements(cuda: CudaSpec, catalog: Catalog | None = None) -> list[st
 def make_lock_entry(cuda: CudaSpec, target: Target, catalog: Catalog | None = None
                     ) -> dict[str, Any] | None:
     """The ``[tool.stacklock.cuda]`` table for ``cuda`` on ``target``; None for
-    ``source = "none"``. Keys in DESIGN.md order; a value the catalog does not know
-    is left out (TOML has no null), never guessed."""
+    ``source = "none"``. Keys in docs/architecture.md order; a value the catalog
+    does not know is left out (TOML has no null), never guessed."""
     if cuda.source == "none":
         return None
     catalog = catalog or load_catalog()

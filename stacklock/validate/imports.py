@@ -1,7 +1,7 @@
 """Import each module named in ``[validate] imports`` inside the venv, one process
 each, and explain a failure.
 
-The failure the seeds lost days to: ``sgl_kernel`` (or ``flashinfer``) raising
+The failure that costs days when unnamed: ``sgl_kernel`` (or ``flashinfer``) raising
 ``ImportError: .../common_ops.abi3.so: undefined symbol: _ZN3c10...``. The extension
 was compiled against another torch than the one installed; the C++ ABI of libtorch
 changes between releases, so the fix is a pair of wheels that agree, not a rebuild of
