@@ -18,6 +18,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 from stacklock.errors import ProfileError
 from stacklock.tables import TableReader
 from stacklock.target import Target
+from stacklock.validate.config import parse_validate_config
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ class Profile:
     check: CheckSpec = field(default_factory=CheckSpec)
     validate: dict[str, Any] = field(
         default_factory=dict
-    )  # parsed by stacklock.validate
+    )  # checked when the profile loads; the lock carries it for validate
     path: str | None = None
     sha256: str = ""  # of the file bytes, the files it extends included
 
@@ -291,8 +292,7 @@ def parse_profile(
     cuda = _parse_cuda(data.get("cuda", {}), r)
     check = r.table(data.get("check", {}), "check", _KEYS["check"])
     validate = data.get("validate", {})
-    r.table(validate, "validate",
-            set(validate) if isinstance(validate, dict) else set())
+    parse_validate_config(validate, path=path, prefix="validate")  # checked now
     return Profile(
         name=name,
         description=str(meta.get("description", "")),

@@ -62,7 +62,8 @@ class TableReader:
     def string(self, value: Any, key: str, hint: str | None = None) -> str:
         if not isinstance(value, str):
             if isinstance(value, float) and hint is None:
-                hint = f'quote it: "{value}" is read as the number {value!r}'
+                hint = ('quote it: unquoted, TOML reads a version as a number '
+                        '(3.10 becomes 3.1)')
             raise self.fail(key, f"expected a string, got {value!r}", hint=hint)
         return value
 

@@ -108,6 +108,13 @@ def test_full_schema_parses() -> None:
         ({"requirements": {"packages": ["x"],
                            "build-requires": {"flash-attn": ["torch=2"]}}},
          "requirements.build-requires.flash-attn[0]"),
+        ({**MINIMAL, "validate": {"imprts": ["torch"]}}, "validate.imprts"),
+        ({**MINIMAL, "validate": {"min-gpus": "8"}}, "validate.min-gpus"),
+        ({**MINIMAL, "validate": {"gate": {"model": "m", "tp": 8}}},
+         "validate.gate.tp"),
+        ({**MINIMAL, "validate": {"probes": {"sizes": ["42 parsecs"]}}},
+         "validate.probes.sizes[0]"),
+        ({**MINIMAL, "target": {"python": 3.12}}, "target.python"),
     ],
 )
 def test_bad_input_names_the_key(data: dict, key: str) -> None:
@@ -129,6 +136,32 @@ def test_no_build_and_build_requires() -> None:
     assert [str(r) for r in some.build_requires["flash-attn"]] == ["torch==2.9.1"]
     default = parse_profile(MINIMAL, name="x").requirements
     assert not default.refuses_build("x") and default.build_requires == {}
+
+
+def test_validate_tables_are_checked_when_the_profile_loads(tmp_path: Path) -> None:
+    path = _write(tmp_path, "stack", """
+[requirements]
+packages = ["sglang==0.5.9"]
+
+[validate.gate]
+model = "moonshotai/Kimi-K2.5"
+concurency = [1, 4]
+""")
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(path))
+    assert info.value.path == str(path)
+    assert info.value.key == "validate.gate.concurency"
+    assert "unknown key 'concurency'" in str(info.value)
+
+
+def test_a_float_python_version_is_refused_with_a_hint_to_quote_it() -> None:
+    # TOML reads python = 3.10 as the float 3.1: never resolve for Python 3.1
+    with pytest.raises(ProfileError) as info:
+        parse_profile({**MINIMAL, "target": {"python": 3.10}}, name="x",
+                      path="p.toml")
+    assert info.value.key == "target.python"
+    assert "expected a string, got 3.1" in str(info.value)
+    assert info.value.hint is not None and info.value.hint.startswith("quote it")
 
 
 def test_cuda_allow_mixed_is_a_list_of_normalized_names() -> None:

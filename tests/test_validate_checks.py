@@ -15,7 +15,7 @@ from stacklock.validate.checks import (
     check_wheel_hashes,
     parse_uv_pip_check,
 )
-from tests.data.validate.wheelkit import (
+from tests.helpers.wheelkit import (
     UV,
     build_wheel,
     make_venv,

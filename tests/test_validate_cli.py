@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
-from tests.data.validate.wheelkit import build_wheel, make_venv, uv_install, write_lock
+from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
 FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
 

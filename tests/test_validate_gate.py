@@ -19,7 +19,7 @@ from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
 from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validate.probes import NO_MULTICAST
-from tests.data.validate.wheelkit import make_venv
+from tests.helpers.wheelkit import make_venv
 
 FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from stacklock.validate.gpuchecks import (
 )
 from stacklock.validate.probes import ProbeResult, _merge, probe_env, run_gpu_probes
 from stacklock.validate.report import ValidateResult
-from tests.data.validate.wheelkit import make_venv
+from tests.helpers.wheelkit import make_venv
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"
 

@@ -12,7 +12,7 @@ import pytest
 from stacklock.lock import load_lock
 from stacklock.validate import read_distributions
 from stacklock.validate.imports import check_imports
-from tests.data.validate.wheelkit import build_wheel, make_venv, uv_install, write_lock
+from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
 # c10::TensorImpl::release_resources(): a libtorch symbol whose ABI moved between
 # torch releases; here no library defines it at all.

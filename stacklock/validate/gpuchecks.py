@@ -8,7 +8,6 @@ parsing, the driver table); this module only turns them into named results.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ from stacklock.cuda import (
     read_driver,
 )
 from stacklock.errors import CudaError
+from stacklock.runner import SubprocessRunner
 from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
 from stacklock.validate.probes import format_size
 
@@ -50,9 +50,8 @@ def _nvcc_text(prefix: Path) -> str | None:
     nvcc = prefix / "bin" / "nvcc"
     if not nvcc.is_file():
         return None
-    proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True,
-                          timeout=60, check=False)
-    return proc.stdout if proc.returncode == 0 else None
+    rc, out = SubprocessRunner().capture([str(nvcc), "--version"])
+    return out if rc == 0 else None
 
 
 def check_toolkit(lock: Lock | None, *, prefix: Path | None = None) -> CheckResult:
