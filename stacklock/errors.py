@@ -5,6 +5,7 @@
      +-- IndexError_        an index cannot be read (unreachable, not an index)
      +-- MetadataError      a wheel's METADATA cannot be read
      |    +-- ZipReadError  the remote file is not a zip range reads can read
+     |    +-- SdistBuildError  preparing an sdist's metadata failed
      +-- DownloadError      a download failed for good (after resuming)
      +-- HashMismatchError  downloaded bytes disagree with a recorded hash
      +-- LockError          a lock is missing, malformed or of an unknown version
@@ -13,6 +14,7 @@
      +-- InstallError       an install step failed
      |    +-- PreflightError  preflight found problems; nothing was changed
      +-- ValidateError      validation could not run (not: a check failed)
+     |    +-- ServerError   the serving engine could not serve (a gate finding)
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- NativeError        a wheel's shared objects cannot be read
      +-- PackError          a pack is unreadable, altered, or made for another node
@@ -30,6 +32,8 @@ from __future__ import annotations
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from stacklock.install.preflight import Problem
 
 __all__ = [
@@ -48,6 +52,8 @@ __all__ = [
     "PreflightError",
     "ProfileError",
     "ResolutionError",
+    "SdistBuildError",
+    "ServerError",
     "StacklockError",
     "ValidateError",
     "ZipReadError",
@@ -106,6 +112,17 @@ class ZipReadError(MetadataError):
     """The remote file is not a zip range reads can read (the message says why)."""
 
 
+class SdistBuildError(MetadataError):
+    """Preparing an sdist's metadata failed; ``needs`` names what this machine
+    lacks when the log says so, ``log`` is the build's log file."""
+
+    def __init__(self, message: str, *, hint: str, needs: str | None,
+                 log: Path) -> None:
+        super().__init__(message, hint=hint)
+        self.needs = needs
+        self.log = log
+
+
 class DownloadError(StacklockError):
     """A download failed for good (after resuming); ``url`` is redacted."""
 
@@ -161,6 +178,11 @@ class PreflightError(InstallError):
 
 class ValidateError(StacklockError):
     """Validation could not run at all."""
+
+
+class ServerError(ValidateError):
+    """The serving engine could not serve: the message is the one line the gate
+    reports (caught by the gate, which records it as a finding)."""
 
 
 class FleetError(StacklockError):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.errors import MetadataError
+from stacklock.errors import SdistBuildError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BuildSetup",
-    "SdistBuildError",
     "diagnose_build_log",
     "make_build_setup",
     "prepare_metadata",
@@ -51,17 +50,6 @@ _NEEDS: tuple[tuple[str, re.Pattern[str]], ...] = (
      re.compile(r"nvidia-smi|No CUDA GPUs|CUDA is not available|"
                 r"torch\.cuda\.is_available\(\)", re.I)),
 )
-
-
-class SdistBuildError(MetadataError):
-    """Preparing an sdist's metadata failed; ``needs`` names what this machine
-    lacks when the log says so, ``log`` is the build's log file."""
-
-    def __init__(self, message: str, *, hint: str, needs: str | None,
-                 log: Path) -> None:
-        super().__init__(message, hint=hint)
-        self.needs = needs
-        self.log = log
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from stacklock.errors import ServerError
 from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
 from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validate.probes import NO_MULTICAST
@@ -33,7 +34,6 @@ from stacklock.validate.serving_client import (
     run_warmup,
 )
 from stacklock.validate.sglang_server import (
-    ServerError,
     SglangServer,
     server_env,
     tail,
@@ -44,8 +44,8 @@ if TYPE_CHECKING:
 
     from stacklock.validate.config import GateConfig
 
-__all__ = ["GateResult", "PhaseResult", "ServerError", "SglangServer", "run_gate",
-           "server_env"]  # the last three re-exported from sglang_server
+__all__ = ["GateResult", "PhaseResult", "SglangServer", "run_gate",
+           "server_env"]  # the last two re-exported from sglang_server
 
 
 @dataclass(frozen=True, kw_only=True)

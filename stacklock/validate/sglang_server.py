@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING
 
 import httpx
 
+from stacklock.errors import ServerError
 from stacklock.runner import free_port
 from stacklock.validate.probes import NO_MULTICAST
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from stacklock.validate.config import GateConfig
 
-__all__ = ["ServerError", "SglangServer", "server_env", "tail"]
+__all__ = ["SglangServer", "server_env", "tail"]
 
 
 def server_env(config: GateConfig,
@@ -40,10 +41,6 @@ def server_env(config: GateConfig,
     env.update(config.env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
-
-
-class ServerError(Exception):
-    """The server could not serve: ``reason`` is the one line for the report."""
 
 
 def tail(path: Path, lines: int = 1) -> str:
