@@ -44,10 +44,8 @@ from packaging.utils import canonicalize_name, parse_wheel_filename  # noqa: E40
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.index.client import ACCEPT  # noqa: E402
 from stacklock.index.pages import Link, parse_json_page  # noqa: E402
-from stacklock.metadata.remote_zip import (  # noqa: E402
-    RangeReader,
-    read_dist_info_metadata,
-)
+from stacklock.metadata.ranges import RangeReader  # noqa: E402
+from stacklock.metadata.remote_zip import read_dist_info_metadata  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
 from tests.helpers.cassette import RecordingTransport  # noqa: E402

@@ -135,9 +135,8 @@ class Profile:
     cuda: CudaSpec = field(default_factory=CudaSpec)
     gpu_variants: tuple[GpuVariants, ...] = ()  # see stacklock.variants
     check: CheckSpec = field(default_factory=CheckSpec)
-    validate: dict[str, Any] = field(
-        default_factory=dict
-    )  # checked when the profile loads; the lock carries it for validate
+    # [validate]: checked when the profile loads; the lock carries it for validate
+    validate: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
     sha256: str = ""  # of the file bytes, the files it extends included
 
@@ -151,13 +150,9 @@ class Profile:
             if name not in known:
                 raise ProfileError(
                     f"--index {name}=...: no index named {name!r} in the profile",
-                    path=self.path,
-                    hint="one of " + ", ".join(sorted(known)),
-                )
-        indexes = tuple(
-            replace(i, url=urls[i.name].rstrip("/")) if i.name in urls else i
-            for i in self.indexes
-        )
+                    path=self.path, hint="one of " + ", ".join(sorted(known)))
+        indexes = tuple(replace(i, url=urls[i.name].rstrip("/")) if i.name in urls
+                        else i for i in self.indexes)
         return replace(self, indexes=indexes)
 
 

@@ -10,6 +10,7 @@ import zipfile
 import httpx
 
 from stacklock.metadata import remote_zip
+from stacklock.metadata.ranges import RangeReader
 from tests.helpers.ranges import range_response
 
 METADATA = (b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
@@ -41,7 +42,7 @@ def _read(data: bytes) -> tuple[bytes, int]:
         return range_response(request, data)
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as http:
-        reader = remote_zip.RangeReader(http, "https://files.example.org/demo.whl",
+        reader = RangeReader(http, "https://files.example.org/demo.whl",
                                          on_bytes=lambda _n: None)
         assert reader.open_tail(64 * 1024)
         raw = remote_zip.read_dist_info_metadata(reader, "demo-1.0-py3-none-any.whl")

@@ -39,7 +39,7 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
 from stacklock.index.links import parse_filename
 from stacklock.metadata import remote_zip
-from stacklock.metadata.remote_zip import RANGE_RETRY
+from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 from stacklock.store import ArtifactStore, describe_http_error
 from stacklock.urls import redact_url, strip_credentials
 
@@ -328,7 +328,7 @@ class MetadataFetcher:
 
     def _ranged(self, link: Link) -> bytes | None:
         """METADATA by range reads; None when the server ignores ``Range``."""
-        reader = remote_zip.RangeReader(self._http, link.url, on_bytes=self._count,
+        reader = RangeReader(self._http, link.url, on_bytes=self._count,
                                         retry=self._retry)
         if not reader.open_tail(_TAIL, size_hint=link.size):
             return None

@@ -24,7 +24,7 @@ import httpx
 from stacklock.errors import ZipReadError
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
-from stacklock.metadata.remote_zip import RANGE_RETRY
+from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -198,7 +198,7 @@ def _zip_pkg_info(
     on_bytes: Callable[[int], None],
     size_hint: int | None,
 ) -> bytes | None:
-    reader = _remote_zip.RangeReader(http, url, on_bytes=on_bytes)
+    reader = RangeReader(http, url, on_bytes=on_bytes)
     if not reader.open_tail(FIRST_READ, size_hint=size_hint):
         response = http.get(url, headers=_HEADERS)
         response.raise_for_status()

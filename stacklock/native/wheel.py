@@ -24,8 +24,9 @@ from elftools.common.exceptions import ELFError
 from packaging.utils import parse_wheel_filename
 
 from stacklock._fs import atomic_write_bytes
-from stacklock.errors import NativeError
+from stacklock.errors import NativeError, ZipReadError
 from stacklock.metadata import remote_zip
+from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
     SharedObject,
     is_shared_object_name,
@@ -161,7 +162,7 @@ class WheelReader:
 
     def _read_remote(self, wheel: NativeWheel) -> WheelNatives:
         where = redact_url(wheel.url)
-        reader = remote_zip.RangeReader(
+        reader = RangeReader(
             self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
         )
         try:
@@ -189,7 +190,7 @@ class WheelReader:
                 f"{where}: cannot read the wheel ({describe_http_error(exc)})",
                 hint="check the network, or use --offline with a filled cache",
             ) from exc
-        except remote_zip.ZipReadError as exc:
+        except ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
         return _natives(wheel, files, objects)
 
