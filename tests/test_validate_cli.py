@@ -62,7 +62,11 @@ def test_all_pass_with_gate_and_report(venv: tuple[Path, Path], tmp_path: Path,
     assert [p["name"] for p in phases] == ["baseline", "speculative"]
     assert [lv["concurrency"] for lv in phases[1]["levels"]] == [1, 2]
     assert (report / "throughput.png").read_bytes().startswith(b"\x89PNG")
-    assert "## Throughput gate" in (report / "report.md").read_text()
+    md = (report / "report.md").read_text()
+    assert "## Throughput gate" in md
+    assert "| ITL ms per chunk | ITL ms per token |" in md
+    assert "warm-up requests per phase, not measured: 1" in md
+    assert data["counts"]["measured"] == 1 and phases[1]["warmup_requests"] == 1
 
 
 def test_failed_check_exits_1_json(venv: tuple[Path, Path], tmp_path: Path,

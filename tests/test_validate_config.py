@@ -9,7 +9,7 @@ import pytest
 
 from stacklock.errors import ProfileError
 from stacklock.lock import load_lock
-from stacklock.validate.config import parse_validate_config
+from stacklock.validate.config import parse_validate_config, shown_env
 from stacklock.validate.probes import DEFAULT_SIZES, parse_size
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"
@@ -63,6 +63,13 @@ def test_gate_defaults_warm_up_once_and_leave_multicast_alone() -> None:
     plain = parse_validate_config({"gate": {"model": "m"}}).gate
     assert plain is not None
     assert (plain.warmup_requests, plain.env, plain.multicast) == (1, {}, None)
+
+
+def test_reports_hide_secret_looking_env_values() -> None:
+    assert shown_env({"HF_TOKEN": "hf_x", "OPENAI_API_KEY": "sk", "A": "1",
+                      "NCCL_NVLS_ENABLE": None}) == {
+        "HF_TOKEN": "***", "OPENAI_API_KEY": "***", "A": "1",
+        "NCCL_NVLS_ENABLE": None}
 
 
 def test_real_lock_tables() -> None:

@@ -114,12 +114,16 @@ def test_server_environment(python: Path, tmp_path: Path,
     (here: switched off, as on a shared host) unless the profile says otherwise."""
     for name, value in NO_MULTICAST.items():
         monkeypatch.setenv(name, value)
-    config = _config(spec=False, concurrency=(1,), env={"SGLANG_ENABLE_SPEC_V2": "1"})
+    config = _config(spec=False, concurrency=(1,), env={
+        "SGLANG_ENABLE_SPEC_V2": "1", "SGLANG_HF_TOKEN": "hf_secret"})
     result = run_gate(config, python=python, log_dir=tmp_path)
     assert result.phases[0].error is None
     log = (tmp_path / "server-baseline.log").read_text()
     assert "SGLANG_ENABLE_SPEC_V2=1" in log and "NCCL_NVLS_ENABLE=0" in log
-    assert result.server_env == {**NO_MULTICAST, "SGLANG_ENABLE_SPEC_V2": "1"}
+    assert "SGLANG_HF_TOKEN=hf_secret" in log  # the server gets it; reports do not
+    assert result.server_env == {**NO_MULTICAST, "SGLANG_ENABLE_SPEC_V2": "1",
+                                 "SGLANG_HF_TOKEN": "***"}
+    assert result.config["env"]["SGLANG_HF_TOKEN"] == "***"
 
 
 def test_server_env_multicast_choices() -> None:

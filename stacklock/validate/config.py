@@ -46,6 +46,13 @@ _GATE = {"engine", "model", "url", "baseline-url", "server-args", "speculative-a
          "shutdown-timeout", "port", "warmup-requests", "env", "multicast"}
 ENGINES = ("sglang", "openai")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SECRET = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|API_?KEY|CREDENTIAL", re.IGNORECASE)
+
+
+def shown_env(env: dict[str, str | None]) -> dict[str, str | None]:
+    """``env`` as reports show it: values of secret-looking names are hidden."""
+    return {k: "***" if v is not None and _SECRET.search(k) else v
+            for k, v in env.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +97,8 @@ class GateConfig:
             "concurrency": list(self.concurrency), "rounds": self.rounds,
             "min_tokens_per_second": self.min_tokens_per_second,
             "min_speedup": self.min_speedup,
-            "warmup_requests": self.warmup_requests, "env": dict(self.env),
+            "warmup_requests": self.warmup_requests,
+            "env": shown_env(dict(self.env)),
             "multicast": self.multicast,
         }
 

@@ -25,6 +25,7 @@ import httpx
 
 from stacklock.errors import ServerError
 from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
+from stacklock.validate.config import shown_env
 from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validate.probes import NO_MULTICAST
 from stacklock.validate.serving_client import (
@@ -266,7 +267,7 @@ def run_gate(config: GateConfig, *, python: Path | None, log_dir: Path,
     """Preflight, then baseline then speculative; each phase's server is stopped
     before the next."""
     env = server_env(config)
-    seen = {name: env.get(name) for name in (*NO_MULTICAST, *config.env)}
+    seen = shown_env({name: env.get(name) for name in (*NO_MULTICAST, *config.env)})
     own = http is None
     client = http or httpx.Client(limits=httpx.Limits(
         max_connections=max(config.concurrency) + 4))

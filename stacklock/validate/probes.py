@@ -78,7 +78,7 @@ def format_size(size: int) -> str:
 
 
 def probe_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment every probe and server child gets: multicast always off."""
+    """The environment of every probe (not of the serving engine): multicast off."""
     env = dict(os.environ if base is None else base)
     env.update(NO_MULTICAST)
     env.setdefault("PYTHONUNBUFFERED", "1")
