@@ -41,7 +41,7 @@ def _config(*server_args: str, spec: bool = True, **kw: object) -> GateConfig:
         "speculative_args": ("--speculative-algorithm", "EAGLE3",
                              "--fake-accept", str(ACCEPT)) if spec else (),
         "input_tokens": 16, "output_tokens": TOKENS, "concurrency": (1, 2),
-        "rounds": 1, "startup_timeout": 60.0, "shutdown_timeout": 10.0,
+        "rounds": 2, "startup_timeout": 60.0, "shutdown_timeout": 10.0,
     }
     values.update(kw)
     return GateConfig(**values)
