@@ -33,6 +33,10 @@ from packaging.utils import canonicalize_name
 SETS: dict[str, list[str]] = {
     "sglang-0.5.9": ["sglang==0.5.9"],
     "cuda13-torch-2.11": ["torch==2.11.0", "torchvision", "torchaudio"],
+    "vllm": ["vllm"],
+    "transformers-accelerate-torch": ["transformers", "accelerate", "torch"],
+    "jax-cuda13": ["jax[cuda13]"],
+    "torch-vision-audio": ["torch", "torchvision", "torchaudio"],
 }
 PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
 
