@@ -11,7 +11,15 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "cache_dir", "file_digest"]
+from stacklock.errors import OutputError
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "cache_dir",
+    "check_writable",
+    "file_digest",
+]
 
 
 def cache_dir() -> Path:
@@ -44,6 +52,33 @@ def atomic_write_bytes(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return target
+
+
+def check_writable(path: str | os.PathLike[str], *, example: str) -> Path:
+    """Raise OutputError unless :func:`atomic_write_bytes` can write ``path``:
+    asked before work whose result would be lost (a resolution, a download).
+    ``example`` is a file name to suggest when ``path`` is a directory.
+
+    Probes by creating (and removing) a temporary file beside ``path``: access
+    bits do not tell, for root or on read-only and pseudo file systems."""
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError("is a directory", path=target,
+                          hint=f"name a file in it, e.g. {target / example}")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise OutputError(f"{folder} is a file, not a directory", path=target,
+                          hint="choose a path whose parents are directories")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"cannot write in {folder} ({exc.strerror})", path=target,
+                          hint="choose a writable directory") from None
+    os.close(fd)
+    os.unlink(probe)
     return target
 
 

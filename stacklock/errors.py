@@ -9,6 +9,7 @@
      +-- DownloadError      a download failed for good (after resuming)
      +-- HashMismatchError  downloaded bytes disagree with a recorded hash
      +-- LockError          a lock is missing, malformed or of an unknown version
+     +-- OutputError        a file stacklock was asked to write cannot be written
      +-- CudaError          unknown toolkit, a driver that cannot run it
      |    +-- CudaMixError  wheels (or wheels and toolkit) of two CUDA majors
      +-- InstallError       an install step failed
@@ -48,6 +49,7 @@ __all__ = [
     "MetadataError",
     "NativeCheckError",
     "NativeError",
+    "OutputError",
     "PackError",
     "PreflightError",
     "ProfileError",
@@ -77,7 +79,8 @@ class StacklockError(Exception):
 
 
 class ProfileError(StacklockError):
-    """A profile is wrong: ``path`` is the file, ``key`` the dotted key path."""
+    """A profile is wrong: ``path`` is the file, ``key`` the dotted key path,
+    ``detail`` the message without them."""
 
     def __init__(
         self,
@@ -91,6 +94,8 @@ class ProfileError(StacklockError):
         super().__init__(f"{where}: {message}" if where else message, hint=hint)
         self.path = path
         self.key = key
+        self.detail = message  # without the file and key: for callers that name
+        # the value's source another way (a command-line flag)
 
 
 class IndexError_(StacklockError):  # trailing _: builtins.IndexError
@@ -147,6 +152,16 @@ class HashMismatchError(StacklockError):
 
 class LockError(StacklockError):
     """A lock file is missing, malformed or of an unknown version."""
+
+
+class OutputError(StacklockError):
+    """A file stacklock was asked to write cannot be written there; ``path`` is
+    the file. Raised before any work that would be thrown away."""
+
+    def __init__(self, message: str, *, path: Path, hint: str | None = None
+                 ) -> None:
+        super().__init__(f"{path}: {message}", hint=hint)
+        self.path = path
 
 
 class CudaError(StacklockError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,31 +32,138 @@ def test_profiles_json_lists_every_builtin_profile(
     assert all(r["description"] for r in rows)
 
 
-@pytest.mark.parametrize(
-    ("argv", "needle"),
-    [
-        (["resolve", "{bad}"], "requirements.pacakges"),
-        (["resolve", "{missing}"], "does not exist"),
-        (["diff", "{bad}", "{bad}"], "bad.toml"),
-        (["validate", "{missing}", "--no-gate"], "nope.toml"),
-        (["install", "{missing}", "--dry-run"], "nope.toml"),
-        (["cuda", "show", "99.9.9"], "99.9.9"),
-    ],
-)
+TARGET = '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
+PROFILES = {  # the bad profiles of the corpus: file name -> text
+    "bad.toml": '[requirements]\npacakges = ["torch"]\n',
+    "validate-import.toml": TARGET + '[requirements]\npackages = ["requests"]\n'
+                            '[validate]\nimport = ["requests"]\n',
+    "gate-min-tps.toml": TARGET + '[requirements]\npackages = ["requests"]\n'
+                         '[validate.gate]\nmodel = "m"\nmin-tokens-per-sec = 90\n',
+    "python-float.toml": TARGET.replace('"3.12"', "3.10")
+                         + '[requirements]\npackages = ["requests"]\n',
+    "min-gpus-string.toml": TARGET + '[requirements]\npackages = ["requests"]\n'
+                            '[validate]\nmin-gpus = "8"\n',
+}
+COMMITTED_LOCK = ROOT / "locks" / "pylock.pypi-small.toml"
+
+# Every bad input a user reported or a review found: (argv, exit code, what the one
+# line must name). {in} is a folder of inputs, the command runs in an empty folder
+# that must stay empty; {lock-*} are copies of a committed lock edited by hand.
+CORPUS = [
+    (["resolve", "{in}/bad.toml"], 2, "requirements.pacakges"),
+    (["resolve", "{in}/nope.toml"], 2, "does not exist"),
+    (["diff", "{in}/bad.toml", "{in}/bad.toml"], 2, "bad.toml"),
+    (["validate", "{in}/nope.toml", "--no-gate"], 2, "nope.toml"),
+    (["install", "{in}/nope.toml", "--dry-run"], 2, "nope.toml"),
+    (["cuda", "show", "99.9.9"], 2, "99.9.9"),
+    # -o is checked before resolving: no traceback, no half-written lock
+    (["resolve", "pypi-small", "-o", "{in}"], 2,
+     "is a directory (try: name a file in it, e.g. {in}/pylock.pypi-small.toml)"),
+    (["resolve", "pypi-small", "-o", "{in}/bad.toml/x.toml"], 2,
+     "{in}/bad.toml is a file, not a directory"),
+    (["resolve", "pypi-small", "-o", "/proc/pylock.pypi-small.toml"], 2,
+     "/proc/pylock.pypi-small.toml: cannot write in /proc"),
+    # typos in [validate] / [validate.gate] and TOML types, named by file and key
+    (["resolve", "{in}/validate-import.toml"], 2,
+     "validate-import.toml: validate.import: unknown key 'import'"),
+    (["resolve", "{in}/gate-min-tps.toml"], 2,
+     "gate-min-tps.toml: validate.gate.min-tokens-per-sec: unknown key"),
+    (["resolve", "{in}/python-float.toml"], 2,
+     "python-float.toml: target.python: expected a string, got 3.1"),
+    (["resolve", "{in}/min-gpus-string.toml"], 2,
+     "min-gpus-string.toml: validate.min-gpus: expected a positive integer, got '8'"),
+    # ... and the same typos in a lock edited by hand: refused, never skipped
+    (["validate", "{lock-import}", "--no-gate"], 2,
+     "lock-import.toml: tool.stacklock.validate.import: unknown key 'import'"),
+    (["install", "{lock-import}", "--dry-run"], 2,
+     "lock-import.toml: tool.stacklock.validate.import: unknown key 'import'"),
+    (["install", "{lock-gate}", "--dry-run", "--python", sys.executable], 2,
+     "lock-gate.toml: tool.stacklock.validate.gate.min-tokens-per-sec: unknown"),
+    (["validate", "{lock-min-gpus}", "--no-gate"], 2,
+     "tool.stacklock.validate.min-gpus: expected a positive integer, got '8'"),
+    # links: the argument and the flags by their names, before any request
+    (["links", "a/b", "--index", "http://127.0.0.1:9/simple"], 2,  # no request
+     "PROJECT 'a/b' is not a project name"),
+    (["links", "torch", "--index", "{in}", "--platform", "windows"], 2,
+     "--platform: platform 'windows' is not supported"),
+    (["links", "torch", "--index", "{in}", "--manylinux", "9"], 2,
+     "--manylinux: manylinux '9' is not a glibc version"),
+    (["links", "torch", "--index", "{in}", "--python", "3"], 2,
+     "--python: python '3' is not a CPython 3.x version"),
+    (["links", "no-such-project", "--index", "{in}"], 1,
+     "no-such-project is not on index"),
+    # a refused rollback makes no <venv>.stacklock folder (and no lock file in it)
+    (["install", "--rollback", "--venv", "env"], 2,
+     "is not managed by stacklock install"),
+]
+
+
+def _corpus_inputs(folder: Path) -> dict[str, str]:
+    folder.mkdir()
+    for name, text in PROFILES.items():
+        (folder / name).write_text(text)
+    locks = {"lock-import": ('imports = [', 'import = ['),
+             "lock-gate": ("[tool.stacklock.validate]\n",
+                           '[tool.stacklock.validate.gate]\nmodel = "m"\n'
+                           "min-tokens-per-sec = 90\n[tool.stacklock.validate]\n"),
+             "lock-min-gpus": ("imports = [", 'min-gpus = "8"\nimports = [')}
+    paths = {"{in}": str(folder)}
+    committed = COMMITTED_LOCK.read_text()
+    for name, (old, new) in locks.items():
+        assert committed.count(old) == 1, old
+        (folder / f"{name}.toml").write_text(committed.replace(old, new))
+        paths[f"{{{name}}}"] = str(folder / f"{name}.toml")
+    return paths
+
+
+@pytest.mark.parametrize(("argv", "code", "needle"), CORPUS,
+                         ids=[" ".join(c[0][:2]) + f"-{i}" for i, c in
+                              enumerate(CORPUS)])
 def test_bad_input_is_one_line_exit_2_no_traceback(
-    tmp_path: Path, argv: list[str], needle: str
+    tmp_path: Path, argv: list[str], code: int, needle: str
 ) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text('[requirements]\npacakges = ["torch"]\n')
-    paths = {"{bad}": str(bad), "{missing}": str(tmp_path / "nope.toml")}
-    result = _run(*[paths.get(a, a) for a in argv], cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("stacklock: error: ")
+    """One line naming the file/key/flag, exit 2 (1 for "no"), no traceback,
+    nothing written where the command ran or beside its inputs."""
+    paths = _corpus_inputs(tmp_path / "in")
+    before = sorted(p.name for p in (tmp_path / "in").iterdir())
+    work = tmp_path / "work"
+    work.mkdir()
+    for key, value in paths.items():
+        argv = [a.replace(key, value) for a in argv]
+        needle = needle.replace(key, value)
+    result = subprocess.run(
+        [sys.executable, "-m", "stacklock.cli", *argv], cwd=work,
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.returncode == code, result.stderr + result.stdout
+    said = result.stderr if code == 2 else result.stdout + result.stderr
+    lines = said.strip().splitlines()
+    assert len(lines) == 1, said
+    if code == 2:
+        assert lines[0].startswith("stacklock: error: ")
     assert needle in lines[0]
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "locks").exists()  # nothing half-written
+    assert list(work.iterdir()) == []  # nothing half-written, nothing unasked
+    assert sorted(p.name for p in (tmp_path / "in").iterdir()) == before
+
+
+def test_no_safety_check_is_skipped_when_an_import_fails() -> None:
+    """Driver preflight, coherence, the strict lock load, the snapshot's driver
+    reading: imported unconditionally. An ``except ImportError`` in stacklock
+    would let a broken install skip a check silently; the one allowed is in the
+    probe script, which runs inside the checked venv (sglang releases differ)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "stacklock").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ExceptHandler) and node.type is not None:
+                names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+                if names & {"ImportError", "ModuleNotFoundError"}:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert [f.rsplit(":", 1)[0] for f in found] == [
+        "stacklock/validate/_probe_script.py"], found
 
 
 def test_terminal_progress_draws_one_bar_per_download() -> None:

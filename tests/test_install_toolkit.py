@@ -220,7 +220,6 @@ def test_failed_runfile_removes_its_prefix_and_keeps_the_venv(
     assert tree_state(gen1) | tree_state(tmp_path / "env") == before
     left = sorted(p.name for p in (tmp_path / "env.stacklock").iterdir())
     assert left == [
-        ".lock",
         "1",
         "1.ok",
         "pylock.generation-1.toml",

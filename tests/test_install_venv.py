@@ -101,3 +101,26 @@ def test_cli_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert (layout.venv / "marker").read_text() == "1"
     assert main(["install", "--rollback", "--venv", str(layout.venv)]) == 2
     assert "no environment before generation 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["plain-dir", "nothing"])
+def test_refused_rollback_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plain: bool
+) -> None:
+    venv = tmp_path / "env"
+    if plain:
+        (venv / "bin").mkdir(parents=True)
+    assert main(["install", "--rollback", "--venv", str(venv)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not managed by stacklock install" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["env"] if plain else [])
+
+
+def test_the_state_lock_is_the_folder_itself(tmp_path: Path) -> None:
+    layout = VenvLayout(venv=tmp_path / "env")
+    _generation(layout, 1)
+    with locked_state(layout):
+        with pytest.raises(InstallError, match="another stacklock install"), \
+                locked_state(layout):
+            pass
+    assert sorted(p.name for p in layout.state_dir.iterdir()) == ["1", "1.ok"]

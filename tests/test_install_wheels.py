@@ -278,3 +278,15 @@ def test_wheels_by_relative_path_install_offline(tmp_path: Path) -> None:
         _run_py(tmp_path / "env", "import iniconfig, six; print(six.__version__)")
         == "1.17.0"
     )
+
+
+def test_failed_first_install_leaves_nothing_behind(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    bad = local_lock(base, served, tmp_path / "bad" / "pylock.small.toml", tamper="six")
+    venv = tmp_path / "env"
+    with pytest.raises(HashMismatchError, match=r"six-1\.17\.0"):
+        install_lock(bad, venv=venv, python=PY)
+    assert not os.path.lexists(venv)
+    assert not (tmp_path / "env.stacklock").exists()  # no state folder, no lock file

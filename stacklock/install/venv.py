@@ -108,11 +108,21 @@ def next_generation(layout: VenvLayout) -> int:
 
 @contextlib.contextmanager
 def locked_state(layout: VenvLayout) -> Iterator[None]:
-    """One install/rollback per venv at a time, across processes."""
+    """One install/rollback per venv at a time, across processes.
+
+    The lock is an flock on the state folder itself, so no lock file is left
+    behind; a folder this call made and that is still empty at the end (a first
+    install that failed, a refused rollback) is removed again."""
+    made = not layout.state_dir.exists()
     layout.state_dir.mkdir(parents=True, exist_ok=True)
-    with (layout.state_dir / ".lock").open("a+b") as fh:
+    try:
+        fd = os.open(layout.state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:  # removed by a run that just ended on it
+        raise InstallError(f"{layout.venv}: another stacklock install ran on it "
+                           "just now", hint="run the command again") from None
+    try:
         try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise InstallError(
                 f"{layout.venv}: another stacklock install is running on it",
@@ -121,7 +131,12 @@ def locked_state(layout: VenvLayout) -> Iterator[None]:
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            if made:
+                with contextlib.suppress(OSError):  # not empty: something was made
+                    layout.state_dir.rmdir()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def recover(layout: VenvLayout) -> list[str]:

@@ -22,6 +22,7 @@ from stacklock.errors import LockError, ProfileError
 from stacklock.lock.toml import LockTable, TomlValue, put
 from stacklock.resolve.rules import AppliedOverride
 from stacklock.target import Target
+from stacklock.validate.config import parse_validate_config
 from stacklock.variants import VariantChoice
 
 if TYPE_CHECKING:
@@ -40,6 +41,16 @@ __all__ = [
 ]
 
 LOCK_VERSION = 1  # the [tool.stacklock] lock-version this stacklock reads and writes
+
+def _check_validate(table: Mapping[str, object], *, path: str | None, key: str
+                    ) -> None:
+    """``[tool.stacklock.validate]`` read as validate will read it, so a lock
+    edited by hand is refused when it is loaded, not when validate runs."""
+    try:
+        parse_validate_config(table, path=path, prefix=key)
+    except ProfileError as exc:
+        raise LockError(exc.message, hint=exc.hint) from None
+
 
 @dataclass(frozen=True, kw_only=True)
 class LockedIndex:
@@ -150,6 +161,8 @@ class StackInfo:
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
                                 f"expected a table, got {validate!r}")
+        if validate is not None:  # a typo must not switch a check or the gate off
+            _check_validate(validate, path=t.reader.path, key=f"{t.key}.validate")
         return cls(
             lock_version=LOCK_VERSION, profile=t.opt_str("profile"),
             profile_sha256=t.opt_str("profile-sha256"),

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import cache_dir as default_cache_dir
+from stacklock._fs import check_writable
 from stacklock.http import make_http_client
 from stacklock.lock import default_lock_path, dump_lock, make_lock
 from stacklock.native import (
@@ -76,6 +77,7 @@ def lock_profile(
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
+    check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
     # the lock's rendering too, after the resolution
     with few_collections():
         resolution = resolve_profile(loaded, http=http, offline=offline,

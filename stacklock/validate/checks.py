@@ -11,7 +11,6 @@ its sha256 in the artifact cache): equal entries mean the files came from that w
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import zipfile
 from dataclasses import dataclass, field
@@ -253,14 +252,6 @@ def parse_uv_pip_check(text: str) -> tuple[list[dict[str, str | None]], list[str
     return conflicts, other
 
 
-def find_uv() -> str | None:
-    """The uv that ships with stacklock, else one on PATH, else None."""
-    try:
-        return runner.find_uv()
-    except (ImportError, FileNotFoundError):
-        return shutil.which("uv")
-
-
 def _explained(conflict: dict[str, str | None], lock: Lock) -> str | None:
     """The override that makes this reported conflict intended, as a note."""
     try:
@@ -281,10 +272,7 @@ def _explained(conflict: dict[str, str | None], lock: Lock) -> str | None:
 
 def check_uv_pip_check(lock: Lock | None, python: Path, *,
                        uv: str | None = None, timeout: float = 120.0) -> CheckResult:
-    uv = uv or find_uv()
-    if uv is None:
-        return CheckResult(name="uv-pip-check", status=SKIP,
-                           reason="uv is not installed here")
+    uv = uv or runner.find_uv()  # a dependency: never a reason to skip the check
     proc = subprocess.run([uv, "pip", "check", "--python", str(python)],
                           capture_output=True, text=True, timeout=timeout, check=False)
     conflicts, other = parse_uv_pip_check(proc.stdout + "\n" + proc.stderr)
