@@ -22,7 +22,7 @@ import tomlkit
 
 from stacklock.errors import HashMismatchError, InstallError, LockError, PreflightError
 from stacklock.install import install_lock, render_install
-from stacklock.install.toolkit import pypi_toolkit_home, write_activation
+from stacklock.install.toolkit import write_activation
 from tests.helpers.install_server import Served, local_lock, tree_state
 
 PY = sys.executable
@@ -300,17 +300,13 @@ def test_pypi_toolkit_needs_no_runfile(
     assert "CUDA_HOME" not in (tmp_path / "env" / "stacklock-activate.sh").read_text()
 
 
-def test_pypi_toolkit_home_is_the_wheels_cu13_folder(tmp_path: Path) -> None:
-    """The layout of the real nvidia-cuda-nvcc 13.0.88 / nvidia-cuda-runtime 13.0.96
-    wheels (nvidia/cu13/bin/nvcc, nvidia/cu13/lib/libcudart.so.13): CUDA_HOME points
-    there and LD_LIBRARY_PATH at its lib, not lib64."""
-    site = tmp_path / "gen" / "lib" / "python3.12" / "site-packages"
-    for name in ("nvidia/cu13/bin/nvcc", "nvidia/cu13/lib/libcudart.so.13"):
-        (site / name).parent.mkdir(parents=True, exist_ok=True)
-        (site / name).write_bytes(b"")
-    home = pypi_toolkit_home(tmp_path / "gen", "13.0.3")
-    assert home == site / "nvidia" / "cu13"
-    assert pypi_toolkit_home(tmp_path / "gen", "12.8.1") is None
+def test_activation_sets_cuda_home_lib_or_lib64(tmp_path: Path) -> None:
+    """The CUDA 13 wheels keep libraries in ``lib`` (``nvidia/cu13/lib``), the
+    runfile in ``lib64``: LD_LIBRARY_PATH follows the prefix's layout. Where a pypi
+    toolkit's home is found is tested on the real wheels' RECORD in
+    tests/test_validate_toolkit.py."""
+    home = tmp_path / "site-packages" / "nvidia" / "cu13"
+    (home / "lib").mkdir(parents=True)
     text = write_activation(tmp_path / "act.sh", venv=tmp_path / "gen",
                             prefix=home).read_text()
     assert f"export CUDA_HOME={home}" in text
@@ -320,3 +316,20 @@ def test_pypi_toolkit_home_is_the_wheels_cu13_folder(tmp_path: Path) -> None:
     text = write_activation(tmp_path / "act2.sh", venv=tmp_path / "gen",
                             prefix=runfile_home).read_text()
     assert 'LD_LIBRARY_PATH="$CUDA_HOME/lib64${' in text
+
+
+def test_toolkit_prefix_is_the_one_validation_checks(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    """``--toolkit-prefix`` moves the runfile's toolkit; the validation that ends
+    the install checks it there, not at the lock's prefix (which stays empty)."""
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    elsewhere = tmp_path / "opt" / "cuda-13.0"
+    result = _install(tmp_path, lock, toolkit_prefix=elsewhere)
+    assert (elsewhere / "version.json").is_file()
+    assert not (tmp_path / "usr-local" / "cuda-13.0").exists()
+    assert result.validation is not None
+    toolkit = {c.name: c for c in result.validation.checks}["toolkit"]
+    assert toolkit.status == "pass", toolkit.reason
+    assert toolkit.reason == f"CUDA {VERSION} at {elsewhere} (version.json)"

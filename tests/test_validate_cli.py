@@ -98,3 +98,53 @@ def test_cannot_run_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
                                                "[tool.stacklock]\nlock-version = 9"))
     assert main(["validate", str(future), "--python", str(python)]) == 2
     assert "tool.stacklock.lock-version 9 is not supported" in capsys.readouterr().err
+
+
+def test_no_lock_says_what_it_checked(venv: tuple[Path, Path],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a LOCK most checks cannot run: the verdict names the few that did
+    instead of a bare PASS."""
+    code = main(["validate", "--venv", str(venv[0])])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert lines[-2].startswith("PASS without a LOCK (checked: uv-pip-check): "
+                                "1 passed, 0 failed, 6 skipped")
+    assert lines[-1] == ("pass the LOCK the venv was installed from to check the "
+                         "venv against it")
+    marks = {line.split()[1]: line.split()[0] for line in lines[:-2]}
+    assert marks["distributions"] == marks["toolkit"] == "skip"
+
+
+def _no_gpu() -> bool:
+    import shutil
+
+    return not (Path("/proc/driver/nvidia/version").exists()
+                or shutil.which("nvidia-smi"))
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="this machine has an NVIDIA driver")
+def test_allow_no_gpu_skips_the_driver_and_the_gate(
+        venv: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An image build: no driver, no GPU. The driver check and the gate (its
+    server would need the GPUs) are skipped with their reasons, not failed."""
+    folder, wheel = venv
+    monkeypatch.delenv("STACKLOCK_DRIVER_VERSION", raising=False)
+    cuda = '[tool.stacklock.cuda]\nversion = "13.0.3"\nsource = "pypi"\n'
+    lock = write_lock(tmp_path / "pylock.toml", [wheel], validate=GATE,
+                      extra_tool=cuda)
+    assert main(["validate", str(lock), "--venv", str(folder), "--no-gate",
+                 "--json"]) == 1
+    failed = {c["name"] for c in json.loads(capsys.readouterr().out)["checks"]
+              if c["status"] == "fail"}
+    assert "driver" in failed
+    code = main(["validate", str(lock), "--venv", str(folder), "--allow-no-gpu",
+                 "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0, data
+    status = {c["name"]: (c["status"], c["reason"]) for c in data["checks"]}
+    assert status["driver"][0] == "skip"
+    assert status["driver"][1].startswith("no driver here (--allow-no-gpu): ")
+    assert status["gate"] == ("skip", "no GPU here to serve test/model "
+                                      "(--allow-no-gpu)")
+    assert data["gate"] is None and status["import:tinypkg"][0] == "pass"

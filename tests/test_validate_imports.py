@@ -129,3 +129,94 @@ def test_a_library_that_cannot_be_opened_names_who_needs_it(tmp_path: Path) -> N
         "import sgl_kernel failed: sgl_kernel/common_ops.abi3.so needs libfoo.so.2; "
         "the venv has foo/lib/libfoo.so.3 (sgl-kernel 0.3.21); lock a sgl-kernel "
         "built for the libraries the venv has")
+
+
+def _driver_extension(folder: Path) -> bytes:
+    """An extension that links libcuda.so.1 and calls cuInit, as sgl_kernel's
+    common_ops does; linked against a stub here, loaded where no driver is."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "stub.c").write_text("int cuInit(unsigned int f) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o",
+                    str(folder / "libcuda.so.1"), str(folder / "stub.c")],
+                   check=True, capture_output=True)
+    (folder / "ext.c").write_text("extern int cuInit(unsigned int);\n"
+                                  "void *PyInit_common_ops(void) { cuInit(0); "
+                                  "return 0; }\n")
+    out = folder / "common_ops.abi3.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(folder / "ext.c"),
+                    "-Wl,--no-as-needed", str(folder / "libcuda.so.1")],
+                   check=True, capture_output=True)
+    return out.read_bytes()
+
+
+# The two ways a loader hides the dynamic loader's words: sgl_kernel's re-raise
+# with a message of its own that starts with a blank line (the cause inside it),
+# and a bare ``raise ImportError() from exc`` (the cause only in the chain).
+LOADERS = {
+    "message": b'''import importlib.util, pathlib
+errors = []
+try:
+    path = pathlib.Path(__file__).parent / "common_ops.abi3.so"
+    spec = importlib.util.spec_from_file_location("common_ops", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+except Exception as exc:
+    errors.append(exc)
+details = "\\n".join(f"- {type(e).__name__}: {e}" for e in errors)
+raise ImportError(f"""
+[sgl_kernel] CRITICAL: Could not load any common_ops library!
+
+Error details from previous import attempts:
+{details}
+""")
+''',
+    "chained": b'''try:
+    from sgl_kernel import common_ops
+except ImportError as exc:
+    raise ImportError() from exc
+''',
+}
+
+
+def _no_driver() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not _no_driver(), reason="this machine has the NVIDIA driver")
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_missing_driver_library_is_named_and_skipped_only_when_allowed(
+        tmp_path: Path, loader: str) -> None:
+    """A real dlopen failure behind a loader that hides it: the reason names
+    libcuda.so.1, not ``ImportError: `` and nothing after it; --allow-no-gpu turns
+    exactly that failure into a skip, never another one."""
+    assert shutil.which("gcc"), "gcc is needed to build the test extension"
+    kernel = build_wheel(
+        tmp_path / "wheels", "sgl-kernel", "0.4.10",
+        {"sgl_kernel/__init__.py": LOADERS[loader],
+         "sgl_kernel/common_ops.abi3.so": _driver_extension(tmp_path / "build")},
+        tag="cp310-abi3-linux_x86_64",
+    )
+    broken = build_wheel(tmp_path / "wheels", "badpkg", "1.0",
+                         {"badpkg/__init__.py": b"raise ImportError()\n"})
+    python = make_venv(tmp_path / "venv")
+    uv_install(python, kernel, broken)
+    dists = read_distributions(python)
+    [failed, other] = check_imports(python, ("sgl_kernel", "badpkg"), dists, None)
+    assert failed.status == "fail"
+    assert failed.reason == (
+        "import sgl_kernel failed: ImportError: libcuda.so.1: cannot open shared "
+        "object file: No such file or directory (the NVIDIA driver's library, "
+        "which no wheel ships: this machine has no driver, or the loader cannot "
+        "see it)")
+    assert other.reason == ("import badpkg failed: ImportError: (the exception has "
+                            "no message)")
+    [skipped, still] = check_imports(python, ("sgl_kernel", "badpkg"), dists, None,
+                                     allow_no_gpu=True)
+    assert skipped.status == "skip" and still.status == "fail"
+    assert skipped.reason.startswith("needs the NVIDIA driver (libcuda.so.1; "
+                                     "--allow-no-gpu): import sgl_kernel failed: ")

@@ -59,3 +59,19 @@ def test_write_report_files(tmp_path: Path) -> None:
     files = [Path(f) for f in write_report(result, tmp_path / "out")]
     assert [f.name for f in files] == ["report.json", "report.md"]  # nothing to plot
     assert json.loads(files[0].read_text()) == result.to_dict()
+
+
+def test_every_check_skipped_is_not_a_pass() -> None:
+    """The real H200 report with only its skipped checks kept: nothing was
+    checked, which exits 1 and says so, rather than PASS."""
+    data, real = _real()
+    skipped = tuple(c for c in real.checks if c.status == "skip")
+    assert skipped and len(skipped) < len(real.checks)
+    empty = ValidateResult(lock=real.lock, python=real.python, checks=skipped)
+    assert empty.ok and empty.verdict == "nothing checked" and empty.exit_code == 1
+    assert empty.to_dict()["verdict"] == "nothing checked"
+    lines = render_text(empty).splitlines()
+    assert lines[-2].startswith(f"NOTHING CHECKED: 0 passed, 0 failed, "
+                                f"{len(skipped)} skipped")
+    assert lines[-1] == "every check was skipped: see the reasons above"
+    assert real.verdict == data["verdict"]  # the recorded verdict still reads back

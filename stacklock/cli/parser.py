@@ -184,6 +184,9 @@ def _add_validate(sub: _Sub) -> None:
                    help="the toolkit to check (default: the lock's prefix)")
     p.add_argument("--no-gate", action="store_true", help="skip the throughput gate")
     p.add_argument("--no-probes", action="store_true", help="skip the GPU probes")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="skip, with the reason, what needs a driver or a GPU when "
+                   "there is none (e.g. in an image build)")
     p.add_argument("--report", metavar="DIR",
                    help="write report.json, report.md and plots here")
     p.add_argument("--json", action="store_true")

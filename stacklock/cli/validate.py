@@ -20,7 +20,7 @@ def validate_venv(args: argparse.Namespace) -> int:
     result = validate(
         lock, venv=args.venv, python=args.python, gate=not args.no_gate,
         probes=not args.no_probes, report_dir=args.report,
-        toolkit_prefix=args.toolkit_prefix,
+        toolkit_prefix=args.toolkit_prefix, allow_no_gpu=args.allow_no_gpu,
     )
     print_json(result.to_dict()) if args.json else print(render_text(result))
     return result.exit_code

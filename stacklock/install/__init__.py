@@ -61,6 +61,7 @@ from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.snapshot import write_snapshot
 from stacklock.store import ArtifactStore
 from stacklock.validate import ValidateResult, validate_install
+from stacklock.validate.report import count_statuses
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -220,9 +221,12 @@ def _activate(plan: InstallPlan) -> int | None:
     return replaced
 
 
-def _validate(lock: Lock, venv: Path, notes: list[str]) -> ValidateResult | None:
+def _validate(lock: Lock, venv: Path, notes: list[str], *,
+              toolkit_prefix: Path | None, allow_no_gpu: bool
+              ) -> ValidateResult | None:
     try:
-        return validate_install(lock, venv)
+        return validate_install(lock, venv, toolkit_prefix=toolkit_prefix,
+                                allow_no_gpu=allow_no_gpu)
     except StacklockError as exc:  # installed fine; validation could not run
         notes.append(f"validate could not run: {exc}")
         return None
@@ -283,7 +287,8 @@ def install_lock(
                log_for=_log_namer(cache), installer_log=installer_log,
                system_installer_log=system_installer_log)
         replaced = _activate(plan)
-    validation = _validate(lock, venv, notes) if validate else None
+    validation = (_validate(lock, venv, notes, toolkit_prefix=toolkit_prefix,
+                            allow_no_gpu=allow_no_gpu) if validate else None)
     return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
                          snapshot=snapshot, logs=logs, notes=tuple(notes),
                          validation=validation)
@@ -326,10 +331,12 @@ def render_install(result: InstallResult) -> str:
         lines.append(f"relink {plan.link_cuda} -> {plan.toolkit_prefix}")
     lines += [f"log {k}: {v}" for k, v in sorted(result.logs.items())]
     if result.validation is not None:
-        checks = result.validation.checks
+        checks = result.validation.all_checks
         failed = [c.name for c in checks if c.status == "fail"]
         verdict = "FAILED: " + ", ".join(failed) if failed else "ok"
-        lines.append(f"validate: {verdict} ({len(checks)} checks)")
+        lines.append(f"validate: {verdict}: {count_statuses(checks)}")
+        lines += [f"  skipped {c.name}: {c.reason}" for c in checks
+                  if c.status == "skip"]
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 

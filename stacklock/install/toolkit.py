@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 from stacklock._fs import atomic_write_text
+from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
 from stacklock.errors import InstallError
 from stacklock.install.plan import DRIVER_FLAGS
 from stacklock.install.preflight import toolkit_installed
@@ -148,15 +151,15 @@ def link_cuda(link: Path, prefix: Path) -> None:
 
 
 def pypi_toolkit_home(venv: Path, version: str) -> Path | None:
-    """Where ``cuda-toolkit`` wheels put a CUDA 13+ toolkit: nvcc, headers and
-    libraries all under ``site-packages/nvidia/cu13`` (the nvidia-cuda-nvcc and
-    -runtime wheels' real layout), which JIT compilers need as CUDA_HOME."""
-    major = version.split(".", 1)[0]
-    for site in sorted(venv.glob("lib/python3.*/site-packages")):
-        home = site / "nvidia" / f"cu{major}"
-        if (home / "bin").is_dir() or (home / "lib").is_dir():
-            return home
-    return None
+    """CUDA_HOME of a ``source = "pypi"`` toolkit: the folder the installed
+    wheels' RECORD puts ``bin/nvcc`` in (``site-packages/nvidia/cu13`` for the
+    CUDA 13 wheels), which JIT compilers need; None without such wheels."""
+    try:
+        major = Version(version).major
+    except InvalidVersion:
+        major = None
+    kit = find_wheel_toolkit(site_packages(venv), major=major)
+    return kit.home if kit is not None else None
 
 
 def write_activation(path: Path, *, venv: Path, prefix: Path | None) -> Path:

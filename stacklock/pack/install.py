@@ -145,6 +145,7 @@ def install_pack(
 
         validation = run_validate(
             locked, venv=venv, toolkit_prefix=toolkit_prefix,
+            allow_no_gpu=allow_no_gpu,
             report_dir=report_dir or Path.cwd() / "stacklock-validate")
     return PackInstallResult(pack=pack, venv=venv, skipped=skipped,
                              install=installed, validation=validation)

@@ -104,6 +104,20 @@ def _dists() -> dict[str, object]:
             "modules": modules}
 
 
+def _causes(exc: BaseException) -> list[str]:
+    """The exceptions behind ``exc`` (``raise ... from``, or raised while handling
+    another), innermost last: a loader that re-raises with a message of its own
+    keeps the real cause (a missing ``libcuda.so.1``) only there."""
+    out: list[str] = []
+    seen = {id(exc)}
+    inner = exc.__cause__ or exc.__context__
+    while inner is not None and id(inner) not in seen and len(out) < 8:
+        seen.add(id(inner))
+        out.append(f"{type(inner).__name__}: {inner}")
+        inner = inner.__cause__ or inner.__context__
+    return out
+
+
 def _import(name: str) -> dict[str, object]:
     """Import one module; on failure keep what a diagnosis needs."""
     import importlib
@@ -112,7 +126,7 @@ def _import(name: str) -> dict[str, object]:
         module = importlib.import_module(name)
     except BaseException as exc:
         return {"module": name, "ok": False, "error_type": type(exc).__name__,
-                "message": str(exc),
+                "message": str(exc), "causes": _causes(exc),
                 "traceback": traceback.format_exc(limit=8)}
     return {"module": name, "ok": True, "file": getattr(module, "__file__", None),
             "version": str(getattr(module, "__version__", "") or "") or None}

@@ -40,6 +40,7 @@ __all__ = [
     "check_distributions",
     "check_uv_pip_check",
     "check_wheel_hashes",
+    "needs_driver",
     "parse_uv_pip_check",
 ]
 
@@ -48,6 +49,10 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 MEASURED = "measured"
 STATUSES = (PASS, FAIL, SKIP, MEASURED)
 BOOTSTRAP = {"pip", "setuptools", "wheel"}   # seeded by `uv venv --seed`: noted only
+# The driver's user-space library: installed with the kernel driver, never by a
+# wheel (libcudart, the toolkit's runtime, is another library and comes in wheels).
+_NO_DRIVER = re.compile(r"\b(?P<soname>libcuda\.so(?:\.\d+)*): cannot open shared "
+                        r"object file")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +77,13 @@ class CheckResult:
         return cls(name=data["name"], status=data["status"], reason=data["reason"],
                    notes=tuple(data.get("notes", ())),
                    details=dict(data.get("details", {})))
+
+
+def needs_driver(message: str) -> str | None:
+    """The driver library (``libcuda.so.1``) a loader error says is missing, if
+    that is what it says; a machine without the NVIDIA driver has none."""
+    found = _NO_DRIVER.search(message)
+    return found["soname"] if found else None
 
 
 def _installed(dists: dict[str, Any]) -> dict[str, dict[str, Any]]:

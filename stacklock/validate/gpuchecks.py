@@ -1,29 +1,27 @@
-"""Checks of the layers under the wheels: the toolkit at the prefix, the driver, and
-what torch inside the venv sees (CUDA, GPUs, compute capabilities, NCCL), plus the
-probe numbers against the profile's thresholds.
+"""Checks of the layers under the wheels: the driver, and what torch inside the venv
+sees (CUDA, GPUs, compute capabilities, NCCL), plus the probe numbers against the
+profile's thresholds. The toolkit's check is in :mod:`stacklock.validate.toolkit`.
 
-Toolkit and driver facts are read and judged by ``stacklock.cuda`` (nvcc/version.json
-parsing, the driver table); this module only turns them into named results.
+Driver facts are read and judged by ``stacklock.cuda`` (the driver table); this
+module only turns them into named results.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.version import InvalidVersion, Version
-
-from stacklock.cuda import (
-    check_driver,
-    load_catalog,
-    parse_nvcc_version,
-    parse_version_json,
-    read_driver,
-)
+from stacklock.cuda import check_driver, load_catalog, read_driver
 from stacklock.errors import CudaError
-from stacklock.runner import SubprocessRunner
-from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
+from stacklock.validate.checks import (
+    FAIL,
+    MEASURED,
+    PASS,
+    SKIP,
+    CheckResult,
+    needs_driver,
+)
 from stacklock.validate.probes import format_size
+from stacklock.validate.toolkit import major_minor as _major_minor
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
@@ -33,92 +31,14 @@ if TYPE_CHECKING:
 __all__ = [
     "check_driver_runs_toolkit",
     "check_probes",
-    "check_toolkit",
     "check_torch",
 ]
 
 
-def _major_minor(text: str) -> str | None:
-    try:
-        v = Version(text)
-    except InvalidVersion:
-        return None
-    return f"{v.major}.{v.minor}"
-
-
-def _nvcc_text(prefix: Path) -> str | None:
-    nvcc = prefix / "bin" / "nvcc"
-    if not nvcc.is_file():
-        return None
-    rc, out = SubprocessRunner().capture([str(nvcc), "--version"])
-    return out if rc == 0 else None
-
-
-def check_toolkit(lock: Lock | None, *, prefix: Path | None = None) -> CheckResult:
-    """The toolkit at the locked prefix is the locked version (version.json, nvcc)."""
-    name = "toolkit"
-    cuda = lock.cuda if lock is not None else None
-    want = cuda.version if cuda is not None else None
-    where = prefix or (Path(cuda.prefix) if cuda is not None and cuda.prefix else None)
-    if want is None and prefix is None:
-        return CheckResult(name=name, status=SKIP,
-                           reason="the lock has no [tool.stacklock.cuda] toolkit")
-    if where is None or not where.is_dir():
-        return CheckResult(name=name, status=FAIL,
-                           reason=f"no toolkit at {where} (locked CUDA {want})")
-    details: dict[str, Any] = {"prefix": str(where), "locked": want}
-    notes: list[str] = []
-
-    def done(status: str, reason: str) -> CheckResult:
-        return CheckResult(name=name, status=status, reason=reason,
-                           notes=tuple(notes), details=details)
-
-    found: str | None = None
-    vj = where / "version.json"
-    if vj.is_file():
-        try:
-            toolkit = parse_version_json(vj.read_bytes())
-        except CudaError as exc:
-            return CheckResult(name=name, status=FAIL, reason=f"{vj}: {exc}")
-        found = toolkit.release
-        details["version_json"] = toolkit.raw
-    else:
-        notes.append(f"{vj} is absent (not a runfile install)")
-    text = _nvcc_text(where)
-    nvcc = None
-    if text is not None:
-        try:
-            nvcc = parse_nvcc_version(text)
-        except CudaError as exc:
-            notes.append(str(exc))
-    if nvcc is not None:
-        details["nvcc"] = nvcc.to_dict()
-    else:
-        notes.append(f"{where}/bin/nvcc is missing or does not run")
-    if found is None and nvcc is None:
-        return done(FAIL, f"{where} has neither version.json nor a working nvcc")
-    if want is None:
-        seen = found or (f"release {nvcc.release}" if nvcc else "")
-        return done(PASS, f"toolkit {seen} at {where} (nothing locked)")
-    if found is not None and found != want:
-        return done(FAIL, f"version.json says {found}, the lock says {want}")
-    if nvcc is not None and nvcc.release != _major_minor(str(want)):
-        return done(FAIL, f"nvcc is release {nvcc.release}, the lock says {want}")
-    try:
-        expected_nvcc = load_catalog().get(str(want)).nvcc_version
-    except CudaError:
-        expected_nvcc = None
-    if nvcc is not None and expected_nvcc and nvcc.version != expected_nvcc:
-        return done(FAIL, f"nvcc {nvcc.version} is not the {expected_nvcc} that "
-                           f"ships with CUDA {want}")
-    how = "version.json" if found else f"nvcc {nvcc.version if nvcc else ''}"
-    return CheckResult(name=name, status=PASS, notes=tuple(notes), details=details,
-                       reason=f"CUDA {want} at {where} ({how})")
-
-
-def check_driver_runs_toolkit(lock: Lock | None, torch_cuda: str | None
-                              ) -> CheckResult:
-    """The driver can run the locked toolkit and the CUDA the torch wheel targets."""
+def check_driver_runs_toolkit(lock: Lock | None, torch_cuda: str | None, *,
+                              allow_no_gpu: bool = False) -> CheckResult:
+    """The driver can run the locked toolkit and the CUDA the torch wheel targets;
+    no driver at all is a skip under ``allow_no_gpu`` (a driver too old is not)."""
     name = "driver"
     toolkit = lock.cuda.version if lock is not None and lock.cuda else None
     wheels = {"torch": _major_minor(torch_cuda) or torch_cuda} if torch_cuda else {}
@@ -128,6 +48,9 @@ def check_driver_runs_toolkit(lock: Lock | None, torch_cuda: str | None
     try:
         driver = read_driver()
     except CudaError as exc:
+        if allow_no_gpu:
+            return CheckResult(name=name, status=SKIP,
+                               reason=f"no driver here (--allow-no-gpu): {exc.message}")
         return CheckResult(name=name, status=FAIL, reason=str(exc))
     try:
         report = check_driver(load_catalog(), driver, toolkit=toolkit, wheels=wheels)
@@ -162,14 +85,19 @@ def _locked_cuda(lock: Lock | None, name: str) -> str | None:
 
 
 def check_torch(info: dict[str, Any], lock: Lock | None, *,
-                min_gpus: int | None) -> list[CheckResult]:
-    """torch-cuda, gpu-count, gpu-arch, nccl: what torch in the venv sees."""
+                min_gpus: int | None, allow_no_gpu: bool = False) -> list[CheckResult]:
+    """torch-cuda, gpu-count, gpu-arch, nccl: what torch in the venv sees; with
+    ``allow_no_gpu`` no GPU at all is a skip, not a failed gpu-count."""
     if "error" in info:
         absent = str(info["error"]).startswith("ModuleNotFoundError")
         locked = lock is not None and lock.package("torch") is not None
         if absent and not locked:
             return [CheckResult(name="torch", status=SKIP,
                                 reason="torch is neither installed nor locked")]
+        if allow_no_gpu and needs_driver(str(info["error"])):
+            return [CheckResult(name="torch", status=SKIP,
+                                reason=f"torch needs the driver's libcuda.so.1 to "
+                                f"load (--allow-no-gpu): {info['error']}")]
         return [CheckResult(name="torch", status=FAIL,
                             reason=f"torch probe failed: {info['error']}")]
     out: list[CheckResult] = []
@@ -192,9 +120,10 @@ def check_torch(info: dict[str, Any], lock: Lock | None, *,
     need = min_gpus if min_gpus is not None else 1
     names = sorted({d["name"] for d in info.get("devices", [])})
     status = PASS if count >= need else FAIL
-    out.append(CheckResult(name="gpu-count", status=status,
-                           reason=f"torch sees {count} GPU(s) "
-                           f"({', '.join(names) or 'none'}); {need} needed",
+    seen = f"torch sees {count} GPU(s) ({', '.join(names) or 'none'}); {need} needed"
+    if count == 0 and allow_no_gpu:
+        status, seen = SKIP, f"no GPU here (--allow-no-gpu); {need} needed to run"
+    out.append(CheckResult(name="gpu-count", status=status, reason=seen,
                            details={"device_count": count, "needed": need}))
     arch_list = [str(a) for a in info.get("arch_list", [])]
     target = lock.target if lock is not None else None

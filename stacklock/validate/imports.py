@@ -22,17 +22,18 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock.native.demangle import demangle
 from stacklock.native.installed import explain_missing_soname
-from stacklock.validate.checks import FAIL, PASS, CheckResult
+from stacklock.validate.checks import FAIL, PASS, SKIP, CheckResult, needs_driver
 from stacklock.validate.probes import PROBE_SCRIPT, last_json, probe_env
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
 
-__all__ = ["check_imports", "diagnose_import"]
+__all__ = ["cause_line", "check_imports", "diagnose_import"]
 
 _UNDEFINED = re.compile(r"(?P<lib>[^\s:]+\.so[^\s:]*): undefined symbol: (?P<sym>\S+)")
 _CANNOT_OPEN = re.compile(
     r"(?P<soname>[^\s:/]+\.so[^\s:/]*): cannot open shared object")
+_NAMED = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ")
 TORCH_EXTENSIONS = ("sgl_kernel", "sglang_kernel", "flashinfer", "flash_attn",
                     "vllm", "deep_gemm", "torchvision", "torchaudio")
 
@@ -78,21 +79,56 @@ def _torch_pin(dist_name: str, dists: dict[str, Any]) -> str | None:
     return None
 
 
+def _texts(result: dict[str, Any]) -> list[str]:
+    """The message, then each exception behind it, innermost last."""
+    return [str(result.get("message", "")),
+            *(str(c) for c in result.get("causes", ()) or ())]
+
+
+def cause_line(result: dict[str, Any]) -> str:
+    """The one line that says why an import failed. A loader's own error
+    (``cannot open shared object file``, ``undefined symbol``) wins wherever it
+    sits: sgl_kernel's loader re-raises with a message that starts with a blank
+    line and keeps the loader's words inside it or in the chained cause. Else the
+    first line with text of the message, else of the innermost cause."""
+    texts = _texts(result)
+    for text in texts:
+        for line in text.splitlines():
+            if _CANNOT_OPEN.search(line) or _UNDEFINED.search(line):
+                return line.strip().lstrip("- ").strip()
+    for text in (texts[0], *reversed(texts[1:])):
+        for line in text.splitlines():
+            if line.strip():
+                return line.strip()
+    return "(the exception has no message)"
+
+
+def _with_type(result: dict[str, Any], line: str) -> str:
+    """``ImportError: line`` unless the line names its exception already."""
+    if _NAMED.match(line):
+        return line
+    return f"{result.get('error_type')}: {line}"
+
+
 def diagnose_import(result: dict[str, Any], dists: dict[str, Any],
                     lock: Lock | None) -> str:
     """One line saying why the import failed, and which wheels disagree."""
     module = str(result["module"])
-    message = str(result.get("message", ""))
+    message = "\n".join(_texts(result))
     match = _UNDEFINED.search(message)
     root = module.split(".")[0]
     owners = dists.get("modules", {}).get(root, [])
     owner = owners[0] if owners else root.replace("_", "-")
     if match is None:
+        line = _with_type(result, cause_line(result))
+        if needs_driver(line):
+            return (f"import {module} failed: {line} (the NVIDIA driver's library, "
+                    f"which no wheel ships: this machine has no driver, or the "
+                    f"loader cannot see it)")
         missing = _missing_library(message, root, owner, dists, lock)
         if missing is not None:
             return f"import {module} failed: {missing}"
-        first = message.splitlines()[0] if message else ""
-        return f"import {module} failed: {result.get('error_type')}: {first}"
+        return f"import {module} failed: {line}"
     library = match["lib"].rsplit("/", 1)[-1]
     symbol = match["sym"]
     demangled = demangle([symbol]).get(symbol)
@@ -144,9 +180,11 @@ def _run_import(python: Path, module: str, timeout: float) -> dict[str, Any]:
 
 
 def check_imports(python: Path, modules: tuple[str, ...], dists: dict[str, Any],
-                  lock: Lock | None, *,
+                  lock: Lock | None, *, allow_no_gpu: bool = False,
                   timeout: float = 300.0) -> list[CheckResult]:
-    """One named check per module: ``import:<module>``."""
+    """One named check per module: ``import:<module>``. With ``allow_no_gpu`` an
+    import that fails only because the driver's ``libcuda.so.1`` is absent is a
+    skip with that reason; any other failure is a failure."""
     results = []
     for module in modules:
         outcome = _run_import(python, module, timeout)
@@ -155,10 +193,15 @@ def check_imports(python: Path, modules: tuple[str, ...], dists: dict[str, Any],
             results.append(CheckResult(name=f"import:{module}", status=PASS,
                                        reason=f"imports ({where})"))
             continue
+        reason = diagnose_import(outcome, dists, lock)
+        driver = needs_driver(cause_line(outcome))
+        status = SKIP if allow_no_gpu and driver else FAIL
+        if status == SKIP:
+            reason = f"needs the NVIDIA driver ({driver}; --allow-no-gpu): {reason}"
         results.append(CheckResult(
-            name=f"import:{module}", status=FAIL,
-            reason=diagnose_import(outcome, dists, lock),
+            name=f"import:{module}", status=status, reason=reason,
             details={"error_type": outcome.get("error_type"),
-                     "message": str(outcome.get("message", ""))[:2000]},
+                     "message": str(outcome.get("message", ""))[:2000],
+                     "causes": [str(c)[:2000] for c in outcome.get("causes", [])]},
         ))
     return results

@@ -9,18 +9,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes, atomic_write_text
-from stacklock.validate.checks import FAIL, STATUSES, CheckResult
+from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, STATUSES, CheckResult
 from stacklock.validate.gate import GateResult
 from stacklock.validate.probes import ProbeResult
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["REPORT_VERSION", "ValidateResult", "plot_allreduce", "plot_throughput",
-           "render_markdown", "render_text", "write_report"]
+__all__ = ["REPORT_VERSION", "ValidateResult", "count_statuses", "plot_allreduce",
+           "plot_throughput", "render_markdown", "render_text", "write_report"]
 
 REPORT_VERSION = 2  # 2: "measured" checks, per-chunk and per-token ITL, warm-up
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "measured": "measured"}
+NOTHING_CHECKED = "nothing checked"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,14 +43,27 @@ class ValidateResult:
         return not any(c.status == FAIL for c in self.all_checks)
 
     @property
+    def checked(self) -> bool:
+        """Something was checked: a check passed or measured (all skipped is not
+        a pass)."""
+        return any(c.status in (PASS, MEASURED) for c in self.all_checks)
+
+    @property
+    def verdict(self) -> str:
+        """"fail", "pass", or "nothing checked" when every check was skipped."""
+        if not self.ok:
+            return "fail"
+        return "pass" if self.checked else NOTHING_CHECKED
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return 0 if self.verdict == "pass" else 1
 
     def to_dict(self) -> dict[str, Any]:
         counts = {s: sum(c.status == s for c in self.all_checks) for s in STATUSES}
         return {
             "report_version": REPORT_VERSION,
-            "verdict": "pass" if self.ok else "fail",
+            "verdict": self.verdict,
             "counts": counts,
             "lock": self.lock,
             "python": self.python,
@@ -113,6 +127,15 @@ def _counted(counts: dict[str, int]) -> str:
             f"skipped, {counts['measured']} measured (no threshold)")
 
 
+def count_statuses(checks: tuple[CheckResult, ...]) -> str:
+    """"3 passed, 4 skipped": the statuses that occur, in a fixed order."""
+    words = {PASS: "passed", FAIL: "failed", SKIP: "skipped",
+             MEASURED: "measured (no threshold)"}
+    parts = [f"{n} {words[s]}" for s in STATUSES
+             if (n := sum(c.status == s for c in checks))]
+    return ", ".join(parts) or "no checks"
+
+
 def _probe_lines(p: ProbeResult) -> list[str]:
     lines: list[str] = []
     if p.allreduce:
@@ -170,7 +193,16 @@ def render_text(result: ValidateResult) -> str:
     for name in result.files:
         lines.append(f"report: {name}")
     counts = result.to_dict()["counts"]
-    lines.append(f"{'PASS' if result.ok else 'FAIL'}: {_counted(counts)}")
+    verdict = result.verdict.upper()
+    if result.ok and result.lock is None:
+        passed = [c.name for c in result.all_checks if c.status in (PASS, MEASURED)]
+        verdict += f" without a LOCK (checked: {', '.join(passed) or 'nothing'})"
+    lines.append(f"{verdict}: {_counted(counts)}")
+    if result.ok and result.lock is None:
+        lines.append("pass the LOCK the venv was installed from to check the venv "
+                     "against it")
+    elif result.verdict == NOTHING_CHECKED:
+        lines.append("every check was skipped: see the reasons above")
     return "\n".join(lines)
 
 

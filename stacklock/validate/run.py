@@ -26,7 +26,6 @@ from stacklock.validate.gate import run_gate
 from stacklock.validate.gpuchecks import (
     check_driver_runs_toolkit,
     check_probes,
-    check_toolkit,
     check_torch,
 )
 from stacklock.validate.imports import check_imports
@@ -41,9 +40,11 @@ from stacklock.validate.report import (
     ValidateResult,
     write_report,
 )
+from stacklock.validate.toolkit import check_toolkit
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
+    from stacklock.validate.probes import ProbeResult
 
 __all__ = ["read_distributions", "validate", "validate_install", "venv_python"]
 
@@ -93,6 +94,38 @@ def _lock_checks(lock: Lock | None, dists: dict[str, Any],
             check_uv_pip_check(lock, python)]
 
 
+def _gpu_checks(exe: Path, lock: Lock | None, config: ValidateConfig,
+                info: dict[str, Any], dists: dict[str, Any], *, probes: bool,
+                allow_no_gpu: bool) -> tuple[list[CheckResult], ProbeResult | None]:
+    """driver, torch, imports and the probes; with ``allow_no_gpu`` what fails
+    only for want of a driver or a GPU is a skip with its reason."""
+    torch_cuda = info.get("torch_cuda") if "error" not in info else None
+    checks = [check_driver_runs_toolkit(lock, torch_cuda, allow_no_gpu=allow_no_gpu)]
+    checks.extend(check_torch(info, lock, min_gpus=config.min_gpus,
+                              allow_no_gpu=allow_no_gpu))
+    checks.extend(check_imports(exe, config.imports, dists, lock,
+                                allow_no_gpu=allow_no_gpu))
+    gpus = int(info.get("device_count") or 0)
+    if not probes or not config.probes.enabled:
+        why = "--no-probes" if not probes else "[validate.probes] enabled = false"
+        checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
+        return checks, None
+    if gpus == 0:
+        why = "torch sees no GPU" if torch_cuda else "no CUDA build of torch to probe"
+        checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
+        return checks, None
+    try:
+        result = run_gpu_probes(exe, gpus=gpus, sizes=config.probes.sizes,
+                                iters=config.probes.iters,
+                                matmul_n=config.probes.matmul_n,
+                                timeout=config.probes.timeout)
+    except ValidateError as exc:  # a hung NCCL group is a finding, not a crash
+        checks.append(CheckResult(name="allreduce", status=FAIL, reason=str(exc)))
+        return checks, None
+    checks.extend(check_probes(result, config.probes))
+    return checks, result
+
+
 def validate(
     lock: Lock | None,
     *,
@@ -102,8 +135,14 @@ def validate(
     probes: bool = True,
     report_dir: str | Path | None = None,
     toolkit_prefix: str | Path | None = None,
+    allow_no_gpu: bool = False,
 ) -> ValidateResult:
-    """Run every check; write the report to ``report_dir`` when given."""
+    """Run every check; write the report to ``report_dir`` when given.
+
+    ``allow_no_gpu`` (an image build): checks that need a driver or a GPU are
+    skipped with the reason when there is none, never failed; an import that
+    fails only because the driver's ``libcuda.so.1`` is absent is one of them.
+    """
     exe = venv_python(venv, python)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
@@ -111,33 +150,19 @@ def validate(
     dists = read_distributions(exe)
     checks = _lock_checks(lock, dists, exe)
     checks.append(check_toolkit(lock, prefix=Path(toolkit_prefix)
-                                if toolkit_prefix else None))
+                                if toolkit_prefix else None, dists=dists))
     info = read_venv_info(exe)
-    torch_cuda = info.get("torch_cuda") if "error" not in info else None
-    checks.append(check_driver_runs_toolkit(lock, torch_cuda))
-    checks.extend(check_torch(info, lock, min_gpus=config.min_gpus))
-    checks.extend(check_imports(exe, config.imports, dists, lock))
-    probe_result = None
-    gpus = int(info.get("device_count") or 0)
-    if not probes or not config.probes.enabled:
-        why = "--no-probes" if not probes else "[validate.probes] enabled = false"
-        checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
-    elif gpus == 0:
-        why = "torch sees no GPU" if torch_cuda else "no CUDA build of torch to probe"
-        checks.append(CheckResult(name="allreduce", status=SKIP, reason=why))
-    else:
-        try:
-            probe_result = run_gpu_probes(exe, gpus=gpus, sizes=config.probes.sizes,
-                                          iters=config.probes.iters,
-                                          matmul_n=config.probes.matmul_n,
-                                          timeout=config.probes.timeout)
-        except ValidateError as exc:  # a hung NCCL group is a finding, not a crash
-            checks.append(CheckResult(name="allreduce", status=FAIL, reason=str(exc)))
-        else:
-            checks.extend(check_probes(probe_result, config.probes))
+    more, probe_result = _gpu_checks(exe, lock, config, info, dists, probes=probes,
+                                     allow_no_gpu=allow_no_gpu)
+    checks.extend(more)
     gate_result = None
     folder = Path(report_dir) if report_dir is not None else None
-    if config.gate is not None and gate:
+    no_gpu = allow_no_gpu and not int(info.get("device_count") or 0)
+    if config.gate is not None and gate and no_gpu and config.gate.engine != "openai":
+        checks.append(CheckResult(name="gate", status=SKIP,
+                                  reason=f"no GPU here to serve "
+                                  f"{config.gate.model} (--allow-no-gpu)"))
+    elif config.gate is not None and gate:
         log_dir = folder or Path.cwd() / "stacklock-validate"
         gate_result = run_gate(config.gate, python=exe, log_dir=log_dir)
     result = ValidateResult(lock=lock.path if lock is not None else None,
@@ -151,7 +176,11 @@ def validate(
                           files=files)
 
 
-def validate_install(lock: Lock, venv: str | Path) -> ValidateResult:
+def validate_install(lock: Lock, venv: str | Path, *,
+                     toolkit_prefix: Path | None = None,
+                     allow_no_gpu: bool = False) -> ValidateResult:
     """What ``stacklock install`` runs at its end: every check, the gate
-    included, with the report in ``./stacklock-validate``."""
-    return validate(lock, venv=venv, report_dir=Path.cwd() / "stacklock-validate")
+    included, with the report in ``./stacklock-validate``; the install's
+    ``--toolkit-prefix`` and ``--allow-no-gpu`` hold for it too."""
+    return validate(lock, venv=venv, report_dir=Path.cwd() / "stacklock-validate",
+                    toolkit_prefix=toolkit_prefix, allow_no_gpu=allow_no_gpu)

@@ -24,8 +24,10 @@ def _digest(data: bytes) -> str:
 
 
 def build_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], *,
-                requires: tuple[str, ...] = (), tag: str = "py3-none-any") -> Path:
-    """A wheel holding ``files`` (archive path -> bytes)."""
+                requires: tuple[str, ...] = (), tag: str = "py3-none-any",
+                executable: tuple[str, ...] = ()) -> Path:
+    """A wheel holding ``files`` (archive path -> bytes); the paths in
+    ``executable`` get mode 755, as installers read it from the zip entry."""
     dist = f"{name.replace('-', '_')}-{version}"
     info = f"{dist}.dist-info"
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
@@ -42,7 +44,9 @@ def build_wheel(folder: Path, name: str, version: str, files: dict[str, bytes], 
     path = folder / f"{dist}-{tag}.whl"
     with zipfile.ZipFile(path, "w") as zf:
         for arc, data in contents.items():
-            zf.writestr(arc, data)
+            entry = zipfile.ZipInfo(arc, date_time=(2026, 1, 1, 0, 0, 0))
+            entry.external_attr = (0o755 if arc in executable else 0o644) << 16
+            zf.writestr(entry, data)
     return path
 
 
