@@ -139,9 +139,11 @@ class DownloadError(StacklockError):
 class HashMismatchError(StacklockError):
     """Bytes read from ``url`` hash to ``actual``, not ``expected``."""
 
-    def __init__(self, *, url: str, expected: str, actual: str) -> None:
+    def __init__(self, *, url: str, expected: str, actual: str,
+                 note: str = "") -> None:
         super().__init__(
-            f"sha256 mismatch for {url}: expected {expected}, got {actual}",
+            f"sha256 mismatch for {url}: expected {expected}, got {actual}"
+            + (f"; {note}" if note else ""),
             hint="the file changed upstream or was tampered with; re-resolve with "
             "--refresh and review the diff",
         )

@@ -13,12 +13,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from stacklock import __version__
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    import httpx
 
 __all__ = ["RETRY_STATUS", "Retry", "make_http_client"]
 
@@ -28,7 +28,10 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
     """The one client a run shares: pooled, redirects followed, a per-request
-    timeout (connect 10 s), and a User-Agent naming stacklock."""
+    timeout (connect 10 s), and a User-Agent naming stacklock. httpx is imported
+    here, by the first run that talks to the network (a warm install never does)."""
+    import httpx
+
     kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=10.0))
     kwargs.setdefault("follow_redirects", True)
     kwargs.setdefault("limits", httpx.Limits(max_connections=16))

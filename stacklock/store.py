@@ -23,8 +23,6 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from stacklock._fs import atomic_write_text, file_digest
 from stacklock.errors import DownloadError, HashMismatchError
 from stacklock.http import RETRY_STATUS, Retry
@@ -32,6 +30,8 @@ from stacklock.urls import redact_text, redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    import httpx
 
 __all__ = ["ArtifactStore", "describe_http_error"]
 
@@ -42,6 +42,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 def describe_http_error(exc: httpx.HTTPError) -> str:
     """A one-line cause for an error message, with no credentials in it."""
+    import httpx  # imported where the network is used: store lookups need none
+
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -173,6 +175,8 @@ class ArtifactStore:
         progress: Callable[[int, int | None], None] | None,
     ) -> str:
         """Fill ``part`` with the whole body (resuming) and return its sha256."""
+        import httpx
+
         shown = redact_url(url)
         last_error = "no attempt made"
         for _attempt in self.retry:
@@ -212,6 +216,8 @@ class ArtifactStore:
         progress: Callable[[int, int | None], None] | None,
     ) -> str | None:
         """One request; returns the sha256 when the body is complete, else None."""
+        import httpx
+
         have = part.stat().st_size if part.is_file() else 0
         if size is not None and have > size:
             part.unlink()

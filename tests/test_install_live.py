@@ -11,7 +11,7 @@ import pytest
 
 from stacklock.diff import diff_lock_files, render_diff
 from stacklock.install import install_lock
-from stacklock.install.preflight import find_base_python
+from stacklock.install.interpreter import find_base_python
 from stacklock.resolve.locking import lock_profile
 from stacklock.runner import SubprocessRunner, find_uv
 from stacklock.snapshot import write_snapshot

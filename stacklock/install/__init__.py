@@ -7,8 +7,9 @@ machine as it was:
 2. **plan** and **preflight**: ask the interpreter, decide every download and
    command, check target, driver, disk and access (:mod:`~stacklock.install.plan`,
    :mod:`~stacklock.install.preflight`); a dry run stops here;
-3. snapshot the current venv, **fetch** wheels and the runfile into the store
-   (:mod:`~stacklock.install.fetch`);
+3. snapshot the current venv, **fetch** what only stacklock fetches (the
+   runfile, sdists) into the store (:mod:`~stacklock.install.fetch`); uv
+   downloads the wheels itself, hash-checked;
 4. **build** the new venv generation beside the old one
    (:mod:`~stacklock.install.venv`), run the runfile into a new prefix
    (**toolkit**, :mod:`~stacklock.install.toolkit`);
@@ -29,14 +30,13 @@ from typing import TYPE_CHECKING
 from stacklock._fs import cache_dir
 from stacklock.errors import InstallError, StacklockError
 from stacklock.install.fetch import fetch_artifacts
-from stacklock.install.plan import InstallPlan, Interpreter, make_plan
-from stacklock.install.preflight import (
-    INSTALLER_LOG,
+from stacklock.install.interpreter import (
     find_base_python,
     probe_interpreter,
-    run_preflight,
-    toolkit_installed,
+    remember_interpreter,
 )
+from stacklock.install.plan import InstallPlan, Interpreter, make_plan
+from stacklock.install.preflight import INSTALLER_LOG, run_preflight, toolkit_installed
 from stacklock.install.read import python_request, read_installable
 from stacklock.install.toolkit import (
     SYSTEM_INSTALLER_LOG,
@@ -58,10 +58,7 @@ from stacklock.install.venv import (
 )
 from stacklock.lock import wheel_sha256
 from stacklock.runner import Runner, SubprocessRunner, find_uv
-from stacklock.snapshot import write_snapshot
 from stacklock.store import ArtifactStore
-from stacklock.validate import ValidateResult, validate_install
-from stacklock.validate.report import count_statuses
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,6 +66,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.lock import Lock
+    from stacklock.validate import ValidateResult
 
 __all__ = [
     "DEFAULT_CUDA_LINK",
@@ -224,6 +222,8 @@ def _activate(plan: InstallPlan) -> int | None:
 def _validate(lock: Lock, venv: Path, notes: list[str], *,
               toolkit_prefix: Path | None, allow_no_gpu: bool
               ) -> ValidateResult | None:
+    from stacklock.validate import validate_install  # only a validating run pays
+
     try:
         return validate_install(lock, venv, toolkit_prefix=toolkit_prefix,
                                 allow_no_gpu=allow_no_gpu)
@@ -249,14 +249,15 @@ def install_lock(
     installer_log: Path = INSTALLER_LOG,
     system_installer_log: Path = SYSTEM_INSTALLER_LOG,
     on_download: Callable[[str, int, int | None], None] | None = None,
-    prefetch: bool = True,
+    prefetch: bool = False,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
     ``on_download(filename, done, total)`` reports download progress.
-    ``prefetch`` downloads every wheel into the artifact store first (resumable,
-    sha256-checked, traceable later by validate) so uv installs from local files;
-    without it uv downloads them itself (still hash-checked).
+    uv downloads the wheels (in parallel, each checked against the locked sha256
+    with ``--require-hashes``) into its own cache, the one copy kept; wheels
+    already in the artifact store (a pack) are installed from there.
+    ``prefetch`` downloads every wheel into the store first instead.
     """
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
@@ -264,7 +265,7 @@ def install_lock(
     lock = read_installable(Path(lock_path))
     uv = find_uv()
     python = python or find_base_python(python_request(lock), uv=uv, runner=runner)
-    interp = probe_interpreter(python, runner=runner)
+    interp = probe_interpreter(python, runner=runner, cache=cache)
     store = ArtifactStore(cache / "artifacts")
     plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
                           toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
@@ -275,11 +276,14 @@ def install_lock(
         notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
     if dry_run:
         return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
+    remember_interpreter(interp, cache)
     logs: dict[str, Path] = {}
     with locked_state(VenvLayout(venv=venv)):
         notes += recover(VenvLayout(venv=venv))
         snapshot = None
         if plan.snapshot_path is not None:
+            from stacklock.snapshot import write_snapshot
+
             snapshot = write_snapshot(venv, plan.snapshot_path)
         plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
                                         on_download=on_download, prefetch=prefetch)
@@ -334,6 +338,8 @@ def render_install(result: InstallResult) -> str:
         checks = result.validation.all_checks
         failed = [c.name for c in checks if c.status == "fail"]
         verdict = "FAILED: " + ", ".join(failed) if failed else "ok"
+        from stacklock.validate.report import count_statuses
+
         lines.append(f"validate: {verdict}: {count_statuses(checks)}")
         lines += [f"  skipped {c.name}: {c.reason}" for c in checks
                   if c.status == "skip"]

@@ -1,8 +1,16 @@
-"""Install's fetch step: every artifact into the store before anything is built.
+"""Install's fetch step: what only stacklock fetches, before anything is built.
 
-Wheels (unless uv is left to download them) and the CUDA runfile go through the
-content-addressed artifact store: resumable, sha256-checked, and traceable later by
-validate. The plan then names the stored wheels, so uv installs from local files.
+uv downloads the wheels itself: the lock pins each by URL and sha256, uv installs
+with ``--require-hashes`` and verifies every byte, downloading in parallel while it
+unpacks, and keeps one copy (unpacked, in its cache). Going through stacklock's
+store first cost a second copy of the stack and a serial download (measured on
+``pypi-cu130``, 207 wheels, 4.3 GB: 257.6 s against uv's 56.1 s).
+
+The content-addressed artifact store keeps what stacklock must fetch or hash
+itself: the CUDA runfile, the sdists uv builds (validate checks the built sdist
+against the lock), and wheels already there (a pack, a resolve that hashed a
+download); the plan names those, so uv installs them from local files.
+``prefetch`` puts every wheel in the store first (a node that should keep them).
 """
 
 from __future__ import annotations
@@ -10,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stacklock.http import make_http_client
 from stacklock.install.toolkit import fetch_runfile
 from stacklock.lock import wheel_sha256
 
@@ -20,7 +27,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.install.plan import InstallPlan
+    from stacklock.install.plan import Download, InstallPlan
     from stacklock.lock import Lock
     from stacklock.store import ArtifactStore
 
@@ -42,13 +49,15 @@ def _prefetch_wheels(
     store: ArtifactStore,
     http: httpx.Client,
     on_download: Callable[[str, int, int | None], None] | None,
+    prefetch: bool,
 ) -> InstallPlan:
-    """Fetch the plan's wheels into the store; uv then reads them by ``path``."""
+    """Fetch the plan's sdists (every wheel too, with ``prefetch``) into the
+    store; uv then reads them by ``path``."""
     urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.files if w.url}
     local = dict(plan.local_wheels)
-    for item in plan.downloads:
+    for item in _store_items(plan, prefetch=prefetch):
         url = urls.get(item.sha256)
-        if item.kind == "runfile" or item.cached or url is None:
+        if url is None:
             continue
         path, _ = store.fetch(
             http,
@@ -61,6 +70,15 @@ def _prefetch_wheels(
     return replace(plan, local_wheels=local)
 
 
+def _store_items(plan: InstallPlan, *, prefetch: bool) -> list[Download]:
+    """The downloads stacklock makes itself: sdists, every wheel with
+    ``prefetch``; never what is in the store already."""
+    return [
+        d for d in plan.downloads
+        if not d.cached and (d.kind == "sdist" or (prefetch and d.kind == "wheel"))
+    ]
+
+
 def fetch_artifacts(
     lock: Lock,
     plan: InstallPlan,
@@ -70,13 +88,17 @@ def fetch_artifacts(
     on_download: Callable[[str, int, int | None], None] | None,
     prefetch: bool,
 ) -> tuple[InstallPlan, Path | None]:
-    """The plan with its stored wheels, and the verified runfile (if one runs)."""
+    """The plan with its stored files, and the verified runfile (if one runs).
+    Nothing to fetch here (a lock of wheels only) costs no HTTP client."""
+    runs = plan.runfile_command is not None and plan.toolkit is not None
+    if not runs and not _store_items(plan, prefetch=prefetch):
+        return plan, None
+    from stacklock.http import make_http_client
+
     own_http = http or make_http_client(timeout=60.0)
     try:
-        if prefetch:
-            plan = _prefetch_wheels(
-                lock, plan, store=store, http=own_http, on_download=on_download
-            )
+        plan = _prefetch_wheels(lock, plan, store=store, http=own_http,
+                                on_download=on_download, prefetch=prefetch)
         runfile = None
         if plan.runfile_command and plan.toolkit is not None:
             runfile = fetch_runfile(

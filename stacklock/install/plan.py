@@ -7,6 +7,7 @@ executes exactly these commands.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,13 +126,20 @@ def applicable(lock: Lock, env: Mapping[str, str]) -> list[LockedPackage]:
     ]
 
 
+@functools.lru_cache(maxsize=4)
+def _rank(tags: tuple[Tag, ...]) -> dict[Tag, int]:
+    """Tag -> its place in ``tags``: built once per interpreter, not per package
+    (a 200-package lock against ~1000 tags)."""
+    return {tag: i for i, tag in enumerate(tags)}
+
+
 def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
                ) -> PackageWheel | PackageSdist | None:
     """The wheel uv picks: the one whose best tag comes first in ``tags``; the
     sdist of a package locked as one (uv builds it)."""
     if pkg.sdist is not None:
         return pkg.sdist
-    rank = {tag: i for i, tag in enumerate(tags)}
+    rank = _rank(tuple(tags))
     scored = [
         (min(ranks), w.filename, i)
         for i, w in enumerate(pkg.wheels)

@@ -1,7 +1,6 @@
 """Checks that run before install changes anything; each failure is one line.
 
-The interpreter is asked about itself (version, machine, glibc, marker
-environment), because the venv's python, not the one running stacklock, decides
+The interpreter's own answers (:mod:`~stacklock.install.interpreter`) decide
 which wheels fit. Disk estimates use fixed factors (documented on the constants):
 they only need to catch "obviously not enough", not predict to the byte.
 """
@@ -17,24 +16,18 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.cuda.catalog import load_catalog
-from stacklock.cuda.driver import check_driver, lock_cuda, read_driver
-from stacklock.errors import CudaError, InstallError, PreflightError
+from stacklock.errors import CudaError, PreflightError
 from stacklock.install.plan import Interpreter, applicable, best_wheel
-from stacklock.target import PLATFORMS, Target
+from stacklock.target import PLATFORMS
 
 if TYPE_CHECKING:
-    from packaging.tags import Tag
 
     from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock
-    from stacklock.runner import Runner
 
 __all__ = [
     "INSTALLER_LOG",
     "Problem",
-    "find_base_python",
-    "probe_interpreter",
     "run_preflight",
     "toolkit_installed",
 ]
@@ -47,25 +40,6 @@ INSTALLER_LOG = Path("/tmp/cuda-installer.log")
 WHEEL_SPACE_FACTOR = 3  # wheel in uv's cache + unpacked site-packages (~2x)
 RUNFILE_SPACE_FACTOR = 3  # runfile in the store + extracted in tmpdir + prefix
 
-_PROBE = r"""
-import json, os, platform, sys
-glibc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
-iver = sys.implementation.version
-env = {
-    "implementation_name": sys.implementation.name,
-    "implementation_version": f"{iver.major}.{iver.minor}.{iver.micro}",
-    "os_name": os.name, "platform_machine": platform.machine(),
-    "platform_release": platform.release(), "platform_system": platform.system(),
-    "platform_version": platform.version(),
-    "python_full_version": platform.python_version(),
-    "platform_python_implementation": platform.python_implementation(),
-    "python_version": ".".join(platform.python_version_tuple()[:2]),
-    "sys_platform": sys.platform,
-}
-print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
-"""
-
-
 @dataclass(frozen=True, kw_only=True)
 class Problem:
     check: str
@@ -77,60 +51,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.check}: {self.message} (try: {self.hint})"
-
-
-def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
-    """The interpreter a new venv is built from, found by uv's python discovery
-    (``uv python find <request>``)."""
-    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
-    rc, out = runner.capture(argv)
-    path = out.strip().splitlines()[-1] if out.strip() else ""
-    if rc != 0 or not path:
-        raise InstallError(
-            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
-                "  ", " "
-            ),
-            hint=f"pass --python /path/to/python{request or ''} "
-            f"or run `uv python install {request or ''}`",
-        )
-    return path
-
-
-def probe_interpreter(python: str, *, runner: Runner) -> Interpreter:
-    rc, out = runner.capture([python, "-c", _PROBE])
-    try:
-        data = json.loads(out)
-    except ValueError:
-        data = None
-    if rc != 0 or not isinstance(data, dict):
-        raise InstallError(
-            f"{python}: cannot run it to ask its version (exit {rc})",
-            hint="pass --python with a working CPython",
-        )
-    env: dict[str, str] = data["env"]
-    glibc = None
-    text = data.get("glibc") or ""
-    if text.startswith("glibc "):
-        major, minor = text.split()[1].split(".")[:2]
-        glibc = (int(major), int(minor))
-    machine = env["platform_machine"]
-    platform = f"linux_{machine}"
-    tags: tuple[Tag, ...] = ()
-    if platform in PLATFORMS and glibc is not None:
-        target = Target(
-            python=env["python_version"],  # "3.12": a pre-release is fine too
-            platform=platform,
-            manylinux=f"2_{glibc[1]}",
-        )
-        tags = tuple(target.tags())
-    return Interpreter(
-        path=python,
-        version=env["python_full_version"],
-        machine=machine,
-        glibc=glibc,
-        marker_env=env,
-        tags=tags,
-    )
 
 
 def toolkit_installed(prefix: Path, version: str) -> bool:
@@ -214,9 +134,12 @@ def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
 
 def _check_driver(lock: Lock, allow_no_gpu: bool, notes: list[str]) -> list[Problem]:
     """The driver runs the lock's toolkit and the CUDA its wheels target."""
+    if lock.cuda is None and all(p.cuda is None for p in lock.packages):
+        return []  # a CPU lock: the CUDA catalog and driver code are not loaded
+    from stacklock.cuda.catalog import load_catalog
+    from stacklock.cuda.driver import check_driver, lock_cuda, read_driver
+
     toolkit, wheels = lock_cuda(lock)
-    if toolkit is None and not wheels:
-        return []
     try:
         driver = read_driver()
     except CudaError as exc:

@@ -21,14 +21,15 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from stacklock._fs import atomic_write_text
-from stacklock.errors import InstallError
-from stacklock.lock import dump_lock, wheel_sha256
+from stacklock.errors import HashMismatchError, InstallError, StacklockError
+from stacklock.lock import wheel_sha256
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -46,6 +47,7 @@ __all__ = [
     "discard_generation",
     "locked_state",
     "next_generation",
+    "parse_uv_hash_mismatch",
     "recover",
     "rollback",
     "swap_in",
@@ -178,9 +180,25 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     return replace(wheel, name=wheel.filename, url=None, path=str(link))
 
 
+def _rewrites(plan: InstallPlan, lock: Lock) -> bool:
+    """Some file of the lock must point elsewhere for uv: a relative ``path``,
+    or a file in the artifact store."""
+    return any(
+        (f.path and not Path(f.path).is_absolute())
+        or wheel_sha256(f) in plan.local_wheels
+        for p in lock.packages for f in p.files
+    )
+
+
 def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
     """The lock uv installs from: a copy whose cached wheels (and sdists) use
-    ``path``, so uv reads them from disk and still checks every sha256."""
+    ``path``, so uv reads them from disk and still checks every sha256. A lock
+    with nothing to rewrite is copied byte for byte (re-rendering 200 packages
+    costs a warm install more than uv's own work)."""
+    if not _rewrites(plan, lock):
+        plan.uv_lock_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(plan.lock_path, plan.uv_lock_path)
+        return
     wheel_dir = plan.uv_lock_path.parent / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
 
@@ -191,9 +209,44 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
         wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels]
         return replace(pkg, entry=replace(pkg.entry, wheels=wheels))
 
+    from stacklock.lock import dump_lock  # tomlkit: only for a rewritten copy
+
     packages = tuple(local(p) for p in lock.packages)
     copy = replace(lock, path=str(plan.uv_lock_path), packages=packages)
     dump_lock(copy, plan.uv_lock_path)
+
+
+# uv 0.13's report of a download whose bytes are not the locked ones
+_UV_HASH_MISMATCH = re.compile(
+    r"Hash mismatch for `(?P<dist>[^`]+)`"
+    r"\s*Expected:\s*sha256:(?P<expected>[0-9a-f]{64})\s*Computed:\s*sha256:(?P<actual>[0-9a-f]{64})"
+)
+
+
+def parse_uv_hash_mismatch(text: str) -> tuple[str, str, str] | None:
+    """``(name==version, expected, actual)`` from uv's log of a failed sync."""
+    match = _UV_HASH_MISMATCH.search(text)
+    if match is None:
+        return None
+    return match["dist"], match["expected"], match["actual"]
+
+
+def _failed(plan: InstallPlan, step: str, rc: int, log: Path) -> StacklockError:
+    """The one-line error for a failed uv step: a wheel that is not the locked
+    one is named with both hashes; anything else points at the log."""
+    try:
+        mismatch = parse_uv_hash_mismatch(log.read_text("utf-8", errors="replace"))
+    except OSError:
+        mismatch = None
+    if mismatch is not None:
+        dist, expected, actual = mismatch
+        url = next((d.url for d in plan.downloads if d.sha256 == expected), dist)
+        return HashMismatchError(url=url, expected=expected, actual=actual,
+                                 note=f"{plan.venv} was not changed")
+    return InstallError(
+        f"{step} failed with exit code {rc}; {plan.venv} was not changed",
+        hint=f"read the log {log}",
+    )
 
 
 def build_generation(
@@ -213,10 +266,7 @@ def build_generation(
         rc = runner.run(argv, log=log, env=env)
         if rc != 0:
             shutil.rmtree(plan.generation_dir, ignore_errors=True)
-            raise InstallError(
-                f"{step} failed with exit code {rc}; {plan.venv} was not changed",
-                hint=f"read the log {log}",
-            )
+            raise _failed(plan, step, rc, log)
     state = plan.generation_dir.parent
     atomic_write_text(
         state / f"pylock.generation-{plan.generation}.toml",

@@ -9,7 +9,8 @@ is read once into typed tables (:class:`StackInfo`, :class:`CudaEntry`,
 
 from __future__ import annotations
 
-from stacklock.lock.make import default_lock_path, make_lock
+from typing import TYPE_CHECKING, Any
+
 from stacklock.lock.model import Lock, LockedPackage, wheel_sha256, wheel_tags
 from stacklock.lock.read import load_lock, parse_lock, parse_lock_document
 from stacklock.lock.tables import (
@@ -21,7 +22,10 @@ from stacklock.lock.tables import (
     SnapshotInfo,
     StackInfo,
 )
-from stacklock.lock.write import dump_lock, render_lock
+
+if TYPE_CHECKING:
+    from stacklock.lock.make import default_lock_path, make_lock
+    from stacklock.lock.write import dump_lock, render_lock
 
 __all__ = [
     "LOCK_VERSION",
@@ -43,3 +47,17 @@ __all__ = [
     "wheel_sha256",
     "wheel_tags",
 ]
+
+
+_LAZY = {"default_lock_path": "make", "make_lock": "make",
+         "dump_lock": "write", "render_lock": "write"}
+
+
+def __getattr__(name: str) -> Any:
+    """The writers load on first use: ``make_lock`` imports the resolver and
+    ``dump_lock`` tomlkit, which readers of a lock (install, validate) never need."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"stacklock.lock.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,7 +20,6 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import LockError, ProfileError
 from stacklock.lock.toml import LockTable, TomlValue, put
-from stacklock.resolve.rules import AppliedOverride
 from stacklock.target import Target
 from stacklock.validate.config import parse_validate_config
 from stacklock.variants import VariantChoice
@@ -29,6 +28,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from packaging.requirements import Requirement
+
+    from stacklock.resolve.rules import AppliedOverride
 
 __all__ = [
     "LOCK_VERSION",
@@ -170,12 +171,7 @@ class StackInfo:
             exclude_newer=t.opt_str("exclude-newer"),
             requirements=t.requirements("requirements"),
             overrides=t.requirements("overrides"),
-            overrides_applied=tuple(
-                AppliedOverride(
-                    package=None if (p := o.str_("package")) == "profile" else p,
-                    original=o.str_("original"), override=o.str_("override"))
-                for o in t.tables("overrides-applied",
-                                  ("package", "original", "override"))),
+            overrides_applied=_overrides_applied(t),
             constraints=t.requirements("constraints"),
             prereleases=t.strs("prereleases"),
             target=_target(t.table("target", _TARGET_KEYS)),
@@ -223,6 +219,21 @@ class StackInfo:
 
 
 _TARGET_KEYS = ("python", "platform", "manylinux", "gpu-arch")
+
+
+def _overrides_applied(t: LockTable) -> tuple[AppliedOverride, ...]:
+    tables = t.tables("overrides-applied", ("package", "original", "override"))
+    if not tables:
+        return ()
+    # the resolver's model: imported only for a lock that records overrides, so
+    # that reading a lock (install, validate) does not load the resolver
+    from stacklock.resolve.rules import AppliedOverride
+
+    return tuple(
+        AppliedOverride(
+            package=None if (p := o.str_("package")) == "profile" else p,
+            original=o.str_("original"), override=o.str_("override"))
+        for o in tables)
 
 
 def _target(t: LockTable | None) -> Target | None:

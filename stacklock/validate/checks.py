@@ -4,8 +4,10 @@ one-line reason, so a failing validate says which layer is wrong.
 What uv really records (checked with uv 0.13): ``INSTALLER`` ("uv"), ``RECORD`` (a
 sha256 per installed file) and, for direct URLs only, ``direct_url.json`` with an
 empty ``archive_info``. No wheel hash survives an install, so the wheel-hash check
-compares the installed ``RECORD`` with the ``RECORD`` inside the locked wheel (found by
-its sha256 in the artifact cache): equal entries mean the files came from that wheel.
+compares the installed ``RECORD`` with the ``RECORD`` inside the locked wheel, found by
+its sha256 in the artifact cache or, for the wheels uv downloaded and checked against
+the lock, in uv's cache (:mod:`~stacklock.validate.uv_cache`): equal entries mean the
+files came from that wheel.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from stacklock import runner
 from stacklock._fs import cache_dir, file_digest
 from stacklock.lock import wheel_sha256
 from stacklock.store import ArtifactStore
+from stacklock.validate.uv_cache import find_uv_archives, uv_cache_dir
 
 if TYPE_CHECKING:
     from packaging.pylock import PackageSdist
@@ -135,6 +138,26 @@ def _artifact_path(sha256: str) -> Path | None:
     return ArtifactStore(cache_dir() / "artifacts").path_for(sha256)
 
 
+class _WheelLocator:
+    """Where a locked wheel's bytes (or uv's unpacking of them) are: the artifact
+    store first, else uv's cache, looked through once for the whole lock."""
+
+    def __init__(self, lock: Lock) -> None:
+        self._lock = lock
+        self._uv: dict[str, Path] | None = None
+
+    def __call__(self, sha256: str) -> Path | None:
+        stored = _artifact_path(sha256)
+        if stored is not None:
+            return stored
+        if self._uv is None:
+            wanted = {h: w.filename for p in self._lock.packages
+                      for w in p.wheels if (h := wheel_sha256(w))}
+            cache = uv_cache_dir()
+            self._uv = find_uv_archives(cache, wanted) if cache else {}
+        return self._uv.get(sha256)
+
+
 def _record(text: str) -> dict[str, str]:
     out = {}
     for line in text.splitlines():
@@ -144,14 +167,22 @@ def _record(text: str) -> dict[str, str]:
     return out
 
 
+def _wheel_record(wheel: Path) -> str:
+    """The RECORD inside a wheel: a ``.whl`` in the artifact store, or the
+    folder uv unpacked it into (which keeps the wheel's RECORD as it was)."""
+    if wheel.is_dir():
+        return next(wheel.glob("*.dist-info/RECORD")).read_text(encoding="utf-8")
+    with zipfile.ZipFile(wheel) as zf:
+        name = next(n for n in zf.namelist()
+                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
+        return zf.read(name).decode("utf-8")
+
+
 def _compare_record(wheel: Path, dist_info: Path) -> list[str]:
     """Paths whose installed hash differs from the wheel's RECORD (``*.data`` and
     RECORD itself are rewritten by installers and left out)."""
     installed = _record((dist_info / "RECORD").read_text(encoding="utf-8"))
-    with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist()
-                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
-        expected = _record(zf.read(name).decode("utf-8"))
+    expected = _record(_wheel_record(wheel))
     return sorted(
         path for path, digest in expected.items()
         if ".data/" not in path and not path.endswith(".dist-info/RECORD")
@@ -164,6 +195,7 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
     a distribution built from a locked sdist is named, and the sdist in the cache
     is checked against the locked sha256 instead."""
     installed = _installed(dists)
+    locate = _WheelLocator(lock)
     verified: list[str] = []
     mismatched: list[str] = []
     uncached: list[str] = []
@@ -182,7 +214,7 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
                          uncached=uncached)
             continue
         wheels = [(w.filename, h) for w in pkg.wheels if (h := wheel_sha256(w))]
-        paths = [(f, p) for f, h in wheels if (p := _artifact_path(h)) is not None]
+        paths = [(f, p) for f, h in wheels if (p := locate(h)) is not None]
         if not paths:
             uncached.append(name)
             continue
@@ -201,8 +233,9 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
         notes.append("built from source on install (sdist sha256 checked): "
                      + ", ".join(built))
     if uncached:
-        notes.append(f"{len(uncached)} wheels not in the artifact cache; uv keeps no "
-                     "wheel hash in dist-info, so they cannot be traced to a hash")
+        notes.append(f"{len(uncached)} wheels in neither the artifact cache nor uv's "
+                     "cache; uv keeps no wheel hash in dist-info, so they cannot be "
+                     "traced to a hash")
     if not_uv:
         notes.append("installed by another tool: " + ", ".join(not_uv[:5]))
     if mismatched:
@@ -211,8 +244,9 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
                            details=details)
     if not verified and not built:
         return CheckResult(name="wheel-hashes", status=SKIP,
-                           reason="no locked wheel is in the artifact cache to compare "
-                           "RECORD with", notes=tuple(notes), details=details)
+                           reason="no locked wheel is in the artifact cache or uv's "
+                           "cache to compare RECORD with", notes=tuple(notes),
+                           details=details)
     return CheckResult(name="wheel-hashes", status=PASS,
                        reason=f"{len(verified)} distributions match the RECORD of the "
                        f"wheel with the locked sha256{_built_text(built)}",

@@ -35,6 +35,7 @@ class Served:
     cut_after: dict[str, int] = field(default_factory=dict)  # path -> bytes, once
     delay: dict[str, float] = field(default_factory=dict)  # path -> seconds/chunk
     requests: list[tuple[str, str | None]] = field(default_factory=list)
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every file
     started: threading.Event = field(default_factory=threading.Event)
 
 
@@ -74,6 +75,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body) - start))
         self.send_header("Accept-Ranges", "bytes")
+        for key, value in served.headers.items():
+            self.send_header(key, value)
         self.end_headers()
         chunk = body[start:]
         cut = served.cut_after.pop(self.path, None)

@@ -1,0 +1,145 @@
+"""The interpreter a new venv is built from: found by uv, asked about itself.
+
+The venv's python, not the one running stacklock, decides which wheels fit, so
+it runs a small probe (version, machine, glibc, marker environment). Its answer
+is remembered per binary under ``<cache>/interpreters/``: a warm install then
+starts no second interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from stacklock._fs import atomic_write_bytes
+from stacklock.errors import InstallError
+from stacklock.install.plan import Interpreter
+from stacklock.target import PLATFORMS, Target
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from packaging.tags import Tag
+
+    from stacklock.runner import Runner
+
+__all__ = ["find_base_python", "probe_interpreter", "remember_interpreter"]
+
+_PROBE = r"""
+import json, os, platform, sys
+glibc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+iver = sys.implementation.version
+env = {
+    "implementation_name": sys.implementation.name,
+    "implementation_version": f"{iver.major}.{iver.minor}.{iver.micro}",
+    "os_name": os.name, "platform_machine": platform.machine(),
+    "platform_release": platform.release(), "platform_system": platform.system(),
+    "platform_version": platform.version(),
+    "python_full_version": platform.python_version(),
+    "platform_python_implementation": platform.python_implementation(),
+    "python_version": ".".join(platform.python_version_tuple()[:2]),
+    "sys_platform": sys.platform,
+}
+print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
+"""
+
+
+def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
+    """The interpreter a new venv is built from, found by uv's python discovery
+    (``uv python find <request>``)."""
+    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
+    rc, out = runner.capture(argv)
+    path = out.strip().splitlines()[-1] if out.strip() else ""
+    if rc != 0 or not path:
+        raise InstallError(
+            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
+                "  ", " "
+            ),
+            hint=f"pass --python /path/to/python{request or ''} "
+            f"or run `uv python install {request or ''}`",
+        )
+    return path
+
+
+def _probe_entry(python: str, cache: Path) -> Path | None:
+    """Where the probe's answer for this very binary is remembered: keyed by the
+    interpreter (path, inode, size, mtime) and the kernel (``platform_release``),
+    the only things it depends on; None if it cannot be stat'ed (the probe then
+    reports the problem)."""
+    try:
+        real = os.path.realpath(python)
+        st = os.stat(real)
+    except OSError:
+        return None
+    uname = os.uname()
+    parts = (_PROBE, real, st.st_ino, st.st_size, st.st_mtime_ns,
+             uname.release, uname.version, uname.machine)
+    key = hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()
+    return cache / "interpreters" / f"{key}.json"
+
+
+def _run_probe(python: str, runner: Runner, cache: Path | None) -> dict[str, Any]:
+    entry = _probe_entry(python, cache) if cache is not None else None
+    if entry is not None:
+        with contextlib.suppress(OSError, ValueError):
+            data = json.loads(entry.read_text("utf-8"))
+            if isinstance(data, dict) and isinstance(data.get("env"), dict):
+                return data
+    rc, out = runner.capture([python, "-c", _PROBE])
+    try:
+        data = json.loads(out)
+    except ValueError:
+        data = None
+    if rc != 0 or not isinstance(data, dict):
+        raise InstallError(
+            f"{python}: cannot run it to ask its version (exit {rc})",
+            hint="pass --python with a working CPython",
+        )
+    return data
+
+
+def remember_interpreter(interp: Interpreter, cache: Path) -> None:
+    """Keep the probe's answer, so the next install on this interpreter starts no
+    second one (called once an install goes ahead: a dry run writes nothing)."""
+    entry = _probe_entry(interp.path, cache)
+    if entry is None or entry.is_file():
+        return
+    glibc = f"glibc {interp.glibc[0]}.{interp.glibc[1]}" if interp.glibc else None
+    data = {"env": dict(interp.marker_env), "glibc": glibc}
+    with contextlib.suppress(OSError):
+        atomic_write_bytes(entry, json.dumps(data).encode("utf-8"), durable=False)
+
+
+def probe_interpreter(
+    python: str, *, runner: Runner, cache: Path | None = None
+) -> Interpreter:
+    """What ``python`` is (version, machine, glibc, markers, tags), from what
+    :func:`remember_interpreter` kept under ``cache`` when it can."""
+    data = _run_probe(python, runner, cache)
+    env: dict[str, str] = data["env"]
+    glibc = None
+    text = data.get("glibc") or ""
+    if text.startswith("glibc "):
+        major, minor = text.split()[1].split(".")[:2]
+        glibc = (int(major), int(minor))
+    machine = env["platform_machine"]
+    platform = f"linux_{machine}"
+    tags: tuple[Tag, ...] = ()
+    if platform in PLATFORMS and glibc is not None:
+        target = Target(
+            python=env["python_version"],  # "3.12": a pre-release is fine too
+            platform=platform,
+            manylinux=f"2_{glibc[1]}",
+        )
+        tags = tuple(target.tags())
+    return Interpreter(
+        path=python,
+        version=env["python_full_version"],
+        machine=machine,
+        glibc=glibc,
+        marker_env=env,
+        tags=tags,
+    )
