@@ -5,12 +5,19 @@ interpreter, as separate processes, cold (fresh, empty cache directories for
 both stacklock and the uv it drives) and warm (a new venv, the caches the cold
 run left), alternating which tool goes first from one repetition to the next.
 Prints per phase the median wall time, the ratio stacklock/uv and the median
-CPU time (user + system) of each tool. stacklock runs with ``--allow-no-gpu``
-(no GPU here) and, unless ``--with-validate``, ``--no-validate``: validation is
-work uv does not do, reported separately when asked for.
+CPU time (user + system) of each tool, every run's time, and the disk each
+tool's caches hold after its cold run (stacklock's store plus the uv cache it
+drives, against uv's cache; a file hard-linked into a venv counts once).
+stacklock runs with ``--allow-no-gpu`` (no GPU here) and, unless
+``--with-validate``, ``--no-validate``: validation is work uv does not do,
+reported separately when asked for.
 
     .venv/bin/python scripts/bench_install.py LOCK --python /path/to/python3.12
         [--repeat 2] [--with-validate] [--json]
+
+A big lock (``locks/pylock.pypi-cu130.toml``: 207 wheels, 4.3 GB) needs room for
+both tools' caches at once, about 25 GB under ``$TMPDIR``; ``--repeat 1`` per
+call keeps it there.
 
 Talks to the lock's indexes (real PyPI for the committed PyPI locks). uv runs
 with ``UV_PYTHON_DOWNLOADS=never`` and the explicit interpreter, so neither tool
@@ -43,6 +50,20 @@ def _env(cache: Path) -> dict[str, str]:
     }
 
 
+def disk_bytes(root: Path) -> int:
+    """Bytes allocated under ``root``, each inode once (uv hard-links venvs to
+    its cache)."""
+    seen: set[int] = set()
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(folder, name))
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                total += st.st_blocks * 512
+    return total
+
+
 def run_uv(lock: Path, python: str, cache: Path, venv: Path) -> tuple[float, float]:
     env = _env(cache)
     quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
@@ -68,6 +89,7 @@ def run_stacklock(
 def bench(lock: Path, python: str, repeat: int, validate: bool) -> dict[str, object]:
     times: dict[str, list[float]] = {k: [] for k in KINDS}
     cpus: dict[str, list[float]] = {k: [] for k in KINDS}
+    disk: dict[str, list[int]] = {"uv": [], "sl": []}
     for rep in range(repeat):
         order = ["uv", "sl"] if rep % 2 == 0 else ["sl", "uv"]
         with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
@@ -84,6 +106,8 @@ def bench(lock: Path, python: str, repeat: int, validate: bool) -> dict[str, obj
                         )
                     times[f"{tool}-{phase}"].append(seconds)
                     cpus[f"{tool}-{phase}"].append(cpu)
+                    if phase == "cold":
+                        disk[tool].append(disk_bytes(cache))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "lock": str(lock),
@@ -91,6 +115,8 @@ def bench(lock: Path, python: str, repeat: int, validate: bool) -> dict[str, obj
         "seconds": {k: round(v, 2) for k, v in med.items()},
         "all-seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
         "cpu-seconds": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
+        "all-cpu-seconds": {k: [round(x, 2) for x in v] for k, v in cpus.items()},
+        "cache-gb": {k: round(max(v) / 1e9, 2) for k, v in disk.items()},
         "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
         "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
     }
@@ -112,10 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     s, c = result["seconds"], result["cpu-seconds"]
     assert isinstance(s, dict) and isinstance(c, dict)
     print(f"{args.lock} ({'with' if args.with_validate else 'without'} validate)")
+    runs = result["all-seconds"]
+    assert isinstance(runs, dict)
     for phase in ("cold", "warm"):
         print(f"    {phase}: stacklock {s[f'sl-{phase}']:.2f} s, uv "
               f"{s[f'uv-{phase}']:.2f} s, ratio {result[f'{phase}-ratio']}; cpu "
-              f"stacklock {c[f'sl-{phase}']:.2f} s, uv {c[f'uv-{phase}']:.2f} s")
+              f"stacklock {c[f'sl-{phase}']:.2f} s, uv {c[f'uv-{phase}']:.2f} s; "
+              f"runs stacklock {runs[f'sl-{phase}']}, uv {runs[f'uv-{phase}']}")
+    gb = result["cache-gb"]
+    assert isinstance(gb, dict)
+    print(f"    caches after cold: stacklock {gb['sl']} GB, uv {gb['uv']} GB")
     return 0
 
 
