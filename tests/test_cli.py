@@ -92,6 +92,9 @@ CORPUS = [
      "--python: python '3' is not a CPython 3.x version"),
     (["links", "no-such-project", "--index", "{in}"], 1,
      "no-such-project is not on index"),
+    # install's --report is checked before anything is installed
+    (["install", str(COMMITTED_LOCK), "--report", "{in}/bad.toml", "--venv", "env"],
+     2, "{in}/bad.toml is a file, not a directory"),
     # a refused rollback makes no <venv>.stacklock folder (and no lock file in it)
     (["install", "--rollback", "--venv", "env"], 2,
      "is not managed by stacklock install"),

@@ -56,7 +56,7 @@ __ARCHIVE_BELOW__
 @pytest.fixture(autouse=True)
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)  # validate writes ./stacklock-validate
+    monkeypatch.chdir(tmp_path)  # where nothing may be written unasked
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")  # the H200's
 
@@ -222,6 +222,7 @@ def test_failed_runfile_removes_its_prefix_and_keeps_the_venv(
         "1.ok",
         "pylock.generation-1.toml",
         "pylock.snapshot-1.toml",
+        "validate",  # the first install's report
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ import tomlkit
 from packaging.pylock import Pylock
 
 import stacklock.lock.read
+from stacklock.cli import main
 from stacklock.errors import HashMismatchError, InstallError
 from stacklock.install import install_lock, render_install, rollback_install
 from stacklock.lock import Lock, parse_lock, render_lock
@@ -35,7 +37,7 @@ PY = sys.executable
 @pytest.fixture(autouse=True)
 def _isolated_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)  # validate writes ./stacklock-validate
+    monkeypatch.chdir(tmp_path)  # where nothing may be written unasked
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
 
 
@@ -99,6 +101,25 @@ def test_install_imports_and_snapshot_matches(
     assert f"{len(skipped)} skipped" in verdict and "passed" in verdict
     for check in skipped:
         assert f"  skipped {check.name}: {check.reason}" in text
+    # its report goes into the venv's state folder, not the working directory
+    folder = tmp_path / "env.stacklock" / "validate"
+    assert f"  report: {folder}" in text
+    assert json.loads((folder / "report.json").read_text())["verdict"] == "pass"
+    assert not (tmp_path / "stacklock-validate").exists()
+
+
+def test_install_report_goes_where_asked(
+    server: tuple[str, Served], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    report = tmp_path / "asked"
+    assert main(["install", str(lock), "--venv", str(tmp_path / "env"), "--python",
+                 PY, "--report", str(report)]) == 0
+    assert f"  report: {report}" in capsys.readouterr().out
+    assert json.loads((report / "report.json").read_text())["verdict"] == "pass"
+    assert (report / "report.md").is_file()
+    assert not (tmp_path / "env.stacklock" / "validate").exists()
 
 
 def test_reinstall_snapshots_old_and_rollback_restores(

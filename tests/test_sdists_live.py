@@ -94,7 +94,7 @@ def test_sdist_only_project_installs_builds_and_imports(
     cache = tmp_path / "cache"
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.chdir(tmp_path)  # the validation report goes here
+    monkeypatch.chdir(tmp_path)  # where nothing may be written unasked
     profile = _profile(tmp_path, "nvd3",
                        '[requirements]\npackages = ["python-nvd3==0.16.0"]\n'
                        '[validate]\nimports = ["nvd3"]\n')

@@ -36,11 +36,6 @@ def install(args: argparse.Namespace) -> int:
         from stacklock.cli.pack import install_from_pack
 
         return install_from_pack(args)
-    if args.report:
-        raise StacklockError("--report is for packs; a lock's install reports to "
-                             "./stacklock-validate", hint="stacklock validate LOCK "
-                             "--report DIR after the install")
-
     live, _, on_download = progress(
         enabled=sys.stderr.isatty() and not args.json, status=None)
     with live:
@@ -54,6 +49,7 @@ def install(args: argparse.Namespace) -> int:
             allow_no_gpu=args.allow_no_gpu,
             link_cuda_at=DEFAULT_CUDA_LINK if args.link_cuda else None,
             validate=not args.no_validate,
+            report_dir=Path(args.report) if args.report else None,
             on_download=on_download,
         )
     print_json(result.to_dict()) if args.json else print(render_install(result))

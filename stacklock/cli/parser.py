@@ -137,7 +137,8 @@ def _add_install(sub: _Sub) -> None:
                    help="also point /usr/local/cuda at the new toolkit")
     p.add_argument("--no-validate", action="store_true")
     p.add_argument("--report", metavar="DIR",
-                   help="(a pack) write the validate report here")
+                   help="write the closing validation's report here (default "
+                   "<venv>.stacklock/validate)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="install:install")
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock._fs import cache_dir
+from stacklock._fs import cache_dir, check_writable
 from stacklock.errors import InstallError, StacklockError
 from stacklock.install.fetch import fetch_artifacts
 from stacklock.install.interpreter import (
@@ -220,13 +220,14 @@ def _activate(plan: InstallPlan) -> int | None:
 
 
 def _validate(lock: Lock, venv: Path, notes: list[str], *,
-              toolkit_prefix: Path | None, allow_no_gpu: bool
-              ) -> ValidateResult | None:
+              toolkit_prefix: Path | None, allow_no_gpu: bool,
+              report_dir: Path | None) -> ValidateResult | None:
     from stacklock.validate import validate_install  # only a validating run pays
 
+    folder = report_dir or VenvLayout(venv=venv).state_dir / "validate"
     try:
         return validate_install(lock, venv, toolkit_prefix=toolkit_prefix,
-                                allow_no_gpu=allow_no_gpu)
+                                allow_no_gpu=allow_no_gpu, report_dir=folder)
     except StacklockError as exc:  # installed fine; validation could not run
         notes.append(f"validate could not run: {exc}")
         return None
@@ -243,6 +244,7 @@ def install_lock(
     allow_no_gpu: bool = False,
     link_cuda_at: Path | None = None,
     validate: bool = True,
+    report_dir: Path | None = None,
     runner: Runner | None = None,
     http: httpx.Client | None = None,
     cache: Path | None = None,
@@ -258,7 +260,11 @@ def install_lock(
     with ``--require-hashes``) into its own cache, the one copy kept; wheels
     already in the artifact store (a pack) are installed from there.
     ``prefetch`` downloads every wheel into the store first instead.
+    ``report_dir`` is where the closing validation writes its report; default
+    ``<venv>.stacklock/validate/``, never the working directory.
     """
+    if report_dir is not None:  # a bad --report fails now, not after the install
+        check_writable(report_dir / "report.json", example="report.json")
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
     venv = Path(os.path.abspath(venv))
@@ -292,7 +298,8 @@ def install_lock(
                system_installer_log=system_installer_log)
         replaced = _activate(plan)
     validation = (_validate(lock, venv, notes, toolkit_prefix=toolkit_prefix,
-                            allow_no_gpu=allow_no_gpu) if validate else None)
+                            allow_no_gpu=allow_no_gpu, report_dir=report_dir)
+                  if validate else None)
     return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
                          snapshot=snapshot, logs=logs, notes=tuple(notes),
                          validation=validation)
@@ -343,6 +350,9 @@ def render_install(result: InstallResult) -> str:
         lines.append(f"validate: {verdict}: {count_statuses(checks)}")
         lines += [f"  skipped {c.name}: {c.reason}" for c in checks
                   if c.status == "skip"]
+        if result.validation.files:
+            report = Path(result.validation.files[0]).parent
+            lines.append(f"  report: {report}")
     lines += [f"note: {n}" for n in result.notes]
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ from stacklock.errors import StacklockError
 from stacklock.install import InstallResult, install_lock
 from stacklock.install.preflight import toolkit_installed
 from stacklock.install.read import read_installable
+from stacklock.install.venv import VenvLayout
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
     Manifest,
@@ -146,7 +147,7 @@ def install_pack(
         validation = run_validate(
             locked, venv=venv, toolkit_prefix=toolkit_prefix,
             allow_no_gpu=allow_no_gpu,
-            report_dir=report_dir or Path.cwd() / "stacklock-validate")
+            report_dir=report_dir or VenvLayout(venv=venv).state_dir / "validate")
     return PackInstallResult(pack=pack, venv=venv, skipped=skipped,
                              install=installed, validation=validation)
 

@@ -9,6 +9,7 @@ verdict (any failed check fails it, skipped checks do not). It raises
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +164,9 @@ def validate(
                                   reason=f"no GPU here to serve "
                                   f"{config.gate.model} (--allow-no-gpu)"))
     elif config.gate is not None and gate:
-        log_dir = folder or Path.cwd() / "stacklock-validate"
+        # the server logs go with the report; without one, to a fresh temporary
+        # folder (named in the gate's findings), never into the working directory
+        log_dir = folder or Path(tempfile.mkdtemp(prefix="stacklock-gate-"))
         gate_result = run_gate(config.gate, python=exe, log_dir=log_dir)
     result = ValidateResult(lock=lock.path if lock is not None else None,
                             python=str(exe), checks=tuple(checks), venv_info=info,
@@ -176,11 +179,12 @@ def validate(
                           files=files)
 
 
-def validate_install(lock: Lock, venv: str | Path, *,
+def validate_install(lock: Lock, venv: str | Path, *, report_dir: str | Path,
                      toolkit_prefix: Path | None = None,
                      allow_no_gpu: bool = False) -> ValidateResult:
     """What ``stacklock install`` runs at its end: every check, the gate
-    included, with the report in ``./stacklock-validate``; the install's
-    ``--toolkit-prefix`` and ``--allow-no-gpu`` hold for it too."""
-    return validate(lock, venv=venv, report_dir=Path.cwd() / "stacklock-validate",
+    included, with the report in ``report_dir`` (install's ``--report``, else the
+    venv's state folder); the install's ``--toolkit-prefix`` and
+    ``--allow-no-gpu`` hold for it too."""
+    return validate(lock, venv=venv, report_dir=report_dir,
                     toolkit_prefix=toolkit_prefix, allow_no_gpu=allow_no_gpu)
