@@ -92,6 +92,10 @@ CORPUS = [
      "--python: python '3' is not a CPython 3.x version"),
     (["links", "no-such-project", "--index", "{in}"], 1,
      "no-such-project is not on index"),
+    (["pack", str(COMMITTED_LOCK), "-o", "{in}"], 2,
+     "is a directory (try: name a file in it, e.g. {in}/pylock.pypi-small.pack)"),
+    (["snapshot", "--venv", sys.prefix, "-o", "{in}"], 2,
+     "{in}: cannot write the lock (Is a directory)"),
     # install's --report is checked before anything is installed
     (["install", str(COMMITTED_LOCK), "--report", "{in}/bad.toml", "--venv", "env"],
      2, "{in}/bad.toml is a file, not a directory"),

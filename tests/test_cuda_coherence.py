@@ -86,9 +86,15 @@ def test_pypi_torch_known_by_requires_dist_is_cuda_12_8(
     assert target is not None and target.cuda == "12.8"
     assert "nvidia-cuda" in target.evidence
     with pytest.raises(CudaMixError) as info:
-        check_coherence([torch_pypi_cu128, sgl_cu130], None)
+        check_coherence([torch_pypi_cu128, sgl_cu130], "13.0.1")
     assert "torch-2.9.1-cp312-cp312-manylinux_2_28_x86_64.whl" in info.value.message
     assert "sgl_kernel-0.3.21+cu130" in info.value.message
+    # no [cuda] toolkit declared: no CUDA was promised, the mix is a warning
+    findings = check_coherence([torch_pypi_cu128, sgl_cu130], None)
+    assert {(f.package, f.cuda, f.level) for f in findings} == {
+        ("torch", "12.8", "warning"), ("sgl-kernel", "13.0", "warning")}
+    assert all("mixes CUDA 12 and 13 wheels, not refused because the profile "
+               "declares no [cuda] toolkit" in f.message for f in findings)
 
 
 def test_torch_of_the_h200_targets_13_0_by_its_cuda_toolkit_requirement():
@@ -226,7 +232,8 @@ def allowed_stack(tmp_path_factory):
 def _infos(resolution) -> list[PackageInfo]:
     return [PackageInfo(name=p.name, version=str(p.version),
                         filename=p.wheel.filename, index_url=p.index_url,
-                        requires_dist=p.requires_dist)
+                        requires_dist=p.requires_dist,
+                        dependencies=tuple(p.dependencies))
             for p in resolution.packages]
 
 
@@ -252,20 +259,33 @@ def test_allowed_carrier_is_reported_and_recorded_not_mixed(allowed_stack):
         result)
 
 
-def test_without_the_allowance_the_error_suggests_it_naming_requirer_and_twin(
-        tmp_path):
-    with pytest.raises(CudaMixError) as info:
-        _resolve_case("cuda-allow", tmp_path / "cache", allow_mixed=())
-    err = info.value
-    assert set(err.wheels) == {12, 13}
-    assert "nvidia_cutlass_dsl-4.8.1-py3-none-any.whl" in err.message
-    assert f"Requires-Dist {CARRIER}==4.8.1" in err.message
-    hint = err.hint or ""
-    assert "one CUDA major" in hint
-    assert (f"{CARRIER} is required by nvidia-cutlass-dsl next to its twin "
-            "nvidia-cutlass-dsl-libs-cu13") in hint
-    assert f'[cuda] allow-mixed = ["{CARRIER}"]' in hint
-    assert "\n" not in str(err)
+def test_a_carrier_beside_its_twin_is_recognised_without_an_allowance(tmp_path):
+    """nvidia-cutlass-dsl requires its CUDA 12 libraries always and, through
+    [cu13], their CUDA 13 twin, which the lock holds: it carries both, so the
+    CUDA 12 requirement is reported as carried, never counted as a mix."""
+    res = _resolve_case("cuda-allow", tmp_path / "cache", allow_mixed=())
+    carried = [f for f in res.coherence if f.level == "carried"]
+    assert [(f.package, f.cuda) for f in carried] == [("nvidia-cutlass-dsl", "12")]
+    assert carried[0].message == (
+        f"requires {CARRIER}==4.8.1 (CUDA 12), carried along beside its twin "
+        "nvidia-cutlass-dsl-libs-cu13, which the lock holds too: not counted as a "
+        "CUDA target")
+    labels = {p.name: p.cuda for p in res.packages}
+    assert labels["torch"] == "13.0" and labels["nvidia-cutlass-dsl"] is None
+    assert {f.level for f in res.coherence} == {"ok", "carried"}
+
+
+def test_carried_twins_on_real_metadata(allowed_stack):
+    from stacklock.cuda.coherence import carried_twins
+
+    infos = {p.name: p for p in _infos(allowed_stack[0].resolution)}
+    dsl = infos["nvidia-cutlass-dsl"]
+    present = set(infos)
+    assert carried_twins(dsl, present) == {CARRIER: "nvidia-cutlass-dsl-libs-cu13"}
+    # without the twin in the lock the CUDA 12 requirement is evidence again
+    assert carried_twins(dsl, present - {"nvidia-cutlass-dsl-libs-cu13"}) == {}
+    target = wheel_cuda(dsl, present=present - {"nvidia-cutlass-dsl-libs-cu13"})
+    assert target is not None and target.cuda == "12"
 
 
 def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 
 from stacklock.install import install_lock
 from stacklock.resolve.locking import lock_profile
-from tests.helpers.uv import python312
+from tests.helpers.uv import python312, uv_compile_pins
 
 pytestmark = pytest.mark.live
 
@@ -34,26 +34,6 @@ def _profile(folder: Path, name: str, body: str) -> Path:
     return path
 
 
-def _uv_pins(requirement: str, folder: Path) -> dict[str, str]:
-    from uv import find_uv_bin
-
-    infile = folder / "requirements.in"
-    infile.write_text(requirement + "\n")
-    out = subprocess.run(
-        [str(find_uv_bin()), "pip", "compile", str(infile), "--python-version", "3.12",
-         "--python-platform", "x86_64-manylinux_2_28", "--no-header",
-         "--no-annotate", "--cache-dir", str(folder / "uv-cache"), "--quiet"],
-        capture_output=True, text=True, check=True,
-        env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
-    )  # fmt: skip
-    pins = {}
-    for line in out.stdout.splitlines():
-        name, sep, version = line.strip().partition("==")
-        if sep:
-            pins[name] = version
-    return pins
-
-
 def test_airflow_pins_equal_uv_and_no_build_refuses_it(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     profile = _profile(tmp_path, "airflow",
@@ -61,7 +41,7 @@ def test_airflow_pins_equal_uv_and_no_build_refuses_it(tmp_path: Path) -> None:
     result = lock_profile(str(profile), output=tmp_path / "pylock.airflow.toml",
                           cache_dir=cache)
     pins = {str(p.name): str(p.version) for p in result.resolution.packages}
-    assert pins == _uv_pins("apache-airflow==2.10.4", tmp_path)
+    assert pins == uv_compile_pins(["apache-airflow==2.10.4"], tmp_path)
     data = tomllib.loads((tmp_path / "pylock.airflow.toml").read_text())
     built = {p["name"]: p for p in data["packages"] if "sdist" in p}
     assert list(built) == ["python-nvd3"]

@@ -13,7 +13,17 @@ major), so that is an error naming them. A toolkit of another major than the whe
 is an error too; a wheel that targets a newer minor than the toolkit is a warning
 (minor-version compatibility covers running it, not compiling against it).
 
-The one exception is reviewed and explicit: the profile's ``[cuda] allow-mixed``
+A profile that declares no ``[cuda]`` toolkit asked for no CUDA guarantee: there a
+mix is reported as a warning (and recorded in the lock), not refused, so every set
+``uv pip compile`` locks gets a lock.
+
+A library carrier that requires its CUDA 12 libraries always and their CUDA 13 twin
+through an extra (``nvidia-cutlass-dsl`` -> ``nvidia-cutlass-dsl-libs-cu12``, and
+``-cu13`` with ``[cu13]``) carries both when the lock holds the twin: such a
+requirement is recognised as "carried" (a finding, never evidence), with no
+allowance needed.
+
+The other exception is reviewed and explicit: the profile's ``[cuda] allow-mixed``
 names packages (``nvidia-cutlass-dsl-libs-cu12``) that are set aside - a requirement
 on one, or the package itself, neither labels a wheel nor mixes the stack, and each
 is reported as an "allowed" finding. It exists for library carriers: a package
@@ -39,12 +49,13 @@ from packaging.version import InvalidVersion, Version
 from stacklock.errors import CudaError, CudaMixError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Collection, Iterable, Sequence
 
 __all__ = [
     "CoherenceFinding",
     "CudaTarget",
     "PackageInfo",
+    "carried_twins",
     "check_coherence",
     "render_coherence",
     "wheel_cuda",
@@ -70,6 +81,8 @@ class PackageInfo:
     filename: str | None = None
     index_url: str | None = None
     requires_dist: tuple[str, ...] = ()
+    # the projects the lock gives it, those of its requested extras included
+    dependencies: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -96,7 +109,7 @@ class CoherenceFinding:
     filename: str | None
     cuda: str
     evidence: str
-    level: str       # "ok", "warning" or "allowed" (by [cuda] allow-mixed)
+    level: str  # "ok", "warning", "carried" (beside its twin) or "allowed"
     message: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,15 +180,39 @@ def _platform_specific(filename: str | None) -> bool:
     return any(tag.platform != "any" for tag in tags)
 
 
-def wheel_cuda(pkg: PackageInfo, *, allow_mixed: Iterable[str] = ()
-               ) -> CudaTarget | None:
+def carried_twins(pkg: PackageInfo, present: Collection[str]) -> dict[str, str]:
+    """{required ``nvidia-*-cuNN`` project: its twin} for each CUDA library ``pkg``
+    requires whose twin of another major ``pkg`` also names (a dependency the
+    lock gives it, or a requirement under any marker, an extra's included) and
+    the lock holds: the package carries both."""
+    named = {str(canonicalize_name(n)) for n in pkg.dependencies}
+    for text in pkg.requires_dist:
+        try:
+            named.add(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            continue
+    out = {}
+    for _, name, _ in _cuda_requirements(pkg):
+        if not _SUFFIX_RE.match(name):
+            continue
+        twins = sorted(n for n in named & set(present)
+                       if n != name and _SUFFIX_RE.match(n) and n[:-2] == name[:-2])
+        if twins:
+            out[name] = twins[0]
+    return out
+
+
+def wheel_cuda(pkg: PackageInfo, *, allow_mixed: Iterable[str] = (),
+               present: Collection[str] = ()) -> CudaTarget | None:
     """The CUDA this package targets, or None for a package that names none.
-    Requirements on ``allow_mixed`` projects are not evidence."""
+    Requirements on ``allow_mixed`` projects, and those carried beside a twin
+    among ``present`` (the lock's project names), are not evidence."""
     label = _from_label(pkg.version)
     if label:
         return CudaTarget(cuda=label, evidence=f"+cu{label.replace('.', '')} label")
-    allowed = {canonicalize_name(n) for n in allow_mixed}
-    found = [f for f in _cuda_requirements(pkg) if f[1] not in allowed]
+    set_aside = {str(canonicalize_name(n)) for n in allow_mixed}
+    set_aside |= set(carried_twins(pkg, present))
+    found = [f for f in _cuda_requirements(pkg) if f[1] not in set_aside]
     if found:
         majors = {c.split(".")[0] for c, _, _ in found}
         if len(majors) > 1:
@@ -206,20 +243,40 @@ def _toolkit(version: str) -> Version:
 
 def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None,
                     *, allow_mixed: Iterable[str] = ()) -> list[CoherenceFinding]:
-    """One finding per package that targets a CUDA; raises CudaMixError when the
-    wheels target two CUDA majors or the toolkit is of another major.
+    """One finding per package that targets a CUDA; with a toolkit
+    (``cuda_version``) raises CudaMixError when the wheels target two CUDA majors
+    or the toolkit is of another major; without one, a mix is a warning.
     ``allow_mixed`` (the profile's ``[cuda] allow-mixed``) names projects set aside:
     reported as "allowed" findings, never counted as a mix."""
     pkgs = list(packages)
     allowed = sorted({canonicalize_name(n) for n in allow_mixed})
-    targets = [(p, t) for p in pkgs
-               if (t := wheel_cuda(p, allow_mixed=allowed)) is not None]
+    present = {str(canonicalize_name(p.name)) for p in pkgs}
+    targets, inconsistent = [], []
+    for pkg in pkgs:
+        try:
+            found = wheel_cuda(pkg, allow_mixed=allowed, present=present)
+        except CudaMixError as exc:  # one wheel naming two majors
+            if cuda_version:
+                raise
+            inconsistent.append(CoherenceFinding(
+                package=pkg.name, filename=pkg.filename, evidence="Requires-Dist",
+                cuda=" ".join(map(str, sorted(exc.wheels))), level="warning",
+                message=f"{exc.message}; not refused because the profile declares "
+                        "no [cuda] toolkit"))
+            continue
+        if found is not None:
+            targets.append((pkg, found))
     counted = [(p, t) for p, t in targets if canonicalize_name(p.name) not in allowed]
     by_major: dict[int, list[tuple[PackageInfo, CudaTarget]]] = {}
     for pkg, target in counted:
         by_major.setdefault(target.major, []).append((pkg, target))
     toolkit = _toolkit(cuda_version) if cuda_version else None
-    if len(by_major) > 1:
+    mixed = ""
+    if len(by_major) > 1 and toolkit is None:  # no CUDA promised: say it, lock it
+        mixed = (f"; the lock mixes CUDA {' and '.join(map(str, sorted(by_major)))} "
+                 "wheels, not refused because the profile declares no [cuda] "
+                 "toolkit (declare one to have the mix refused)")
+    elif len(by_major) > 1:
         parts = "; ".join(f"CUDA {major}: " + ", ".join(_named(p, t) for p, t in pt)
                           for major, pt in sorted(by_major.items()))
         raise CudaMixError(
@@ -240,6 +297,8 @@ def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None,
         level, message = "ok", f"targets CUDA {target.cuda} ({target.evidence})"
         if canonicalize_name(pkg.name) in allowed:
             level, message = "allowed", f"{message}, allowed by [cuda] allow-mixed"
+        elif mixed:
+            level, message = "warning", message + mixed
         elif toolkit is not None and "." in target.cuda:
             wheel = Version(target.cuda)
             if (wheel.major, wheel.minor) > (toolkit.major, toolkit.minor):
@@ -249,7 +308,8 @@ def check_coherence(packages: Iterable[PackageInfo], cuda_version: str | None,
         findings.append(CoherenceFinding(
             package=pkg.name, filename=pkg.filename, cuda=target.cuda,
             evidence=target.evidence, level=level, message=message))
-    return findings + _allowed_findings(pkgs, allowed)
+    return (findings + inconsistent + _allowed_findings(pkgs, allowed)
+            + _carried_findings(pkgs, allowed, present))
 
 
 def _named(pkg: PackageInfo, target: CudaTarget) -> str:
@@ -279,6 +339,24 @@ def _allowed_findings(pkgs: Sequence[PackageInfo], allowed: Sequence[str]
                 level="warning",
                 message="named in [cuda] allow-mixed, but no package of the stack "
                         "is or requires it: remove it from the profile"))
+    return findings
+
+
+def _carried_findings(pkgs: Sequence[PackageInfo], allowed: Sequence[str],
+                      present: Collection[str]) -> list[CoherenceFinding]:
+    """A "carried" finding per CUDA library required beside its twin (one that
+    ``[cuda] allow-mixed`` names is reported as allowed instead)."""
+    findings = []
+    for pkg in pkgs:
+        carried = carried_twins(pkg, present)
+        for cuda, name, why in _cuda_requirements(pkg):
+            if name in carried and name not in allowed:
+                findings.append(CoherenceFinding(
+                    package=pkg.name, filename=pkg.filename, cuda=cuda,
+                    evidence=f"Requires-Dist {why}", level="carried",
+                    message=f"requires {why} (CUDA {cuda}), carried along beside "
+                            f"its twin {carried[name]}, which the lock holds too: "
+                            "not counted as a CUDA target"))
     return findings
 
 

@@ -16,6 +16,7 @@ from stacklock.lock.read import load_lock, parse_lock, parse_lock_document
 from stacklock.lock.tables import (
     LOCK_VERSION,
     CudaEntry,
+    CudaNote,
     FoundToolkit,
     LockedIndex,
     PackageTool,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOCK_VERSION",
     "CudaEntry",
+    "CudaNote",
     "FoundToolkit",
     "Lock",
     "LockedIndex",

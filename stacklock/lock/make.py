@@ -19,6 +19,7 @@ from stacklock.lock.model import Lock, LockedPackage
 from stacklock.lock.tables import (
     LOCK_VERSION,
     CudaEntry,
+    CudaNote,
     LockedIndex,
     PackageTool,
     StackInfo,
@@ -95,6 +96,10 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
         indexes=tuple(LockedIndex(name=i.name, url=strip_credentials(i.url))
                       for i in profile.indexes),
         allow_mixed=allow_mixed if cuda is None else (),
+        cuda_notes=tuple(
+            CudaNote(package=f.package, level=f.level, cuda=f.cuda, message=f.message)
+            for f in sorted(resolution.coherence, key=lambda f: (f.package, f.cuda))
+            if f.level in ("warning", "carried")),
         check_allow=tuple(sorted(profile.check.allow)),
         cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
 

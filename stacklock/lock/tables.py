@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LOCK_VERSION",
     "CudaEntry",
+    "CudaNote",
     "FoundToolkit",
     "LockedIndex",
     "PackageTool",
@@ -57,6 +58,24 @@ def _check_validate(table: Mapping[str, object], *, path: str | None, key: str
 class LockedIndex:
     name: str
     url: str  # credentials stripped
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaNote:
+    """A coherence finding the lock records: a CUDA mix let through because the
+    profile declares no toolkit ("warning"), a library carried beside its twin
+    ("carried")."""
+
+    package: str
+    level: str
+    cuda: str
+    message: str
+
+    KEYS = ("package", "level", "cuda", "message")
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        return {"package": self.package, "level": self.level, "cuda": self.cuda,
+                "message": self.message}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +164,7 @@ class StackInfo:
     gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
     indexes: tuple[LockedIndex, ...] = ()
     allow_mixed: tuple[str, ...] = ()  # only when there is no cuda entry
+    cuda_notes: tuple[CudaNote, ...] = ()  # coherence findings worth keeping
     check_allow: tuple[str, ...] = ()  # [check] allow: reviewed native findings
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
@@ -152,7 +172,7 @@ class StackInfo:
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
             "exclude-newer", "requirements", "overrides", "overrides-applied",
             "constraints", "prereleases", "target", "gpu-variants", "indexes",
-            "allow-mixed", "check", "cuda", "validate")
+            "allow-mixed", "cuda-notes", "check", "cuda", "validate")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
@@ -185,6 +205,10 @@ class StackInfo:
             indexes=tuple(LockedIndex(name=i.str_("name"), url=i.str_("url"))
                           for i in t.tables("indexes", ("name", "url"))),
             allow_mixed=t.strs("allow-mixed"),
+            cuda_notes=tuple(
+                CudaNote(package=n.str_("package"), level=n.str_("level"),
+                         cuda=n.str_("cuda"), message=n.str_("message"))
+                for n in t.tables("cuda-notes", CudaNote.KEYS)),
             check_allow=check.strs("allow") if check is not None else (),
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
             validate=validate if isinstance(validate, dict) else None)
@@ -209,6 +233,8 @@ class StackInfo:
         out["indexes"] = [{"name": i.name, "url": i.url} for i in self.indexes]
         if self.allow_mixed:
             out["allow-mixed"] = list(self.allow_mixed)
+        if self.cuda_notes:
+            out["cuda-notes"] = [dict(n.to_dict()) for n in self.cuda_notes]
         if self.check_allow:
             out["check"] = {"allow": list(self.check_allow)}
         if self.cuda is not None:

@@ -24,7 +24,7 @@ from packaging.utils import parse_wheel_filename
 
 import stacklock
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock._fs import file_digest
+from stacklock._fs import check_writable, file_digest
 from stacklock.errors import LockError
 from stacklock.http import make_http_client
 from stacklock.install.plan import applicable, best_wheel
@@ -282,6 +282,8 @@ def write_pack(
     """Fetch and check everything the lock needs on a node, then write the pack
     (``dry_run``: only the plan, with its size, downloading nothing)."""
     cache = cache or default_cache_dir()
+    if not dry_run:  # before gigabytes are fetched for it
+        check_writable(output, example=f"{Path(lock_path).stem}.pack")
     own_http = http or make_http_client(timeout=60.0)
     try:
         plan = plan_pack(lock_path, no_toolkit=no_toolkit, http=own_http,

@@ -17,6 +17,7 @@ from stacklock.cuda.coherence import (
     wheel_cuda,
 )
 from stacklock.cuda.lock_entry import make_lock_entry, pypi_requirements
+from stacklock.errors import CudaMixError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -38,18 +39,24 @@ def lock_entry(profile: Profile) -> dict[str, Any] | None:
 def annotate(packages: Sequence[ResolvedPackage], profile: Profile
              ) -> tuple[list[ResolvedPackage], list[CoherenceFinding]]:
     """Each package with ``cuda`` set where its wheel names one, and the
-    coherence findings; raises the CUDA module's CudaMixError on a mix."""
+    coherence findings; raises the CUDA module's CudaMixError on a mix when the
+    profile declares a toolkit (without one, the mix is a warning finding)."""
     infos = {
         p.name: PackageInfo(name=p.name, version=str(p.version),
                             filename=p.wheel.filename, index_url=p.index_url,
-                            requires_dist=p.requires_dist)
+                            requires_dist=p.requires_dist,
+                            dependencies=tuple(p.dependencies))
         for p in packages
     }
     allow = profile.cuda.allow_mixed
     findings = check_coherence(infos.values(), profile.cuda.toolkit,
                                allow_mixed=allow)
+    present = set(infos)
     out = []
     for p in packages:
-        target = wheel_cuda(infos[p.name], allow_mixed=allow)
+        try:
+            target = wheel_cuda(infos[p.name], allow_mixed=allow, present=present)
+        except CudaMixError:  # no toolkit declared: a warning finding, no label
+            target = None
         out.append(replace(p, cuda=target.cuda) if target is not None else p)
     return out, findings
