@@ -56,6 +56,8 @@ CORPUS = [
     (["validate", "{in}/nope.toml", "--no-gate"], 2, "nope.toml"),
     (["install", "{in}/nope.toml", "--dry-run"], 2, "nope.toml"),
     (["cuda", "show", "99.9.9"], 2, "99.9.9"),
+    (["cuda", "show", "13.0.1", "--platform", "bogus"], 2,
+     "--platform: no CUDA runfiles for platform 'bogus'"),
     # -o is checked before resolving: no traceback, no half-written lock
     (["resolve", "pypi-small", "-o", "{in}"], 2,
      "is a directory (try: name a file in it, e.g. {in}/pylock.pypi-small.toml)"),
@@ -229,3 +231,14 @@ def test_a_verb_imports_only_its_own_module() -> None:
                      "stacklock.cli.output"}
     assert not {m.split(".")[0] for m in modules} & {"httpx", "rich", "bs4",
                                                       "resolvelib", "matplotlib"}
+
+
+def test_a_closed_pipe_is_no_traceback() -> None:
+    """``stacklock cuda list | head -1``: the reader leaves before the output."""
+    proc = subprocess.Popen([sys.executable, "-m", "stacklock.cli", "cuda", "list"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the interpreter has even started
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""

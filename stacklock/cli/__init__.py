@@ -45,3 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stacklock: interrupted; nothing was half-written", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `stacklock cuda list | head`: the reader has left
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

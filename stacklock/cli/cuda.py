@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
-from stacklock.cuda.catalog import load_catalog, render_release, render_releases
+from stacklock.cuda.catalog import (
+    load_catalog,
+    platform_for_target,
+    render_release,
+    render_releases,
+)
+from stacklock.errors import CudaError, StacklockError
 
 if TYPE_CHECKING:
     import argparse
@@ -16,7 +22,16 @@ if TYPE_CHECKING:
 __all__ = ["cuda_check_driver", "cuda_list", "cuda_refresh", "cuda_show"]
 
 
+def _platform(args: argparse.Namespace) -> str:
+    """``--platform`` checked before use, the error naming the flag."""
+    try:
+        return platform_for_target(args.platform)
+    except CudaError as exc:
+        raise StacklockError(f"--platform: {exc.message}", hint=exc.hint) from None
+
+
 def cuda_list(args: argparse.Namespace) -> int:
+    _platform(args)
     catalog = load_catalog()
     if args.json:
         print_json([r.to_dict(args.platform) for r in catalog.releases])
@@ -26,6 +41,7 @@ def cuda_list(args: argparse.Namespace) -> int:
 
 
 def cuda_show(args: argparse.Namespace) -> int:
+    _platform(args)
     release = load_catalog().get(args.cuda_version)
     if args.json:
         print_json(release.to_dict(args.platform))
