@@ -48,7 +48,7 @@ def test_blackwell_cu130_lock_entry():
     assert entry["md5"] == "8c56e3cb1ab74370aafed5a4600bc5bc"
     assert entry["prefix"] == "/usr/local/cuda-13.0"
     assert entry["install-args"] == [
-        "--silent", "--toolkit", "--toolkitpath=/usr/local/cuda-13.0",
+        "--silent", "--toolkit", "--override", "--toolkitpath=/usr/local/cuda-13.0",
         "--no-opengl-libs", "--no-man-page", "--no-drm"]
     assert not any(a.startswith("--driver") for a in entry["install-args"])
     # it goes into a TOML lock as it is

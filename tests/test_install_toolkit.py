@@ -2,8 +2,10 @@
 
 The test builds a makeself-like ``.run`` (a shell header, ``exit``, then an
 archive payload) that records the arguments it gets, refuses ``--driver`` the way
-a toolkit-only run must never need, writes the installer log, and "installs" a
-toolkit (bin/nvcc, version.json) into ``--toolkitpath``.
+a toolkit-only run must never need, writes the installer log, "installs" a
+toolkit (bin/nvcc, version.json) into ``--toolkitpath`` and, as NVIDIA's installer
+may, points the machine's ``cuda`` symlink (a temporary ``usr-local/cuda`` here)
+at it: install must put that link back.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ printf '#!/bin/sh\\necho "Cuda compilation tools"\\n' > "$toolkitpath/bin/nvcc"
 chmod +x "$toolkitpath/bin/nvcc"
 printf '{{"cuda": {{"name": "CUDA SDK", "version": "{version}"}}}}\\n' \\
   > "$toolkitpath/version.json"
+mkdir -p "$(dirname '{cuda_link}')"
+ln -sfn "$toolkitpath" '{cuda_link}'
 exit {rc}
 __ARCHIVE_BELOW__
 """
@@ -68,6 +72,7 @@ def make_runfile(tmp_path: Path, *, rc: int = 0) -> bytes:
         system_log=tmp_path / "var-log-cuda-installer.log",
         version=VERSION,
         rc=rc,
+        cuda_link=tmp_path / "usr-local" / "cuda",
     )
     payload = random.Random(13).randbytes(300_000)  # the "archive"
     return header.encode() + payload
@@ -114,6 +119,7 @@ def _install(tmp_path: Path, lock: Path, **kw: object):  # type: ignore[no-untyp
         python=PY,
         installer_log=tmp_path / "cuda-installer.log",
         system_installer_log=tmp_path / "var-log-cuda-installer.log",
+        cuda_link=tmp_path / "usr-local" / "cuda",
         **kw,  # type: ignore[arg-type]
     )
 
@@ -139,6 +145,8 @@ def test_runfile_resumed_verified_and_run_toolkit_only(
     assert {name for name, _, _ in seen} == {runfile_name}
     args = (tmp_path / "runfile-args.txt").read_text().split()
     assert "--silent" in args and "--toolkit" in args
+    # the lock's install-args lack --override; the plan adds it (compiler checks)
+    assert "--override" in args
     assert f"--toolkitpath={prefix}" in args
     assert not any(a.startswith(("--driver", "--kernelobjects")) for a in args)
     assert any(a.startswith("--tmpdir=") for a in args)
@@ -233,8 +241,11 @@ def test_link_cuda_only_when_asked(server: tuple[str, Served], tmp_path: Path) -
     old.mkdir(parents=True)
     link = tmp_path / "usr-local" / "cuda"
     link.symlink_to(old)
-    _install(tmp_path, lock)
-    assert link.resolve() == old
+    result = _install(tmp_path, lock)
+    # the runfile re-pointed it at cuda-13.0; install put it back
+    assert os.readlink(link) == str(old)
+    assert f"the runfile left {link} a symlink to {tmp_path}/usr-local/cuda-13.0 " \
+        f"(it was a symlink to {old}); put back to {old}" in " ".join(result.notes)
     shutil.rmtree(tmp_path / "usr-local" / "cuda-13.0")
     _install(tmp_path, lock, link_cuda_at=link)
     assert link.resolve() == tmp_path / "usr-local" / "cuda-13.0"
@@ -332,3 +343,52 @@ def test_toolkit_prefix_is_the_one_validation_checks(
     toolkit = {c.name: c for c in result.validation.checks}["toolkit"]
     assert toolkit.status == "pass", toolkit.reason
     assert toolkit.reason == f"CUDA {VERSION} at {elsewhere} (version.json)"
+
+
+def test_a_link_the_runfile_creates_is_removed(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    """No ``cuda`` link before the install, none after (the runfile made one)."""
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    link = tmp_path / "usr-local" / "cuda"
+    result = _install(tmp_path, lock)
+    assert (tmp_path / "usr-local" / "cuda-13.0" / "version.json").is_file()
+    assert not os.path.lexists(link)
+    assert any(n.startswith(f"the runfile left {link} a symlink to ")
+               and n.endswith("(it was absent); removed (only --link-cuda sets it)")
+               for n in result.notes)
+
+
+def test_a_failed_runfile_puts_the_link_back_too(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    base, served = server
+    old = tmp_path / "usr-local" / "cuda-12.8"
+    old.mkdir(parents=True)
+    link = tmp_path / "usr-local" / "cuda"
+    link.symlink_to(old)
+    bad = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path, rc=1))
+    with pytest.raises(InstallError, match="runfile install failed"):
+        _install(tmp_path, bad)
+    assert os.readlink(link) == str(old)
+    assert not (tmp_path / "usr-local" / "cuda-13.0").exists()
+
+
+def test_a_directory_in_the_links_place_is_never_removed(tmp_path: Path) -> None:
+    """A real directory where ``cuda`` is: left alone when the runfile leaves it
+    alone; replaced by a link, it cannot be put back, and the note says so."""
+    from stacklock.install.cuda_link import read_link_state, restore_link_state
+
+    folder = tmp_path / "cuda"
+    (folder / "bin").mkdir(parents=True)
+    before = read_link_state(folder)
+    assert before.kind == "directory"
+    assert restore_link_state(before) is None
+    subprocess.run(["sh", "-c", f"rm -rf '{folder}' && ln -s cuda-13.0 '{folder}'"],
+                   check=True)
+    note = restore_link_state(before)
+    assert note == (f"the runfile left {folder} a symlink to cuda-13.0 (it was a "
+                    "directory); not put back: stacklock never removes or recreates "
+                    "a directory")
+    assert os.readlink(folder) == "cuda-13.0"

@@ -47,11 +47,14 @@ def default_prefix(version: str) -> str:
 
 
 def install_args(prefix: str) -> list[str]:
-    """Toolkit-only, unattended runfile arguments. ``--override`` (skip the
-    compiler check) is left out on purpose: an unsupported host compiler should stop
-    the install, not produce a toolkit that cannot build."""
-    return ["--silent", "--toolkit", f"--toolkitpath={prefix}", "--no-opengl-libs",
-            "--no-man-page", "--no-drm"]
+    """Toolkit-only, unattended runfile arguments, ``--override`` included (as
+    Spack's cuda package passes it): without it the silent installer aborts when it
+    finds no supported host compiler (an image with no gcc yet, a gcc newer than
+    the release knows) or another toolkit, though neither changes a file it
+    installs; nvcc still checks the host compiler each time it compiles, and
+    preflight already refuses a prefix that holds something else."""
+    return ["--silent", "--toolkit", "--override", f"--toolkitpath={prefix}",
+            "--no-opengl-libs", "--no-man-page", "--no-drm"]
 
 
 def _toolkit(cuda: CudaSpec) -> str:

@@ -183,6 +183,8 @@ def _build(
     log_for: Callable[[str], Path],
     installer_log: Path,
     system_installer_log: Path,
+    cuda_link: Path,
+    notes: list[str],
 ) -> None:
     """The new generation and the toolkit; on any failure both are removed."""
     layout = VenvLayout(venv=plan.venv)
@@ -198,6 +200,8 @@ def _build(
                     log=logs["runfile"],
                     installer_log=installer_log,
                     system_log=system_installer_log,
+                    cuda_link=cuda_link,
+                    notes=notes,
                 )
             )
     except BaseException:
@@ -252,8 +256,12 @@ def install_lock(
     system_installer_log: Path = SYSTEM_INSTALLER_LOG,
     on_download: Callable[[str, int, int | None], None] | None = None,
     prefetch: bool = False,
+    cuda_link: Path = DEFAULT_CUDA_LINK,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
+
+    ``cuda_link`` (``/usr/local/cuda``) is left as it was by the runfile; only
+    ``link_cuda_at`` (``--link-cuda``) moves it, once the install succeeded.
 
     ``on_download(filename, done, total)`` reports download progress.
     uv downloads the wheels (in parallel, each checked against the locked sha256
@@ -295,7 +303,8 @@ def install_lock(
                                         on_download=on_download, prefetch=prefetch)
         _build(lock, plan, runfile, runner=runner, logs=logs,
                log_for=_log_namer(cache), installer_log=installer_log,
-               system_installer_log=system_installer_log)
+               system_installer_log=system_installer_log,
+               cuda_link=link_cuda_at or cuda_link, notes=notes)
         replaced = _activate(plan)
     validation = (_validate(lock, venv, notes, toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)

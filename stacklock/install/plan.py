@@ -161,7 +161,10 @@ def build_flags(packages: Sequence[LockedPackage]) -> tuple[str, ...]:
 def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, ...]:
     """The lock's install-args with the prefix pinned and never a driver flag.
 
-    ``--tmpdir`` keeps the runfile's extraction out of a shared, maybe noexec /tmp.
+    ``--silent``, ``--toolkit`` and ``--override`` are always there, whatever the
+    lock recorded (see :func:`stacklock.cuda.lock_entry.install_args` for why
+    ``--override``). ``--tmpdir`` keeps the runfile's extraction out of a shared,
+    maybe noexec /tmp.
     """
     args = [
         a
@@ -174,7 +177,7 @@ def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, .
             f"tool.stacklock.cuda.install-args: driver flag {bad[0]!r} refused",
             hint="stacklock installs the toolkit only; drop the flag from the profile",
         )
-    for required in ("--silent", "--toolkit"):
+    for required in ("--silent", "--toolkit", "--override"):
         if required not in args:
             args.append(required)
     args += [f"--toolkitpath={prefix}", f"--tmpdir={tmpdir}"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import shlex
 import shutil
 import time
@@ -22,6 +21,11 @@ from packaging.version import InvalidVersion, Version
 from stacklock._fs import atomic_write_text
 from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
 from stacklock.errors import InstallError
+from stacklock.install.cuda_link import (
+    point_link,
+    read_link_state,
+    restore_link_state,
+)
 from stacklock.install.plan import DRIVER_FLAGS
 from stacklock.install.preflight import toolkit_installed
 from stacklock.urls import redact_url
@@ -99,6 +103,8 @@ def install_toolkit(
     log: Path,
     installer_log: Path,
     system_log: Path = SYSTEM_INSTALLER_LOG,
+    cuda_link: Path | None = None,
+    notes: list[str] | None = None,
 ) -> dict[str, Path]:
     """Run the runfile into ``plan.toolkit_prefix``; returns the logs it kept.
 
@@ -107,6 +113,9 @@ def install_toolkit(
     user's was refused by preflight); the new one is kept there afterwards and
     removed from /tmp so it cannot break the next user's run. Run as root, the
     installer logs to /var/log instead; a copy of what this run wrote is kept.
+    ``cuda_link`` (``/usr/local/cuda``) is read before the run and put back after
+    it, whatever the runfile did (:mod:`~stacklock.install.cuda_link`); what was
+    put back is added to ``notes``.
     """
     assert plan.toolkit is not None and plan.toolkit_prefix is not None
     prefix = plan.toolkit_prefix
@@ -120,7 +129,14 @@ def install_toolkit(
     tmpdir.mkdir(parents=True, exist_ok=True)
     existed = prefix.exists()
     started = time.time()
-    rc = runner.run(argv, log=log, env={"TMPDIR": str(tmpdir)})
+    link_before = read_link_state(cuda_link) if cuda_link is not None else None
+    try:
+        rc = runner.run(argv, log=log, env={"TMPDIR": str(tmpdir)})
+    finally:
+        if link_before is not None:
+            note = restore_link_state(link_before)
+            if note is not None and notes is not None:
+                notes.append(note)
     with contextlib.suppress(OSError):
         if system_log.stat().st_mtime >= started:
             copy = log.with_name(log.stem + "-cuda-installer-system.log")
@@ -144,10 +160,7 @@ def install_toolkit(
 
 def link_cuda(link: Path, prefix: Path) -> None:
     """Re-point ``/usr/local/cuda`` (only when asked): an atomic symlink swap."""
-    tmp = link.with_name(f".{link.name}.stacklock-{os.getpid()}")
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(prefix)
-    os.replace(tmp, link)
+    point_link(link, str(prefix))
 
 
 def pypi_toolkit_home(venv: Path, version: str) -> Path | None:
