@@ -213,3 +213,34 @@ def test_probe_ranks_that_cannot_start_are_reported(tmp_path: Path) -> None:
     assert "No module named 'torch'" in checks["matmul"].reason
     with pytest.raises(ValidateError, match="at least one GPU"):
         run_gpu_probes(python, gpus=0)
+
+
+def test_no_gpu_is_a_skip_only_when_allowed(info: dict, lock: Lock) -> None:
+    """The H200's torch facts as a machine without a GPU reports them: no device.
+    gpu-count fails, unless --allow-no-gpu; a CPU build of torch fails either way."""
+    none = dict(info, device_count=0, devices=[], cuda_available=False,
+                nccl_version=None)
+    failed = _by_name(check_torch(none, lock, min_gpus=None))["gpu-count"]
+    assert failed.status == "fail"
+    assert failed.reason == "torch sees 0 GPU(s) (none); 1 needed"
+    skipped = _by_name(check_torch(none, lock, min_gpus=8, allow_no_gpu=True))
+    assert skipped["gpu-count"].status == "skip"
+    assert skipped["gpu-count"].reason == ("no GPU here (--allow-no-gpu); 8 needed "
+                                           "to run")
+    assert skipped["gpu-arch"].status == skipped["nccl"].status == "skip"
+    cpu = dict(none, torch_version="2.11.0+cpu", torch_cuda=None)
+    still = _by_name(check_torch(cpu, lock, min_gpus=None, allow_no_gpu=True))
+    assert still["torch-cuda"].status == "fail"
+
+
+def test_torch_that_cannot_load_libcuda_is_skipped_only_when_allowed(
+        lock: Lock) -> None:
+    error = {"error": "ImportError: libcuda.so.1: cannot open shared object file: "
+                      "No such file or directory"}
+    [failed] = check_torch(error, lock, min_gpus=None)
+    assert failed.status == "fail"
+    [skipped] = check_torch(error, lock, min_gpus=None, allow_no_gpu=True)
+    assert skipped.status == "skip" and "libcuda.so.1" in skipped.reason
+    other = {"error": "ImportError: libtorch_cuda.so: cannot open shared object file"}
+    [still] = check_torch(other, lock, min_gpus=None, allow_no_gpu=True)
+    assert still.status == "fail"
