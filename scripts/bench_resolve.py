@@ -5,14 +5,19 @@ x86_64-manylinux_2_28, as separate processes, cold (a fresh, empty cache directo
 each) and warm (the cache the cold run left), alternating which tool goes first
 from one repetition to the next. Prints, per set: whether the pins are identical
 (and the differences), the median times, the ratios stacklock/uv, and the median
-CPU time (user + system) of each tool, steadier than wall time on a busy machine.
+CPU time (user + system) of each tool, steadier than wall time on a busy machine,
+and the load average before the first set.
 
     .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--set NAME]
 
 Talks to real PyPI (https://pypi.org/simple); needs the ``uv`` next to the
 interpreter or on PATH. uv runs with ``UV_PYTHON_DOWNLOADS=never``: where no
 CPython 3.12 is installed it would otherwise spend seconds trying to download one
-before resolving, which is not resolver time.
+before resolving, which is not resolver time; a CPython 3.12 (``--uv-python PATH``,
+else a working ``python3.12`` on PATH) is given as ``--python`` so uv spends no time
+discovering interpreters, the target still being ``--python-version 3.12``.
+stacklock runs with ``--no-check``: the native check of
+the locked wheels' ELF files is work uv does not do (``stacklock check`` times it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -38,16 +44,36 @@ SETS: dict[str, list[str]] = {
     "jax-cuda13": ["jax[cuda13]"],
     "torch-vision-audio": ["torch", "torchvision", "torchaudio"],
 }
+# vllm takes nvidia-cutlass-dsl, whose CUDA 12 libraries ride along with torch's
+# CUDA 13: stacklock refuses such a mix unless the profile allows it (uv does not
+# check), so the bench's profile allows it.
+ALLOW_MIXED: dict[str, list[str]] = {"vllm": ["nvidia-cutlass-dsl-libs-cu12"]}
 PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
+UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
 
 
-def run_uv(reqs: list[str], cache: Path, work: Path
+def find_python(given: str | None) -> str | None:
+    """The real path of a working CPython {PYTHON} (``given``, else on PATH); a
+    pyenv shim that cannot run it gives None."""
+    for path in (given, shutil.which(f"python{PYTHON}")):
+        if not path:
+            continue
+        probe = subprocess.run([path, "-c", "import sys; print(sys.executable)"],
+                               capture_output=True, text=True, check=False)
+        if probe.returncode == 0 and probe.stdout.strip():
+            return probe.stdout.strip()
+    return None
+
+
+def run_uv(reqs: list[str], cache: Path, work: Path, _allow: list[str]
            ) -> tuple[float, float, dict[str, str]]:
     infile, outfile = work / "requirements.in", work / "uv.txt"
     infile.write_text("\n".join(reqs) + "\n")
+    interpreter = UV_PYTHON[0] if UV_PYTHON else None
     cmd = [uv_binary(), "pip", "compile", str(infile), "--python-version", PYTHON,
            "--python-platform", PLATFORM, "--cache-dir", str(cache), "--no-header",
-           "--quiet", "-o", str(outfile)]
+           "--quiet", "-o", str(outfile),
+           *(["--python", interpreter] if interpreter else [])]
     # Without an installed 3.12, uv would first try (and here fail, with retries)
     # to download one; it resolves for --python-version without it.
     env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
@@ -61,18 +87,20 @@ def run_uv(reqs: list[str], cache: Path, work: Path
     return seconds, cpu, pins
 
 
-def run_stacklock(reqs: list[str], cache: Path, work: Path
+def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str]
                   ) -> tuple[float, float, dict[str, str]]:
     profile = work / "bench.toml"
     quoted = ", ".join(json.dumps(r) for r in reqs)
+    mixed = f"[cuda]\nallow-mixed = {json.dumps(allow)}\n" if allow else ""
     profile.write_text(
         "[profile]\ndescription = \"bench\"\n[target]\n"
         f"python = \"{PYTHON}\"\nplatform = \"linux_x86_64\"\n"
-        f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n")
+        f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n"
+        + mixed)
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
     seconds, cpu = timed([*stacklock_command(), "resolve", str(profile), "-o", str(out),
-                           "--json"], env=env, stdout=subprocess.DEVNULL)
+                           "--json", "--no-check"], env=env, stdout=subprocess.DEVNULL)
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
@@ -92,6 +120,7 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     pins: dict[str, dict[str, str]] = {}
     tools = {"uv": run_uv, "sl": run_stacklock}
+    allow = ALLOW_MIXED.get(name, [])
     for rep in range(repeat):
         order = ["uv", "sl"] if rep % 2 == 0 else ["sl", "uv"]
         with tempfile.TemporaryDirectory(prefix="bench-resolve-") as tmp:
@@ -99,13 +128,13 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
             for tool in order:
                 (root / tool).mkdir()
                 seconds, cpu, found = tools[tool](reqs, root / f"{tool}-cache",
-                                                  root / tool)
+                                                  root / tool, allow)
                 times[f"{tool}-cold"].append(seconds)
                 cpus[f"{tool}-cold"].append(cpu)
                 pins[tool] = found
             for tool in order:
                 seconds, cpu, found = tools[tool](reqs, root / f"{tool}-cache",
-                                                  root / tool)
+                                                  root / tool, allow)
                 times[f"{tool}-warm"].append(seconds)
                 cpus[f"{tool}-warm"].append(cpu)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -126,11 +155,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--set", action="append", choices=sorted(SETS))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--uv-python", metavar="PATH",
+                        help=f"a CPython {PYTHON} for uv's --python")
     args = parser.parse_args(argv)
+    found = find_python(args.uv_python)
+    UV_PYTHON[:] = [found] if found else []
+    load = os.getloadavg()
     results = [bench(n, SETS[n], args.repeat) for n in (args.set or list(SETS))]
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"load-average": load, "sets": results}, indent=2))
         return 0
+    print("load average before: " + " ".join(f"{x:.2f}" for x in load)
+          + f"; uv --python {found or '(not given)'}")
     for r in results:
         s = r["seconds"]
         assert isinstance(s, dict)
@@ -147,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    cpu (user+system): cold stacklock {c['sl-cold']:.2f} s, uv "
               f"{c['uv-cold']:.2f} s; warm stacklock {c['sl-warm']:.2f} s, uv "
               f"{c['uv-warm']:.2f} s")
+    cold = [float(r["cold-ratio"]) for r in results]  # type: ignore[arg-type]
+    warm = [float(r["warm-ratio"]) for r in results]  # type: ignore[arg-type]
+    print(f"cold ratio: median {statistics.median(cold):.2f}, worst {max(cold):.2f}; "
+          f"warm ratio: median {statistics.median(warm):.2f}, worst {max(warm):.2f}; "
+          f"pins identical on {sum(bool(r['identical']) for r in results)} of "
+          f"{len(results)} sets")
     return 0
 
 

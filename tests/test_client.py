@@ -335,3 +335,85 @@ def test_live_pypi_torch_has_a_cp312_manylinux_wheel(tmp_path):
     assert best.link.filename.endswith(".whl")
     assert "cp312-cp312-manylinux" in best.link.filename
     assert best.link.sha256 is not None and best.link.url.startswith("https://")
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _page(headers: dict[str, str]) -> httpx.Response:
+    return httpx.Response(200, headers={"content-type": JSON_TYPE, **headers},
+                          content=PACKAGING_JSON)
+
+
+def test_a_fresh_page_is_not_asked_for_again_a_stale_one_is(router, make_client):
+    """max-age from the response (PyPI: 600 s), counted from the fetch; past it
+    the page is revalidated with its ETag, and a 304 makes it fresh again."""
+    route = router.get("https://pypi.org/simple/packaging/")
+    route.mock(return_value=_page({"etag": '"v1"', "cache-control":
+                                   "max-age=600, public"}))
+    clock = _Clock()
+    first = make_client(router.handler, clock=clock).get_links(PYPI, "packaging")
+    clock.now += 599
+    client = make_client(router.handler, clock=clock)
+    assert client.is_local(PYPI, "packaging")
+    assert client.get_links(PYPI, "packaging") == first
+    assert route.call_count == 1
+    clock.now += 2
+    route.mock(return_value=httpx.Response(304))
+    stale = make_client(router.handler, clock=clock)
+    assert not stale.is_local(PYPI, "packaging")
+    assert stale.get_links(PYPI, "packaging") == first
+    assert route.call_count == 2
+    assert route.calls.last.request.headers["if-none-match"] == '"v1"'
+    clock.now += 599  # the 304 started a new 600 s
+    assert make_client(router.handler, clock=clock).get_links(PYPI, "packaging") \
+        == first
+    assert route.call_count == 2
+    # --offline reads a stale page without asking
+    clock.now += 3600
+    assert make_client(router.handler, clock=clock, offline=True).get_links(
+        PYPI, "packaging") == first
+    assert route.call_count == 2
+
+
+@pytest.mark.parametrize(("headers", "fresh_for"), [
+    ({}, 600.0),  # nothing said: PyPI's 600 s, RFC 9111's heuristic freshness
+    ({"cache-control": "max-age=60", "age": "20"}, 40.0),
+    ({"cache-control": "no-cache"}, 0.0),
+    ({"cache-control": "max-age=0"}, 0.0),
+])
+def test_freshness_comes_from_the_response(router, make_client, headers, fresh_for):
+    route = router.get("https://pypi.org/simple/packaging/").mock(
+        return_value=_page(headers))
+    clock = _Clock()
+    first = make_client(router.handler, clock=clock).get_links(PYPI, "packaging")
+    clock.now += max(fresh_for - 1, 0)
+    again = make_client(router.handler, clock=clock).get_links(PYPI, "packaging")
+    assert again == first
+    assert route.call_count == (1 if fresh_for else 2)
+
+
+def test_a_stale_page_with_the_same_body_is_not_parsed_again(router, make_client,
+                                                             monkeypatch):
+    """No ETag (a plain mirror): the stale page comes again in full; its rows
+    are found by the body's sha256, so nothing is parsed."""
+    from stacklock.index import client as client_module
+
+    route = router.get("https://pypi.org/simple/packaging/").mock(
+        return_value=_page({}))
+    clock = _Clock()
+    first = make_client(router.handler, clock=clock).get_links(PYPI, "packaging")
+    clock.now += 601
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(client_module, "rows_from_json", no_parse)
+    assert make_client(router.handler, clock=clock).get_links(PYPI, "packaging") \
+        == first
+    assert route.call_count == 2

@@ -194,3 +194,17 @@ def test_gc_threshold_is_raised_while_resolving_and_restored(make_client):
         assert gc.get_threshold()[0] == GC_THRESHOLD
         assert source.candidates("packaging")
     assert gc.get_threshold() == before
+
+
+def test_wheel_counts_for_the_sdist_note_equal_the_full_evaluation(make_client):
+    target = Target(python="3.12")
+    for project in ("urllib3", "torch", "packaging"):
+        finder = Finder(make_client(_recorded), [PYPI], target)
+        evaluations = finder.evaluate(project)
+        versions = {ev.version for ev in evaluations if ev.version is not None}
+        assert len(versions) > 5
+        for version in sorted(versions)[:: max(1, len(versions) // 12)]:
+            expected = sum(1 for ev in evaluations
+                           if ev.version == version and ev.link.is_wheel)
+            assert finder.count_wheels(project, version) == expected, (project,
+                                                                       version)

@@ -2,16 +2,22 @@
 to fetch, the parsers what a body means.
 
 ``<aa>/<sha256 of the URL>.page`` is a JSON header line (content type, ETag,
-Last-Modified, redirect target, length and sha256 of the body) and the body as
-fetched. Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file
-entries) as a marshal blob, keyed by the body's sha256, the URL its links resolve
-against, the content type and :data:`ROWS_FORMAT`: a warm run reads the header
-line and the blob, and neither reads nor parses a body. Entries are written
-without fsync (a cache, not a record): every reader checks what it reads (the
-body's length and sha256, the blob's format) and refetches after a crash that
-tore one. Credentials never reach
-these files: page keys use the URL without them, and a page whose links would
-carry them (relative hrefs under a URL with user info) gets no blob.
+Last-Modified, redirect target, length and sha256 of the body, and until when the
+page is fresh) and the body as fetched. A page is fresh for the ``max-age`` its
+response gave (PyPI: 600 s for simple pages), counted from when it was fetched;
+one whose response says nothing about caching gets the same 600 s, RFC 9111's
+heuristic freshness; ``no-cache``, ``no-store`` or ``max-age=0`` make it stale at
+once. Within its freshness a page is used without asking the index again.
+
+Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file entries)
+as a marshal blob, keyed by the body's sha256, the URL its links resolve against,
+the content type and :data:`ROWS_FORMAT`: a warm run reads the header line and
+the blob, and neither reads nor parses a body; a stale page fetched again with
+the same body finds its blob too. Entries are written without fsync (a cache,
+not a record): every reader checks what it reads (the body's length and sha256,
+the blob's format) and refetches after a crash that tore one. Credentials never
+reach these files: page keys use the URL without them, and a page whose links
+would carry them (relative hrefs under a URL with user info) gets no blob.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -29,10 +36,27 @@ from stacklock.urls import strip_credentials
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["ROWS_FORMAT", "PageCache"]
+__all__ = ["DEFAULT_MAX_AGE", "ROWS_FORMAT", "PageCache", "freshness"]
 
 # Bump when the rows a parser gives change: blobs of another format are ignored.
 ROWS_FORMAT = 2
+# seconds a page is fresh when its response says nothing (PyPI's max-age)
+DEFAULT_MAX_AGE = 600.0
+_MAX_AGE = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
+_NO_CACHE = re.compile(r"(?:^|,)\s*no-(?:cache|store)\b", re.IGNORECASE)
+
+
+def freshness(cache_control: str | None, age: str | None) -> float:
+    """Seconds a response stays fresh from when it arrived (RFC 9111: max-age
+    less the Age it already had; no-cache/no-store: none)."""
+    if cache_control:
+        if _NO_CACHE.search(cache_control):
+            return 0.0
+        found = _MAX_AGE.search(cache_control)
+        if found:
+            already = float(age) if age and age.strip().isdigit() else 0.0
+            return max(0.0, float(found.group(1)) - already)
+    return DEFAULT_MAX_AGE
 
 
 def _media_type(content_type: str) -> str:
@@ -87,15 +111,28 @@ class PageCache:
         key = hashlib.sha256(text.encode()).hexdigest()
         return self.root / key[:2] / f"{key}.rows"
 
-    def cached_rows(self, url: str) -> PageRows | None:
-        """The rows of the cached page of ``url``, found through the page's header
-        line alone; None if the page, its sha256 or the blob is missing."""
+    def header(self, url: str) -> dict[str, Any] | None:
+        """The header line of the cached page of ``url`` (the body unread)."""
         try:
             with self.page_path(url).open("rb") as fh:
                 meta = json.loads(fh.readline())
         except (OSError, ValueError):
             return None
-        if not isinstance(meta, dict) or not isinstance(meta.get("sha256"), str):
+        return meta if isinstance(meta, dict) else None
+
+    def is_fresh(self, url: str, now: float) -> bool:
+        """Whether the cached page of ``url`` is still fresh at ``now``."""
+        meta = self.header(url)
+        return meta is not None and _fresh(meta, now)
+
+    def cached_rows(self, url: str, *, now: float | None) -> PageRows | None:
+        """The rows of the cached page of ``url``, found through the page's header
+        line alone; None if the page, its sha256 or the blob is missing, or if
+        the page is no longer fresh at ``now`` (None: any age will do)."""
+        meta = self.header(url)
+        if meta is None or not isinstance(meta.get("sha256"), str):
+            return None
+        if now is not None and not _fresh(meta, now):
             return None
         return read_rows(self.rows_path(meta.get("redirected-to") or url,
                                         str(meta.get("content-type", "")),
@@ -109,6 +146,11 @@ class PageCache:
         except ValueError:  # JSON nested past marshal's depth: not cached
             return
         atomic_write_bytes(path, data, durable=False)
+
+
+def _fresh(meta: dict[str, Any], now: float) -> bool:
+    until = meta.get("fresh-until")
+    return isinstance(until, (int, float)) and now < until
 
 
 def read_rows(path: Path | None) -> PageRows | None:

@@ -16,6 +16,7 @@ import logging
 import netrc
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,7 +29,7 @@ from packaging.utils import canonicalize_name
 from stacklock._fs import file_digest
 from stacklock.errors import IndexError_
 from stacklock.http import RETRY_STATUS, Retry
-from stacklock.index.cache import PageCache, read_rows
+from stacklock.index.cache import PageCache, freshness, read_rows
 from stacklock.index.pages import (
     Link,
     PageRows,
@@ -83,8 +84,10 @@ def _file_url(path: Path) -> str:
 class IndexClient:
     """Fetches and caches project pages; see the module docstring.
 
-    ``retry`` carries the sleep and clock that retry tests replace. ``netrc_file``
-    defaults to ``$NETRC`` or ``~/.netrc``.
+    ``retry`` carries the sleep and clock that retry tests replace; ``clock``
+    (epoch seconds) says when a cached page stops being fresh (see
+    :mod:`stacklock.index.cache`). ``netrc_file`` defaults to ``$NETRC`` or
+    ``~/.netrc``.
     """
 
     def __init__(
@@ -97,8 +100,10 @@ class IndexClient:
         retry: Retry = PAGE_RETRY,
         max_workers: int = 8,
         netrc_file: Path | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.http = http
+        self.clock = clock
         self.cache_dir = Path(cache_dir) / "pages" if cache_dir is not None else None
         self._cache = PageCache(self.cache_dir) if self.cache_dir is not None else None
         self.offline = offline
@@ -132,6 +137,22 @@ class IndexClient:
         """The page as rows, no file name judged yet: what the finder scans."""
         name = canonicalize_name(project)
         return self._memo((index.url, name), lambda: self._load(index, name))
+
+    def is_local(self, index: IndexSpec, project: str) -> bool:
+        """Whether the page can be had without a request: read already, a local
+        index, or fresh in the cache (with --offline: in the cache at all)."""
+        name = canonicalize_name(project)
+        if (index.url, name) in self._pages or _is_local(index.url):
+            return True
+        flat = index.kind == "flat"
+        if flat and (index.url, "") in self._pages:
+            return True
+        if self._cache is None or self.refresh:
+            return False
+        url = index.url if flat else self.project_url(index, name)
+        if self.offline:
+            return self._cache.header(url) is not None
+        return self._cache.is_fresh(url, self.clock())
 
     def has_links(self, index: IndexSpec, project: str) -> bool:
         """Whether ``index`` offers any wheel or sdist of ``project``."""
@@ -219,8 +240,10 @@ class IndexClient:
 
     def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:
         cache = self._cache
-        if cache is not None and (self.offline or not self.refresh):
-            rows = cache.cached_rows(url)  # a warm run: no body read, no parsing
+        now = self.clock()
+        if cache is not None and not self.refresh:
+            # a warm run: no body read, no parsing, no request while fresh
+            rows = cache.cached_rows(url, now=None if self.offline else now)
             if rows is not None:
                 return rows
         cached = cache.read_page(url) if cache is not None else None
@@ -231,7 +254,8 @@ class IndexClient:
                     index=index.name, url=redact_url(url),
                     hint="run once online (without --offline) to fill the cache")
             return self._parse(index, url, *cached, flat=flat)
-        if cached is not None and not self.refresh:
+        if cached is not None and not self.refresh and now < cached[2].get(
+                "fresh-until", 0):
             return self._parse(index, url, *cached, flat=flat)
         headers = {"Accept": ACCEPT}
         if cached is not None:
@@ -240,8 +264,14 @@ class IndexClient:
             if cached[2].get("last-modified"):
                 headers["If-Modified-Since"] = cached[2]["last-modified"]
         response = self._request(index, url, headers)
+        fresh_until = now + freshness(response.headers.get("cache-control"),
+                                      response.headers.get("age"))
         if response.status_code == 304 and cached is not None:
-            return self._parse(index, url, *cached, flat=flat)
+            body, ctype, meta = cached
+            meta = {**meta, "fresh-until": fresh_until}
+            if cache is not None:  # fresh again: the header line says until when
+                cache.write_page(url, meta.get("redirected-to") or url, body, meta)
+            return self._parse(index, url, body, ctype, meta, flat=flat)
         if response.status_code in (404, 410):
             log.debug("%s: %s not on index %s", response.status_code,
                       redact_url(url), index.name)
@@ -256,6 +286,7 @@ class IndexClient:
             "sha256": hashlib.sha256(body).hexdigest(),
             "etag": response.headers.get("etag"),
             "last-modified": response.headers.get("last-modified"),
+            "fresh-until": fresh_until,
         }
         # after a redirect, relative hrefs resolve against the final URL
         page_url = str(response.url) if response.history else url

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from stacklock.index.evaluate import (
     NO_UPLOAD_TIME_NOTE,
@@ -28,7 +29,7 @@ from stacklock.index.evaluate import (
     evaluate_link,
     is_exact_pin,
 )
-from stacklock.index.pages import REASON, link_of
+from stacklock.index.pages import REASON, classify_filename, link_of
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -101,6 +102,15 @@ class Finder:
             self._chosen[name] = chosen
         return self._chosen[name]
 
+    def is_local(self, project: str) -> bool:
+        """Whether the project's candidates can be found without a request (its
+        index chosen and that page local, else every index's page local)."""
+        name = canonicalize_name(project)
+        chosen = self._chosen.get(name) or self.pinned_index(name)
+        if chosen is not None:
+            return self.client.is_local(chosen, name)
+        return all(self.client.is_local(i, name) for i in self.indexes)
+
     def evaluate(self, project: str, *, all_indexes: bool = False) -> list[Evaluation]:
         """Every link of the chosen index with a verdict, best first (then the
         page's skipped entries). ``all_indexes=True`` adds the links of the other
@@ -170,6 +180,28 @@ class Finder:
             found = self._fitting[key] = sorted(
                 (e for e in judged if e.version is not None), key=_best_first)
         return found
+
+    def count_wheels(self, project: str, version: Version) -> int:
+        """How many wheels of ``version`` the chosen index has, fitting or not.
+        Only the file names that spell a version are parsed, each spelling
+        once: a page of 20,000 files is not judged for one sdist's note."""
+        chosen = self.index_for(project)
+        if chosen is None:
+            return 0
+        same: dict[str, bool] = {}
+        count = 0
+        for name in self.client.get_rows(chosen, project).filenames():
+            if name is None or not name.endswith(".whl") or name.count("-") < 4:
+                continue
+            text = name.split("-", 2)[1]
+            if text not in same:
+                try:
+                    same[text] = Version(text) == version
+                except InvalidVersion:
+                    same[text] = False
+            if same[text] and classify_filename(name) is None:
+                count += 1
+        return count
 
     def evaluate_index(self, index: IndexSpec, project: str) -> list[Evaluation]:
         """Every link one index has for the project, best first, then the

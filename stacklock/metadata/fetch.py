@@ -237,6 +237,13 @@ class MetadataFetcher:
             self._memo[memo] = meta
             return meta
 
+    def is_local(self, link: Link) -> bool:
+        """Whether :meth:`get` needs no request for ``link``: read already, in
+        the cache, or --offline (which never asks)."""
+        key = _cache_key(link)
+        return (self._offline or f"{key} {link.filename}" in self._memo
+                or self._entry(key).is_file())
+
     def _entry(self, key: str) -> Path:
         return self._dir / key[-2:] / f"{key}.metadata"
 

@@ -180,11 +180,10 @@ def resolve_profile(
 def build_reason(cand: Candidate, source: PackageSource) -> str:
     """Why ``cand`` is locked as an sdist: its version has no wheel at all, or
     none of its wheels fits the target."""
-    wheels = [e for e in source.evaluate(cand.name)
-              if e.version == cand.version and e.link.is_wheel]
+    wheels = source.count_wheels(cand.name, cand.version)
     if not wheels:
         return f"{cand.name} {cand.version} publishes no wheel, only an sdist"
-    return (f"none of the {len(wheels)} wheel(s) of {cand.name} {cand.version} "
+    return (f"none of the {wheels} wheel(s) of {cand.name} {cand.version} "
             "fits the target")
 
 

@@ -10,6 +10,10 @@ seen, a background job reads its page, picks the newest candidate that fits the
 requirement, reads that candidate's METADATA and walks on to its dependencies,
 the way uv's resolver runs ahead of its own decisions. When the resolver needs an
 answer whose job is still queued, it takes the job over and runs it itself.
+Only waiting for the network goes to the pool: a step whose page or METADATA is
+fresh in the cache is pure CPU, which threads cannot share under the GIL, so the
+walk takes it in the thread that is already walking (on a warm run, the
+resolver's own thread, with no pool at all).
 """
 
 from __future__ import annotations
@@ -135,13 +139,18 @@ class PackageSource:
         """Every link of ``name`` with the reason it was skipped, for messages."""
         return list(self._finder.evaluate(canonicalize_name(name)))
 
+    def count_wheels(self, name: str, version: Any) -> int:
+        """How many wheels of ``version`` the project's index has, any tag."""
+        return int(self._finder.count_wheels(canonicalize_name(name), version))
+
     def index_for(self, name: str) -> Any:
         return self._finder.index_for(canonicalize_name(name))
 
     # -- speculation --------------------------------------------------------------
 
     def prefetch(self, requirements: Iterable[PepRequirement]) -> None:
-        """Start background work for projects not seen before. Returns at once."""
+        """Start background work for projects not seen before. Returns at once,
+        after doing itself what needs no request (see the module docstring)."""
         if not self._prefetch_enabled:
             return
         # One lock for the batch, and no pool work under it: the resolver's
@@ -154,9 +163,15 @@ class PackageSource:
             new = [r for key, r in keyed if key not in self._seen]
             self._seen.update(key for key, _ in keyed)
         for req in new:
-            self._submit(functools.partial(self._speculate, req))
+            if self._finder.is_local(canonicalize_name(req.name)):
+                self._speculate(req, here=True)
+            else:
+                self._submit(functools.partial(self._speculate, req))
 
-    def _speculate(self, req: PepRequirement) -> None:
+    def _speculate(self, req: PepRequirement, *, here: bool = False) -> None:
+        """Guess the candidate of ``req`` and walk on to its dependencies.
+        ``here``: the page is local; a METADATA read that is not goes to the
+        pool with the rest of the walk."""
         name = canonicalize_name(req.name)
         spec = self._overrides.get(name, req.specifier)
         try:
@@ -170,6 +185,12 @@ class PackageSource:
             return
         with self._lock:
             self.stats.prefetched += 1
+        if here and not self._fetcher.is_local(best.best.link):
+            self._submit(functools.partial(self._walk, req, best))
+        else:
+            self._walk(req, best)
+
+    def _walk(self, req: PepRequirement, best: Candidate) -> None:
         try:
             meta = self._meta_job(best).result()
         except Exception:  # reported when the resolver needs it
@@ -199,7 +220,8 @@ class PackageSource:
             created = job is None
             if job is None:
                 job = self._meta[link.url] = _Job(lambda: self._load_metadata(link))
-        if created and self._prefetch_enabled and not self._closed:
+        if created and self._prefetch_enabled and not self._closed and \
+                not self._fetcher.is_local(link):
             self._submit(job.run)
         return job
 
