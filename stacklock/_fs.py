@@ -19,6 +19,7 @@ __all__ = [
     "cache_dir",
     "check_writable",
     "file_digest",
+    "publish_bytes",
 ]
 
 
@@ -53,6 +54,19 @@ def atomic_write_bytes(
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def publish_bytes(path: str | os.PathLike[str], data: bytes, *, what: str) -> Path:
+    """Atomically write a file meant to be committed and shared (a lock): readable
+    by all, like any checked-in file. OutputError names ``what`` and the path."""
+    try:
+        written = atomic_write_bytes(path, data)
+        written.chmod(0o644)
+    except OSError as exc:
+        raise OutputError(f"cannot write {what} ({exc.strerror or exc})",
+                          path=Path(path), hint="choose a writable file path"
+                          ) from None
+    return written
 
 
 def check_writable(path: str | os.PathLike[str], *, example: str) -> Path:

@@ -34,6 +34,7 @@ __all__ = [
     "IndexSpec",
     "Profile",
     "RequirementsSpec",
+    "default_lock_path",
     "find_profile_path",
     "list_profiles",
     "load_profile",
@@ -333,6 +334,11 @@ def find_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Pa
             hint=f"one of: {known}, or a path to a .toml file",
         )
     return path
+
+
+def default_lock_path(profile: str) -> Path:
+    """Where the lock of ``profile`` goes unless told otherwise."""
+    return Path("locks") / f"pylock.{profile}.toml"
 
 
 def list_profiles(folder: Path | None = None) -> list[str]:

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import parse_index_option, print_json, progress
-from stacklock.resolve.locking import lock_profile, render_resolve
+from stacklock.resolve.memo import replay_lock
 
 if TYPE_CHECKING:
     import argparse
@@ -17,6 +17,19 @@ __all__ = ["resolve"]
 
 def resolve(args: argparse.Namespace) -> int:
     urls = dict(parse_index_option(item) for item in args.index)
+    # nothing changed since the last resolution of this profile: its lock again,
+    # without importing the resolver (stacklock.resolve.memo)
+    replayed = replay_lock(args.profile, output=args.output, index_urls=urls,
+                           offline=args.offline, refresh=args.refresh,
+                           check=not args.no_check)
+    if replayed is not None:
+        if args.json:
+            print_json(replayed.to_dict())
+        else:
+            print(replayed.render())
+        return 0
+    from stacklock.resolve.locking import lock_profile, render_resolve
+
     live, on_status, on_download = progress(
         enabled=sys.stderr.isatty() and not args.json, status="resolving")
     with live:

@@ -36,7 +36,8 @@ from stacklock.urls import strip_credentials
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["DEFAULT_MAX_AGE", "ROWS_FORMAT", "PageCache", "freshness"]
+__all__ = ["DEFAULT_MAX_AGE", "ROWS_FORMAT", "PageCache", "freshness",
+           "is_fresh_header"]
 
 # Bump when the rows a parser gives change: blobs of another format are ignored.
 ROWS_FORMAT = 2
@@ -123,20 +124,23 @@ class PageCache:
     def is_fresh(self, url: str, now: float) -> bool:
         """Whether the cached page of ``url`` is still fresh at ``now``."""
         meta = self.header(url)
-        return meta is not None and _fresh(meta, now)
+        return meta is not None and is_fresh_header(meta, now)
 
-    def cached_rows(self, url: str, *, now: float | None) -> PageRows | None:
-        """The rows of the cached page of ``url``, found through the page's header
-        line alone; None if the page, its sha256 or the blob is missing, or if
-        the page is no longer fresh at ``now`` (None: any age will do)."""
+    def cached_rows(self, url: str, *, now: float | None
+                    ) -> tuple[PageRows, str] | None:
+        """The rows of the cached page of ``url`` and the body's sha256, found
+        through the page's header line alone; None if the page, its sha256 or
+        the blob is missing, or if the page is no longer fresh at ``now`` (None:
+        any age will do)."""
         meta = self.header(url)
         if meta is None or not isinstance(meta.get("sha256"), str):
             return None
-        if now is not None and not _fresh(meta, now):
+        if now is not None and not is_fresh_header(meta, now):
             return None
-        return read_rows(self.rows_path(meta.get("redirected-to") or url,
+        rows = read_rows(self.rows_path(meta.get("redirected-to") or url,
                                         str(meta.get("content-type", "")),
                                         meta["sha256"]))
+        return None if rows is None else (rows, meta["sha256"])
 
     @staticmethod
     def write_rows(path: Path, page: PageRows) -> None:
@@ -148,7 +152,8 @@ class PageCache:
         atomic_write_bytes(path, data, durable=False)
 
 
-def _fresh(meta: dict[str, Any], now: float) -> bool:
+def is_fresh_header(meta: dict[str, Any], now: float) -> bool:
+    """Whether a page whose header line is ``meta`` is still fresh at ``now``."""
     until = meta.get("fresh-until")
     return isinstance(until, (int, float)) and now < until
 

@@ -40,7 +40,7 @@ from stacklock.index.pages import (
     rows_from_json,
     rows_from_listing,
 )
-from stacklock.urls import redact_text, redact_url
+from stacklock.urls import redact_text, redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -111,6 +111,9 @@ class IndexClient:
         self.retry = retry
         self.max_workers = max_workers
         self.requests = 0  # HTTP requests sent, retries included (for tests/benches)
+        # URL (no credentials) -> sha256 of the page body read; None: no page
+        # (not on the index); what a replay of the resolution checks
+        self.pages_read: dict[str, str | None] = {}
         self._netrc_file = netrc_file
         self._netrc: netrc.netrc | bool | None = False  # False: not read yet
         self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
@@ -243,20 +246,22 @@ class IndexClient:
         now = self.clock()
         if cache is not None and not self.refresh:
             # a warm run: no body read, no parsing, no request while fresh
-            rows = cache.cached_rows(url, now=None if self.offline else now)
-            if rows is not None:
-                return rows
+            found = cache.cached_rows(url, now=None if self.offline else now)
+            if found is not None:
+                self._note(url, found[1])
+                return found[0]
         cached = cache.read_page(url) if cache is not None else None
+        self._note(url, None)  # until a page is had: a miss is not replayable
         if self.offline:
             if cached is None:
                 raise IndexError_(
                     "page is not in the cache and --offline is set",
                     index=index.name, url=redact_url(url),
                     hint="run once online (without --offline) to fill the cache")
-            return self._parse(index, url, *cached, flat=flat)
+            return self._parse_cached(index, url, cached, flat=flat)
         if cached is not None and not self.refresh and now < cached[2].get(
                 "fresh-until", 0):
-            return self._parse(index, url, *cached, flat=flat)
+            return self._parse_cached(index, url, cached, flat=flat)
         headers = {"Accept": ACCEPT}
         if cached is not None:
             if cached[2].get("etag"):
@@ -271,7 +276,7 @@ class IndexClient:
             meta = {**meta, "fresh-until": fresh_until}
             if cache is not None:  # fresh again: the header line says until when
                 cache.write_page(url, meta.get("redirected-to") or url, body, meta)
-            return self._parse(index, url, body, ctype, meta, flat=flat)
+            return self._parse_cached(index, url, (body, ctype, meta), flat=flat)
         if response.status_code in (404, 410):
             log.debug("%s: %s not on index %s", response.status_code,
                       redact_url(url), index.name)
@@ -295,7 +300,20 @@ class IndexClient:
         page = self._parse(index, url, body, meta["content-type"], meta, flat=flat)
         if cache is not None:
             cache.write_page(url, page_url, body, meta)
+            self._note(url, meta["sha256"])
         return page
+
+    def _parse_cached(self, index: IndexSpec, url: str,
+                      cached: tuple[bytes, str, dict[str, Any]], *, flat: bool
+                      ) -> PageRows:
+        page = self._parse(index, url, *cached, flat=flat)
+        self._note(url, cached[2].get("sha256"))
+        return page
+
+    def _note(self, url: str, sha256: str | None) -> None:
+        """Remember which page body a remote page was (None: none was had)."""
+        with self._lock:
+            self.pages_read[strip_credentials(url)] = sha256
 
     def _parse(self, index: IndexSpec, url: str, body: bytes, content_type: str,
                meta: dict[str, Any], *, flat: bool) -> PageRows:

@@ -25,7 +25,7 @@ from stacklock.lock.tables import (
     StackInfo,
 )
 from stacklock.lock.toml import LockTable
-from stacklock.profile import BUILTIN_DIR
+from stacklock.profile import BUILTIN_DIR, default_lock_path
 from stacklock.resolve.rules import requirement_text
 from stacklock.urls import strip_credentials
 
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
     from stacklock.resolve.resolution import Resolution, ResolvedPackage
 
 __all__ = ["default_lock_path", "make_lock"]
-
-
-def default_lock_path(profile: str) -> Path:
-    return Path("locks") / f"pylock.{profile}.toml"
 
 
 def _profile_source(path: str | None, name: str) -> str:

@@ -11,17 +11,16 @@ reproduced byte for byte.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tomlkit
 
 from stacklock import __version__
-from stacklock._fs import atomic_write_bytes
-from stacklock.errors import OutputError
+from stacklock._fs import publish_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
     from packaging.markers import Marker
     from packaging.pylock import PackageWheel
@@ -161,11 +160,4 @@ def render_lock(lock: Lock) -> str:
 def dump_lock(lock: Lock, path: str | Path) -> Path:
     """Write ``lock`` to ``path``, replacing any old file atomically. A lock is
     meant to be committed and shared: readable by all, like any checked-in file."""
-    try:
-        written = atomic_write_bytes(path, render_lock(lock).encode("utf-8"))
-        written.chmod(0o644)
-    except OSError as exc:
-        raise OutputError(f"cannot write the lock ({exc.strerror or exc})",
-                          path=Path(path), hint="choose a writable file path"
-                          ) from None
-    return written
+    return publish_bytes(path, render_lock(lock).encode("utf-8"), what="the lock")

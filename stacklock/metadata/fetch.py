@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
-from packaging.metadata import InvalidMetadata, Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
@@ -144,7 +143,9 @@ def parse_metadata(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
                 canonicalize_name(e, validate=True)
                 for e in plain.get("provides-extra", ())
             )
-        else:
+        else:  # the email parser: ~20 modules, imported for the rare file
+            from packaging.metadata import Metadata
+
             meta = Metadata.from_email(raw, validate=False)
             found_name = meta.name
             name = canonicalize_name(meta.name)
@@ -152,8 +153,7 @@ def parse_metadata(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
             requires_dist = tuple(meta.requires_dist or ())
             requires_python = meta.requires_python
             provides_extra = tuple(meta.provides_extra or ())
-    except (
-        InvalidMetadata,
+    except (  # packaging's InvalidMetadata is a ValueError
         InvalidRequirement,
         InvalidSpecifier,
         InvalidVersion,

@@ -8,18 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock._fs import check_writable
+from stacklock._fs import check_writable, publish_bytes
 from stacklock.http import make_http_client
-from stacklock.lock import default_lock_path, dump_lock, make_lock
-from stacklock.native import (
-    NativeReport,
-    NativeWheel,
-    WheelReader,
-    check_native,
-    raise_for_findings,
-    summarize,
-)
+from stacklock.lock import default_lock_path, make_lock, render_lock
 from stacklock.profile import load_profile
+from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.resolution import Resolution, resolve_profile
 from stacklock.resolve.source import few_collections
 
@@ -27,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     import httpx
+
+    from stacklock.native import NativeReport
 
 __all__ = [
     "ResolveResult",
@@ -86,13 +81,24 @@ def lock_profile(
                                      on_download=on_download)
     native = None
     if check:
+        from stacklock.native import raise_for_findings  # ELF readers: only here
+
         native = check_resolution(resolution, http=http, offline=offline,
                                   cache_dir=cache_dir, on_status=on_status)
         raise_for_findings(native)
     with few_collections():
-        dump_lock(make_lock(resolution, path=path), path)
-    return ResolveResult(lock=path, resolution=resolution,
-                         seconds=time.monotonic() - started, native=native)
+        text = render_lock(make_lock(resolution, path=path))
+    publish_bytes(path, text.encode("utf-8"), what="the lock")
+    result = ResolveResult(lock=path, resolution=resolution,
+                           seconds=time.monotonic() - started, native=native)
+    key = memo_key(loaded, output=path, check=check)
+    if key is not None:
+        store_record(cache_dir or default_cache_dir(), key,
+                     pages=resolution.pages_read, lock_text=text,
+                     packages=len(resolution.packages),
+                     lines=render_resolve(result).split("\n")[1:],
+                     native=native.to_dict() if native is not None else None)
+    return result
 
 
 def check_resolution(
@@ -105,6 +111,8 @@ def check_resolution(
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
     package locked as an sdist has no wheel to read until install builds it."""
+    from stacklock.native import NativeWheel, WheelReader, check_native
+
     wheels = [
         NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
                     url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
@@ -132,6 +140,8 @@ def check_resolution(
 
 def render_native(report: NativeReport) -> list[str]:
     """The lines ``resolve`` and ``check`` print about a passing check."""
+    from stacklock.native import summarize
+
     lines = [f"  native check: {report.wheels} wheels, {report.objects} shared "
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
@@ -146,8 +156,8 @@ def render_native(report: NativeReport) -> list[str]:
 
 def render_resolve(result: ResolveResult) -> str:
     res = result.resolution
-    lines = [f"locked {len(res.packages)} packages for {res.profile.name} in "
-             f"{result.seconds:.1f} s -> {result.lock}"]
+    lines = [headline(len(res.packages), res.profile.name, result.seconds,
+                      result.lock)]
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")

@@ -80,6 +80,9 @@ class Resolution:
     variants: tuple[VariantChoice, ...] = ()
     seconds: float = 0.0
     stats: SourceStats = field(default_factory=SourceStats)
+    # URL -> sha256 of each index page read (None: the index had none), for
+    # stacklock.resolve.memo
+    pages_read: Mapping[str, str | None] = field(default_factory=dict)
 
     def pins(self) -> dict[str, str]:
         return {p.name: str(p.version) for p in self.packages}
@@ -174,7 +177,8 @@ def resolve_profile(
     return Resolution(profile=profile, packages=tuple(packages),
                       overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
                       coherence=tuple(coherence), variants=variants,
-                      seconds=time.monotonic() - started, stats=stats)
+                      seconds=time.monotonic() - started, stats=stats,
+                      pages_read=dict(client.pages_read))
 
 
 def build_reason(cand: Candidate, source: PackageSource) -> str:
