@@ -23,3 +23,23 @@ def test_threshold_restored_when_the_block_fails() -> None:
         assert gc.get_threshold()[0] >= GC_THRESHOLD
         raise RuntimeError("no resolution")
     assert gc.get_threshold() == before
+
+
+def test_cli_resolves_without_the_collector_and_gives_it_back(tmp_path,
+                                                             monkeypatch) -> None:
+    from stacklock.cli import main
+    from stacklock.errors import ResolutionError
+    from stacklock.resolve import locking
+
+    seen: list[bool] = []
+
+    def resolution(*args: object, **kwargs: object) -> None:
+        seen.append(gc.isenabled())
+        raise ResolutionError("nothing fits")
+
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(locking, "lock_profile", resolution)
+    assert gc.isenabled()
+    assert main(["resolve", "pypi-small", "-o", str(tmp_path / "lock.toml")]) == 1
+    assert seen == [False]
+    assert gc.isenabled()

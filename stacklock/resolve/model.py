@@ -9,6 +9,7 @@ in pip, ``name[extra]`` is its own identifier whose candidate depends on the pla
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,8 +61,9 @@ class Requirement:
     parent: str | None = None
     overridden: str | None = None
 
-    @property
+    @functools.cached_property
     def identifier(self) -> str:
+        # asked by resolvelib on every round for every requirement and candidate
         return make_identifier(self.name, self.extras)
 
     @property
@@ -89,15 +91,15 @@ class Candidate:
     evaluations: tuple[Any, ...] = ()  # stacklock.index.finder.Evaluation
     index: str = ""
 
-    @property
+    @functools.cached_property
     def identifier(self) -> str:
         return make_identifier(self.name, self.extras)
 
-    @property
+    @functools.cached_property
     def best(self) -> Any:
         return min(self.evaluations, key=_wheel_rank)
 
-    @property
+    @functools.cached_property
     def key(self) -> tuple[str, Version]:
         return (self.identifier, self.version)
 
