@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from packaging.metadata import parse_email
 from packaging.version import InvalidVersion, Version
 
 from stacklock.metadata.fetch import parse_metadata
@@ -45,6 +44,8 @@ def is_pkg_info_member(name: str) -> bool:
 def untrusted_reason(raw: bytes) -> str | None:
     """Why PKG-INFO ``raw`` cannot stand in for the built wheel's METADATA, or
     None when it can (PEP 643: Metadata-Version >= 2.2, resolver fields static)."""
+    from packaging.metadata import parse_email  # the email parser: ~20 modules
+
     fields, _unparsed = parse_email(raw)
     text = fields.get("metadata_version")
     try:
