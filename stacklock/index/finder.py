@@ -29,7 +29,8 @@ from stacklock.index.evaluate import (
     evaluate_link,
     is_exact_pin,
 )
-from stacklock.index.pages import REASON, classify_filename, link_of
+from stacklock.index.links import parse_filename
+from stacklock.index.pages import FILENAME, REASON, classify_filename, link_of
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -176,7 +177,18 @@ class Finder:
             rows = [page.row(i) for i, name in enumerate(page.filenames())
                     if name is not None and could_fit(name)]
             judged = [evaluate(link_of(row), index=index.name, project=project)
-                      for row in rows if row[REASON] is None]
+                      for row in rows
+                      if row[REASON] is None and row[FILENAME].endswith(".whl")]
+            # an sdist never competes with a fitting wheel of its version
+            # (find_candidates drops it): those are not judged at all
+            with_wheel = {e.version for e in judged if e.compatible}
+            for row in rows:
+                if row[REASON] is not None or row[FILENAME].endswith(".whl"):
+                    continue
+                parsed = parse_filename(row[FILENAME])
+                if isinstance(parsed, str) or parsed[1] not in with_wheel:
+                    judged.append(evaluate(link_of(row), index=index.name,
+                                           project=project))
             found = self._fitting[key] = sorted(
                 (e for e in judged if e.version is not None), key=_best_first)
         return found
