@@ -12,7 +12,6 @@ local port for a server stacklock starts.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,8 @@ def find_uv() -> str:
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket  # only the validate gate's server needs a port
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

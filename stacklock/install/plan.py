@@ -7,7 +7,6 @@ executes exactly these commands.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,11 +125,19 @@ def applicable(lock: Lock, env: Mapping[str, str]) -> list[LockedPackage]:
     ]
 
 
-@functools.lru_cache(maxsize=4)
-def _rank(tags: tuple[Tag, ...]) -> dict[Tag, int]:
-    """Tag -> its place in ``tags``: built once per interpreter, not per package
-    (a 200-package lock against ~1000 tags)."""
-    return {tag: i for i, tag in enumerate(tags)}
+_RANK: list[tuple[Sequence[Tag], dict[Tag, int]]] = []
+
+
+def _rank(tags: Sequence[Tag]) -> dict[Tag, int]:
+    """Tag -> its place in ``tags``, built once per interpreter's tag list (the
+    same object for every package of a lock), not per package: ~1000 tags
+    against a 200-package lock. Keyed by identity: hashing the list costs as
+    much as building the map."""
+    if _RANK and _RANK[0][0] is tags:
+        return _RANK[0][1]
+    rank = {tag: i for i, tag in enumerate(tags)}
+    _RANK[:] = [(tags, rank)]
+    return rank
 
 
 def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
@@ -139,7 +146,7 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
     sdist of a package locked as one (uv builds it)."""
     if pkg.sdist is not None:
         return pkg.sdist
-    rank = _rank(tuple(tags))
+    rank = _rank(tags)
     scored = [
         (min(ranks), w.filename, i)
         for i, w in enumerate(pkg.wheels)
