@@ -20,7 +20,9 @@ from stacklock.index import cache as cache_module
 from stacklock.index import client as client_module
 from stacklock.index.evaluate import LinkEvaluator
 from stacklock.index.finder import Finder
+from stacklock.index.json_scan import MIN_SCAN, ScannedFiles, scan_files
 from stacklock.index.pages import (
+    _json_row,
     parse_html_page,
     parse_json_page,
     rows_from_html,
@@ -113,6 +115,64 @@ def test_candidates_equal_the_compatible_links_of_the_full_evaluation(
                     assert ev.link in [p.link for p in pinned]
 
 
+def _eager_rows(raw: bytes, base: str) -> list:
+    """Every entry decoded by json, the way a page below MIN_SCAN is read."""
+    return [_json_row(e, base) for e in json.loads(raw)["files"]]
+
+
+@pytest.mark.parametrize("project", ["torch", "sglang", "urllib3"])
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_scanned_page_gives_the_rows_of_a_decoded_one(project, compact):
+    """Large real pages, as recorded and re-serialized the compact way PyPI
+    writes JSON: entries are found by scanning, decoded one by one."""
+    raw = read_fixture(PYPI_PAGES / f"{project}.json")
+    if compact:
+        raw = json.dumps(json.loads(raw), separators=(",", ":")).encode()
+    assert len(raw) >= MIN_SCAN
+    base = f"https://pypi.org/simple/{project}/"
+    rows = rows_from_json(raw, base)
+    assert isinstance(rows.files, ScannedFiles)
+    eager = _eager_rows(raw, base)
+    assert [rows.row(i) for i in range(len(rows))] == eager
+    assert rows.filenames() == [r[0] for r in eager]
+    assert list(rows.all_rows()) == eager
+
+
+def test_braces_and_quotes_inside_strings_do_not_fool_the_scan():
+    """A yanked reason may hold '[{', ', {' or the text "filename" (JSON escapes
+    only the quotes): the scan reads such a page right; a file name with an
+    escape sends the page to the whole decode, with the same rows."""
+    base = "https://pypi.org/simple/demo/"
+    files = [{"filename": f"demo-1.{i}-py3-none-any.whl", "url": f"{base}d{i}.whl",
+              "hashes": {"sha256": "ab" * 32}, "yanked": False,
+              "requires-python": ">=3.8", "upload-time": None}
+             for i in range(900)]
+    files[7]["yanked"] = 'broken: [{"filename": "x.whl"}, {"a": 1}] and } { too'
+    files[8]["hashes"] = {"sha256": "cd" * 32, "blake2b": "ef" * 32}
+    for layout in ({}, {"separators": (",", ":")}, {"indent": 1}):
+        raw = json.dumps({"files": files, "name": "demo"}, **layout).encode()
+        rows = rows_from_json(raw, base)
+        assert isinstance(rows.files, ScannedFiles), layout
+        assert [rows.row(i) for i in range(len(rows))] == _eager_rows(raw, base)
+        assert rows.filenames() == [f["filename"] for f in files]
+    files[5]["filename"] = 'demo-1.5-py3-none-any\u00e9".whl'
+    raw = json.dumps({"files": files, "name": "demo"}).encode()
+    assert scan_files(raw) is None
+    rows = rows_from_json(raw, base)
+    assert [rows.row(i) for i in range(len(files))] == _eager_rows(raw, base)
+
+
+def test_a_scanned_page_keeps_no_rows_blob_and_is_scanned_again(make_client,
+                                                                tmp_path):
+    def handler(request):
+        return _recorded(request)
+
+    first = make_client(handler).get_links(PYPI, "torch")
+    assert _rows_blobs(tmp_path / "cache") == []
+    again = make_client(handler, offline=True).get_links(PYPI, "torch")
+    assert again == first
+
+
 def test_lazy_json_rows_are_the_eager_page():
     raw = read_fixture(PYPI_PAGES / "torch.json")
     base = "https://pypi.org/simple/torch/"
@@ -137,28 +197,28 @@ def test_rows_blob_is_used_warm_and_a_stale_one_is_ignored(make_client, tmp_path
         calls.append(request.url)
         return _recorded(request)
 
-    first = make_client(handler).get_links(PYPI, "torch")
+    first = make_client(handler).get_links(PYPI, "packaging")  # decoded whole
     (blob,) = _rows_blobs(tmp_path / "cache")
     version, anchors, _rows, files, base = marshal.loads(blob.read_bytes())
     assert version == cache_module.ROWS_FORMAT and anchors == len(files)
-    assert base == "https://pypi.org/simple/torch/"
+    assert base == "https://pypi.org/simple/packaging/"
 
     # warm and offline: the blob answers; the page body is not even parsed
     def no_parse(*args, **kwargs):
         raise AssertionError("parsed again")
 
     monkeypatch.setattr(client_module, "rows_from_json", no_parse)
-    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert make_client(handler, offline=True).get_links(PYPI, "packaging") == first
     assert len(calls) == 1
     monkeypatch.undo()
 
     # a blob of another format is ignored: the page is parsed from the cached body
     blob.write_bytes(marshal.dumps((-1, 0, (), None, "")))
-    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert make_client(handler, offline=True).get_links(PYPI, "packaging") == first
     assert marshal.loads(blob.read_bytes())[0] == cache_module.ROWS_FORMAT
     # a torn blob too
     blob.write_bytes(b"\x00garbage")
-    assert make_client(handler, offline=True).get_links(PYPI, "torch") == first
+    assert make_client(handler, offline=True).get_links(PYPI, "packaging") == first
     assert len(calls) == 1
 
 

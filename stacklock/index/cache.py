@@ -9,7 +9,8 @@ one whose response says nothing about caching gets the same 600 s, RFC 9111's
 heuristic freshness; ``no-cache``, ``no-store`` or ``max-age=0`` make it stale at
 once. Within its freshness a page is used without asking the index again.
 
-Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file entries)
+Beside it, ``<aa>/<key>.rows`` holds the page's rows (or PEP 691 file entries;
+none for a PEP 691 page large enough to be scanned, :mod:`stacklock.index.json_scan`)
 as a marshal blob, keyed by the body's sha256, the URL its links resolve against,
 the content type and :data:`ROWS_FORMAT`: a warm run reads the header line and
 the blob, and neither reads nor parses a body; a stale page fetched again with
@@ -144,6 +145,8 @@ class PageCache:
 
     @staticmethod
     def write_rows(path: Path, page: PageRows) -> None:
+        if page.files is not None and not isinstance(page.files, list):
+            return  # a scanned page: scanning its body again beats reading a blob
         try:
             data = marshal.dumps(
                 (ROWS_FORMAT, page.anchors, page.rows, page.files, page.base_url))

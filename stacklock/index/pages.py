@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
+from stacklock.index.json_scan import ScannedFiles, scan_files
 from stacklock.index.links import (
     Link,
     ParsedPage,
@@ -138,7 +139,9 @@ class PageRows:
     ``to_page`` judges every file name and gives the :class:`ParsedPage`."""
 
     rows: tuple[Row, ...] = ()
-    files: list[Any] | None = None  # PEP 691 "files", rows made from them lazily
+    # PEP 691 "files", rows made from them lazily (a large page's entries are
+    # not even decoded until asked for: stacklock.index.json_scan)
+    files: list[Any] | ScannedFiles | None = None
     base_url: str = ""
     anchors: int = 0
     problem: str | None = None
@@ -164,7 +167,9 @@ class PageRows:
         """Each entry's file name; None for one that has no URL (no file)."""
         if self.files is None:
             return [r[FILENAME] if r[REASON] is None else None for r in self.rows]
-        names = [e.get("filename") if type(e) is dict else None for e in self.files]
+        names: list[Any] = (
+            list(self.files.names) if isinstance(self.files, ScannedFiles) else
+            [e.get("filename") if type(e) is dict else None for e in self.files])
         for i, name in enumerate(names):
             if type(name) is not str or not name:  # rare: taken from the URL
                 made = self.row(i)
@@ -272,6 +277,9 @@ def _json_metadata(value: Any) -> tuple[bool, str | None]:
 
 def rows_from_json(content: bytes, base_url: str) -> PageRows:
     """A PEP 691 project page (``application/vnd.pypi.simple.v1+json``)."""
+    scanned = scan_files(content)
+    if scanned is not None:
+        return PageRows(files=scanned, base_url=base_url, anchors=len(scanned))
     try:
         data = json.loads(content)
     except (UnicodeDecodeError, ValueError) as exc:
