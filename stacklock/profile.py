@@ -18,7 +18,6 @@ from packaging.utils import NormalizedName, canonicalize_name
 from stacklock.errors import ProfileError
 from stacklock.tables import TableReader
 from stacklock.target import Target
-from stacklock.validate.config import parse_validate_config
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
@@ -288,7 +287,10 @@ def parse_profile(
     cuda = _parse_cuda(data.get("cuda", {}), r)
     check = r.table(data.get("check", {}), "check", _KEYS["check"])
     validate = data.get("validate", {})
-    parse_validate_config(validate, path=path, prefix="validate")  # checked now
+    if validate != {}:  # checked now; an empty table is always valid
+        from stacklock.validate.config import parse_validate_config
+
+        parse_validate_config(validate, path=path, prefix="validate")
     return Profile(
         name=name,
         description=str(meta.get("description", "")),
