@@ -3,6 +3,7 @@ fails to load with ``undefined symbol`` (compiled here with gcc)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -220,3 +221,21 @@ def test_missing_driver_library_is_named_and_skipped_only_when_allowed(
     assert skipped.status == "skip" and still.status == "fail"
     assert skipped.reason.startswith("needs the NVIDIA driver (libcuda.so.1; "
                                      "--allow-no-gpu): import sgl_kernel failed: ")
+
+
+def test_real_sgl_kernel_message_without_a_driver() -> None:
+    """What sglang-kernel 0.4.10 (pypi-cu130) really raised on a machine with no
+    driver: a message whose first line is empty, the loader's words further down.
+    The reason is that line, and the skip under --allow-no-gpu keys on it."""
+    from stacklock.validate.imports import cause_line, diagnose_import
+
+    recorded = Path(__file__).parent / "data" / "validate" / "no-driver"
+    result = json.loads((recorded / "import-sgl_kernel.json").read_text())
+    assert result["message"].splitlines()[0] == ""
+    assert cause_line(result) == ("ImportError: libcuda.so.1: cannot open shared "
+                                  "object file: No such file or directory")
+    assert diagnose_import(result, {}, None) == (
+        "import sgl_kernel failed: ImportError: libcuda.so.1: cannot open shared "
+        "object file: No such file or directory (the NVIDIA driver's library, "
+        "which no wheel ships: this machine has no driver, or the loader cannot "
+        "see it)")
