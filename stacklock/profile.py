@@ -204,7 +204,7 @@ def _parse_target(raw: Any, r: TableReader) -> Target:
     try:
         return Target.from_dict(table)
     except ProfileError as exc:
-        raise ProfileError(exc.message, path=r.path, key=exc.key,
+        raise ProfileError(exc.detail, path=r.path, key=exc.key,
                            hint=exc.hint) from None
 
 

@@ -41,6 +41,9 @@ PROFILES = {  # the bad profiles of the corpus: file name -> text
                          '[validate.gate]\nmodel = "m"\nmin-tokens-per-sec = 90\n',
     "python-float.toml": TARGET.replace('"3.12"', "3.10")
                          + '[requirements]\npackages = ["requests"]\n',
+    "gpu-arch.toml": TARGET.replace('manylinux = "2_28"\n',
+                                    'manylinux = "2_28"\ngpu-arch = ["sm90"]\n')
+                     + '[requirements]\npackages = ["requests"]\n',
     "min-gpus-string.toml": TARGET + '[requirements]\npackages = ["requests"]\n'
                             '[validate]\nmin-gpus = "8"\n',
 }
@@ -74,6 +77,8 @@ CORPUS = [
      "python-float.toml: target.python: expected a string, got 3.1"),
     (["resolve", "{in}/min-gpus-string.toml"], 2,
      "min-gpus-string.toml: validate.min-gpus: expected a positive integer, got '8'"),
+    (["resolve", "{in}/gpu-arch.toml"], 2,  # the key path once
+     "gpu-arch.toml: target.gpu-arch: gpu-arch 'sm90' is not a compute capability"),
     # ... and the same typos in a lock edited by hand: refused, never skipped
     (["validate", "{lock-import}", "--no-gate"], 2,
      "lock-import.toml: tool.stacklock.validate.import: unknown key 'import'"),
@@ -101,6 +106,14 @@ CORPUS = [
     # install's --report is checked before anything is installed
     (["install", str(COMMITTED_LOCK), "--report", "{in}/bad.toml", "--venv", "env"],
      2, "{in}/bad.toml is a file, not a directory"),
+    (["install", str(COMMITTED_LOCK), "--venv", "{in}/bad.toml", "--dry-run"], 2,
+     "{in}/bad.toml is a file, not a venv"),
+    (["validate", str(COMMITTED_LOCK), "--venv", sys.prefix, "--no-gate",
+      "--report", "{in}/bad.toml"], 2, "{in}/bad.toml is a file, not a directory"),
+    (["validate", str(COMMITTED_LOCK), "--venv", sys.prefix, "--no-gate",
+      "--report", "/proc/report"], 2,
+     "/proc/report/report.json: cannot write in /proc"),
+    (["links", "torch", "--index", ""], 2, "--index '' is not NAME=URL"),
     # a refused rollback makes no <venv>.stacklock folder (and no lock file in it)
     (["install", "--rollback", "--venv", "env"], 2,
      "is not managed by stacklock install"),

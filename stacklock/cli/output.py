@@ -25,7 +25,7 @@ def parse_index_option(text: str, *,
     named = _NAMED.match(text)
     if named:
         return named.group(1), named.group(2)
-    if default_name is not None:
+    if default_name is not None and text.strip():
         return default_name, text
     raise StacklockError(f"--index {text!r} is not NAME=URL",
                          hint="e.g. --index pypi=http://127.0.0.1:8080/simple")

@@ -276,6 +276,9 @@ def install_lock(
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
     venv = Path(os.path.abspath(venv))
+    if os.path.lexists(venv) and not venv.is_dir():  # never adopt or replace it
+        raise InstallError(f"{venv} is a file, not a venv",
+                           hint="pass --venv a new path or an existing venv")
     lock = read_installable(Path(lock_path))
     uv = find_uv()
     python = python or find_base_python(python_request(lock), uv=uv, runner=runner)

@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stacklock._fs import check_writable
 from stacklock.errors import ValidateError
 from stacklock.validate.checks import (
     FAIL,
@@ -144,6 +145,8 @@ def validate(
     skipped with the reason when there is none, never failed; an import that
     fails only because the driver's ``libcuda.so.1`` is absent is one of them.
     """
+    if report_dir is not None:  # a bad --report fails now, not after the gate
+        check_writable(Path(report_dir) / "report.json", example="report.json")
     exe = venv_python(venv, python)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
