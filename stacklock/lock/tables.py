@@ -21,7 +21,6 @@ from packaging.version import InvalidVersion, Version
 from stacklock.errors import LockError, ProfileError
 from stacklock.lock.toml import LockTable, TomlValue, put
 from stacklock.target import Target
-from stacklock.validate.config import parse_validate_config
 from stacklock.variants import VariantChoice
 
 if TYPE_CHECKING:
@@ -47,7 +46,10 @@ LOCK_VERSION = 1  # the [tool.stacklock] lock-version this stacklock reads and w
 def _check_validate(table: Mapping[str, object], *, path: str | None, key: str
                     ) -> None:
     """``[tool.stacklock.validate]`` read as validate will read it, so a lock
-    edited by hand is refused when it is loaded, not when validate runs."""
+    edited by hand is refused when it is loaded, not when validate runs. Imported
+    here: only a lock with the table pays for the config module (and probes)."""
+    from stacklock.validate.config import parse_validate_config
+
     try:
         parse_validate_config(table, path=path, prefix=key)
     except ProfileError as exc:
