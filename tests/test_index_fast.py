@@ -134,6 +134,7 @@ def test_a_scanned_page_gives_the_rows_of_a_decoded_one(project, compact):
     assert isinstance(rows.files, ScannedFiles)
     eager = _eager_rows(raw, base)
     assert [rows.row(i) for i in range(len(rows))] == eager
+    assert rows.files.decoded_whole is False  # each entry on its own
     assert rows.filenames() == [r[0] for r in eager]
     assert list(rows.all_rows()) == eager
 
@@ -154,6 +155,7 @@ def test_braces_and_quotes_inside_strings_do_not_fool_the_scan():
         rows = rows_from_json(raw, base)
         assert isinstance(rows.files, ScannedFiles), layout
         assert [rows.row(i) for i in range(len(rows))] == _eager_rows(raw, base)
+        assert rows.files.decoded_whole is False
         assert rows.filenames() == [f["filename"] for f in files]
     files[5]["filename"] = 'demo-1.5-py3-none-any\u00e9".whl'
     raw = json.dumps({"files": files, "name": "demo"}).encode()

@@ -6,10 +6,10 @@ ten, often fewer), so decoding every entry of a 5 MB page is mostly wasted:
 expression, and :class:`ScannedFiles` decodes an entry (with ``json``) only when
 it is asked for. This relies on JSON itself, not on how an index lays its JSON
 out: a ``"`` inside a string is always escaped, so ``"filename": "..."`` only ever
-matches a key and ``{"`` only ever opens an object; the object that holds a file
-name is the last ``{"`` before it that follows a ``[`` or a ``,`` (an array
-element, not a value). Every decoded entry must carry the file name it was found
-by; a page where that fails, or whose names hold escapes, is decoded whole.
+matches a key; the object that holds a file name is the last ``{`` before it that
+follows a ``[`` or a ``,`` (an array element, not a value). Every decoded entry
+must carry the file name it was found by; a page where that fails, or whose names
+hold escapes, is decoded whole.
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ class ScannedFiles:
     def __len__(self) -> int:
         return len(self.names)
 
+    @property
+    def decoded_whole(self) -> bool:
+        """Whether the page had to be decoded whole (iterated, or an entry not
+        found where the scan put it)."""
+        return self._whole is not None
+
     def __getitem__(self, index: int) -> Any:
         if self._whole is not None:
             return self._whole[index]
@@ -55,16 +61,17 @@ class ScannedFiles:
         return list(self)[index]  # not laid out as expected: decode it whole
 
     def _start(self, index: int) -> int | None:
-        """Where the entry holding file name ``index`` opens."""
+        """Where the entry holding file name ``index`` opens: the last ``{``
+        before the name that follows a ``[`` or a ``,`` (whitespace between)."""
         text, low = self._text, self._positions[index - 1] if index else 0
-        at = text.rfind('{"', low, self._positions[index])
+        at = text.rfind("{", low, self._positions[index])
         while at >= 0:
             before = at - 1
             while before >= 0 and text[before] in _SPACE:
                 before -= 1
             if before >= 0 and text[before] in "[,":
                 return at
-            at = text.rfind('{"', low, at)
+            at = text.rfind("{", low, at)
         return None
 
     def __iter__(self) -> Any:
