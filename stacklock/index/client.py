@@ -21,24 +21,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-from urllib.request import pathname2url, url2pathname
 
 import httpx
 from packaging.utils import canonicalize_name
 
-from stacklock._fs import file_digest
 from stacklock.errors import IndexError_
 from stacklock.http import RETRY_STATUS, Retry
 from stacklock.index.cache import PageCache, freshness, read_rows
+from stacklock.index.local import is_local, load_local_rows
 from stacklock.index.pages import (
     Link,
     PageRows,
     ParsedPage,
     only_project_rows,
-    project_of,
     rows_from_html,
     rows_from_json,
-    rows_from_listing,
 )
 from stacklock.urls import redact_text, redact_url, strip_credentials
 
@@ -58,27 +55,10 @@ ACCEPT = (
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("text/html", "application/vnd.pypi.simple.v1+html",
                "application/xhtml+xml")
-_DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # index pages: a little more patience per attempt, two minutes at most in all
 PAGE_RETRY = Retry(backoff=0.5, total=120.0)
 HINT = ("point the index at a mirror with --index NAME=URL, or use the page cache "
         "with --offline")
-
-
-def _is_local(url: str) -> bool:
-    scheme = urlsplit(url).scheme.lower()
-    return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")
-
-
-def _local_path(url: str) -> Path:
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "file":
-        return Path(url2pathname(parts.path))
-    return Path(url).expanduser()
-
-
-def _file_url(path: Path) -> str:
-    return "file://" + pathname2url(str(path.resolve()))
 
 
 class IndexClient:
@@ -145,7 +125,7 @@ class IndexClient:
         """Whether the page can be had without a request: read already, a local
         index, or fresh in the cache (with --offline: in the cache at all)."""
         name = canonicalize_name(project)
-        if (index.url, name) in self._pages or _is_local(index.url):
+        if (index.url, name) in self._pages or is_local(index.url):
             return True
         flat = index.kind == "flat"
         if flat and (index.url, "") in self._pages:
@@ -205,41 +185,13 @@ class IndexClient:
     # -- loading ------------------------------------------------------------------
 
     def _load(self, index: IndexSpec, project: str) -> PageRows:
-        if _is_local(index.url):
-            return self._load_local(index, project)
+        if is_local(index.url):
+            return load_local_rows(index, project)
         if index.kind == "flat":
             page = self._memo((index.url, ""),
                               lambda: self._fetch(index, index.url, flat=True))
             return only_project_rows(page, project)
         return self._fetch(index, self.project_url(index, project), flat=False)
-
-    def _load_local(self, index: IndexSpec, project: str) -> PageRows:
-        root = _local_path(index.url)
-        if not root.exists():
-            raise IndexError_("local index folder does not exist",
-                              index=index.name, url=redact_url(index.url),
-                              hint="check the path, or give an https index URL")
-        if root.is_file():
-            page = rows_from_html(root.read_bytes(), _file_url(root))
-            return only_project_rows(page, project)
-        for name in dict.fromkeys((project, project.replace("-", "_"))):
-            sub = root / name
-            if (sub / "index.html").is_file():
-                html = sub / "index.html"
-                return rows_from_html(html.read_bytes(), _file_url(html))
-            if sub.is_dir():
-                return self._list_folder(sub, project)
-        return self._list_folder(root, project)
-
-    def _list_folder(self, folder: Path, project: str) -> PageRows:
-        entries = []
-        for path in sorted(folder.iterdir()):
-            if not path.is_file() or not path.name.endswith(_DIST_SUFFIXES):
-                continue
-            if project_of(path.name) != project:
-                continue
-            entries.append((path.name, path.stat().st_size, file_digest(path)))
-        return rows_from_listing(entries, _file_url(folder))
 
     def _fetch(self, index: IndexSpec, url: str, *, flat: bool) -> PageRows:
         cache = self._cache

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from stacklock._fs import atomic_write_bytes, check_writable, publish_bytes
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.index.cache import PageCache, is_fresh_header
+from stacklock.index.local import is_local
 from stacklock.profile import default_lock_path, load_profile
 
 if TYPE_CHECKING:
@@ -42,7 +43,6 @@ __all__ = ["MEMO_FORMAT", "Replay", "headline", "memo_key", "replay_lock",
 
 # Bump when what a record holds, or what decides a key, changes.
 MEMO_FORMAT = 1
-_LOCAL = ("file:", "/", ".", "~")
 
 
 def headline(packages: int, profile: str, seconds: float, lock: Path) -> str:
@@ -98,7 +98,7 @@ def _code_stamp() -> tuple[Any, ...]:
 def memo_key(profile: Profile, *, output: Path, check: bool) -> str | None:
     """The key of a resolution's fixed inputs; None when it cannot be replayed
     (a profile not read from files, a local index)."""
-    if not profile.sha256 or any(i.url.startswith(_LOCAL) for i in profile.indexes):
+    if not profile.sha256 or any(is_local(i.url) for i in profile.indexes):
         return None
     env = {k: v for k, v in os.environ.items()
            if k.startswith("STACKLOCK_") and k != "STACKLOCK_CACHE_DIR"}

@@ -1,0 +1,80 @@
+"""Indexes that are folders or files on this machine (``file://`` or a path).
+
+A folder may be a simple index (``<project>/index.html``), a find-links folder
+of wheels and sdists (listed, each file hashed), or one HTML page of links. Read
+from disk every time: there is nothing to cache and no freshness to keep.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+from urllib.request import pathname2url, url2pathname
+
+from stacklock._fs import file_digest
+from stacklock.errors import IndexError_
+from stacklock.index.pages import (
+    PageRows,
+    only_project_rows,
+    project_of,
+    rows_from_html,
+    rows_from_listing,
+)
+from stacklock.urls import redact_url
+
+if TYPE_CHECKING:
+    from stacklock.profile import IndexSpec
+
+__all__ = ["is_local", "load_local_rows"]
+
+_DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
+
+
+def is_local(url: str) -> bool:
+    """A ``file://`` URL or a path, not something to ask over HTTP."""
+    scheme = urlsplit(url).scheme.lower()
+    return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")
+
+
+def _local_path(url: str) -> Path:
+    parts = urlsplit(url)
+    if parts.scheme.lower() == "file":
+        return Path(url2pathname(parts.path))
+    return Path(url).expanduser()
+
+
+def _file_url(path: Path) -> str:
+    return "file://" + pathname2url(str(path.resolve()))
+
+
+def load_local_rows(index: IndexSpec, project: str) -> PageRows:
+    """What the local index offers for ``project`` (a normalized name)."""
+    root = _local_path(index.url)
+    if not root.exists():
+        raise IndexError_("local index folder does not exist",
+                          index=index.name, url=redact_url(index.url),
+                          hint="check the path, or give an https index URL")
+    if root.is_file():
+        page = rows_from_html(root.read_bytes(), _file_url(root))
+        return only_project_rows(page, project)
+    for name in dict.fromkeys((project, project.replace("-", "_"))):
+        sub = root / name
+        if (sub / "index.html").is_file():
+            html = sub / "index.html"
+            return rows_from_html(html.read_bytes(), _file_url(html))
+        if sub.is_dir():
+            return _list_folder(sub, project)
+    return _list_folder(root, project)
+
+
+def _list_folder(folder: Path, project: str) -> PageRows:
+    entries = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_file() or not path.name.endswith(_DIST_SUFFIXES):
+            continue
+        if project_of(path.name) != project:
+            continue
+        entries.append((path.name, path.stat().st_size, file_digest(path)))
+    return rows_from_listing(entries, _file_url(folder))
