@@ -66,8 +66,9 @@ def _gone(pid: int) -> bool:
 
 
 def _all_gone(pids: list[int]) -> bool:
-    """SIGKILL is delivered asynchronously: wait a little for the group to die."""
-    deadline = time.monotonic() + 10
+    """SIGKILL is delivered asynchronously: wait (a bound, not a timing) for the group
+    to die."""
+    deadline = time.monotonic() + 60
     while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     return all(_gone(pid) for pid in pids)
@@ -187,7 +188,7 @@ def test_ctrl_c_stops_the_server_group(python: Path, tmp_path: Path) -> None:
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     log = tmp_path / "server-baseline.log"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # bounds, not timings: a loaded box is slow
     while time.monotonic() < deadline:
         if log.exists() and "fired up" in log.read_text():
             break
@@ -196,7 +197,7 @@ def test_ctrl_c_stops_the_server_group(python: Path, tmp_path: Path) -> None:
     assert len(pids) == 2 and not any(_gone(pid) for pid in pids)
     time.sleep(0.5)  # let the request reach the server's 30 s first-token wait
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    _, stderr = proc.communicate(timeout=180)
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in stderr
     assert _all_gone(pids)
