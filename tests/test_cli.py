@@ -114,6 +114,10 @@ CORPUS = [
       "--report", "/proc/report"], 2,
      "/proc/report/report.json: cannot write in /proc"),
     (["links", "torch", "--index", ""], 2, "--index '' is not NAME=URL"),
+    # usage errors: one line too, naming the argument and where the help is
+    (["resolve"], 2, "required: PROFILE (see 'stacklock resolve --help')"),
+    (["install", "--bogus"], 2, "unrecognized arguments: --bogus"),
+    (["cuda", "bogus"], 2, "invalid choice: 'bogus'"),
     # a refused rollback makes no <venv>.stacklock folder (and no lock file in it)
     (["install", "--rollback", "--venv", "env"], 2,
      "is not managed by stacklock install"),

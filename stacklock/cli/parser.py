@@ -12,13 +12,25 @@ from stacklock import __version__
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
-    _Sub = argparse._SubParsersAction[argparse.ArgumentParser]
+    from typing import NoReturn
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line, like every other bad input: what is wrong and where
+    the help is (the usage block argparse prints first is left to ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"stacklock: error: {message} (see '{self.prog} --help')\n")
+
+
+if TYPE_CHECKING:
+    _Sub = argparse._SubParsersAction[_Parser]
 
 __all__ = ["build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stacklock",
         description="Lock, install, validate and diff GPU software stacks.",
     )
