@@ -5,9 +5,10 @@ interpreter, as separate processes, cold (fresh, empty cache directories for
 both stacklock and the uv it drives) and warm (a new venv, the caches the cold
 run left), alternating which tool goes first from one repetition to the next.
 Prints per phase the median wall time, the ratio stacklock/uv and the median
-CPU time (user + system) of each tool, every run's time, and the disk each
-tool's caches hold after its cold run (stacklock's store plus the uv cache it
-drives, against uv's cache; a file hard-linked into a venv counts once).
+CPU time (user + system) of each tool, every run's time, the load average before
+and after, and the disk each tool's caches hold after its cold run (stacklock's
+store plus the uv cache it drives, against uv's cache; a file hard-linked into a
+venv counts once).
 stacklock runs with ``--allow-no-gpu`` (no GPU here) and, unless
 ``--with-validate``, ``--no-validate``: validation is work uv does not do,
 reported separately when asked for.
@@ -27,6 +28,7 @@ pays for interpreter discovery or downloads.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import statistics
@@ -36,6 +38,8 @@ import tempfile
 from pathlib import Path
 
 from _bench import stacklock_command, timed, uv_binary
+
+import stacklock
 
 KINDS = ("uv-cold", "sl-cold", "uv-warm", "sl-warm")
 
@@ -131,13 +135,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-validate", action="store_true")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    # stacklock's modules as bytecode, as after any first run: compiling them at
+    # a start is not install time
+    compileall.compile_dir(str(Path(stacklock.__file__).parent), quiet=1)
+    load = os.getloadavg()
     result = bench(args.lock.resolve(), args.python, args.repeat, args.with_validate)
+    result["load-average"] = {"before": [round(x, 2) for x in load],
+                              "after": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
     s, c = result["seconds"], result["cpu-seconds"]
     assert isinstance(s, dict) and isinstance(c, dict)
-    print(f"{args.lock} ({'with' if args.with_validate else 'without'} validate)")
+    print(f"{args.lock} ({'with' if args.with_validate else 'without'} validate), "
+          f"load average before/after {result['load-average']}")
     runs = result["all-seconds"]
     assert isinstance(runs, dict)
     for phase in ("cold", "warm"):

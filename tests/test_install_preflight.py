@@ -16,7 +16,11 @@ from uv import find_uv_bin
 from stacklock.cli import main
 from stacklock.errors import InstallError, LockError, PreflightError
 from stacklock.install import install_lock
-from stacklock.install.interpreter import find_base_python, probe_interpreter
+from stacklock.install.interpreter import (
+    find_base_python,
+    probe_interpreter,
+    remember_interpreter,
+)
 from stacklock.runner import SubprocessRunner
 from tests.helpers.install_server import SMALL_LOCK, tree_state
 
@@ -158,3 +162,31 @@ def test_uv_python_discovery_and_the_probe() -> None:
     assert interp.tags[0].interpreter == f"cp3{sys.version_info[1]}"
     with pytest.raises(InstallError, match="--python"):
         find_base_python("3.1", uv=uv, runner=runner)
+
+
+class _CountingRunner(SubprocessRunner):
+    """The real runner, counting the processes it starts."""
+
+    started = 0
+
+    def capture(self, argv: Any, **kw: Any) -> tuple[int, str]:
+        self.started += 1
+        return super().capture(argv, **kw)
+
+
+def test_the_probe_is_remembered_per_binary_once_an_install_goes_ahead(
+    tmp_path: Path,
+) -> None:
+    runner = _CountingRunner()
+    cache = tmp_path / "cache"
+    fresh = probe_interpreter(PY, runner=runner, cache=cache)
+    assert runner.started == 1 and not cache.exists()  # asking writes nothing
+    remember_interpreter(fresh, cache)
+    again = probe_interpreter(PY, runner=runner, cache=cache)
+    assert runner.started == 1  # answered from the cache: no interpreter started
+    assert again == fresh
+    # a remembered answer that cannot be read is asked again, never trusted
+    for entry in (cache / "interpreters").iterdir():
+        entry.write_text("{not json")
+    assert probe_interpreter(PY, runner=runner, cache=cache) == fresh
+    assert runner.started == 2
