@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from stacklock._fs import atomic_write_text
-from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
 from stacklock.errors import InstallError
 from stacklock.install.cuda_link import (
     point_link,
@@ -167,6 +166,9 @@ def pypi_toolkit_home(venv: Path, version: str) -> Path | None:
     """CUDA_HOME of a ``source = "pypi"`` toolkit: the folder the installed
     wheels' RECORD puts ``bin/nvcc`` in (``site-packages/nvidia/cu13`` for the
     CUDA 13 wheels), which JIT compilers need; None without such wheels."""
+    # the CUDA package (catalog, driver, wheels): only a pypi toolkit's install
+    from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
+
     try:
         major = Version(version).major
     except InvalidVersion:
