@@ -191,3 +191,22 @@ def test_glibc_floor_of_real_locked_wheels():
         "numpy-2.5.5-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
         "kiwisolver-1.5.1-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
     ]) == "2.27"
+
+
+@pytest.mark.parametrize("command", ["install", "validate"])
+def test_allow_no_gpu_reaches_stacklock_on_the_node(pack: Path, tmp_path: Path,
+                                                    command: str):
+    """``python3 PACK install|validate --allow-no-gpu`` (an image build) hands the
+    flag to the stacklock it runs, so its validation skips what needs a GPU."""
+    from stacklock.pack.boot import _command, _parser
+
+    args = _parser("python3 small.pack").parse_args(
+        [command, "--venv", str(tmp_path / "env"), "--allow-no-gpu"])
+    (tmp_path / "scratch").mkdir()
+    argv = _command(args, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
+                    tmp_path / "scratch", tmp_path / "cache")
+    assert argv[1] == command and "--allow-no-gpu" in argv
+    plain = _parser("python3 small.pack").parse_args([command, "--venv", "env"])
+    assert "--allow-no-gpu" not in _command(
+        plain, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
+        tmp_path / "scratch", tmp_path / "cache")

@@ -117,6 +117,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--venv", required=True)
     p.add_argument("--toolkit-prefix", metavar="PATH",
                    help="the toolkit to check (default: the lock's prefix)")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="skip, with the reason, what needs a driver or a GPU")
     p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
     p = sub.add_parser("list", help="contents, sizes and target")
     p.add_argument("--json", action="store_true")
@@ -135,8 +137,8 @@ def _command(args: argparse.Namespace, pack: Path, manifest: Manifest,
     else:
         argv = [str(tool), "install", str(pack), "--venv", args.venv,
                 "--python", sys.executable]
-        if args.allow_no_gpu:
-            argv.append("--allow-no-gpu")
+    if args.allow_no_gpu:
+        argv.append("--allow-no-gpu")
     if args.toolkit_prefix:
         argv += ["--toolkit-prefix", args.toolkit_prefix]
     if args.report_dir:
