@@ -172,3 +172,31 @@ def test_an_install_of_wheels_loads_no_http_client_resolver_or_cuda_code(
                                                    "stacklock.index",
                                                    "stacklock.snapshot"))}
     assert loaded == set()
+
+
+def test_install_whose_validation_cannot_run_exits_1(
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A real install, then a validation that cannot run (here: the venv cannot list
+    its distributions): the install stays, but the answer is "not verified", exit 1,
+    never a silent 0 with the checks and the gate gone."""
+    import stacklock.validate
+    from stacklock.cli import main
+    from stacklock.errors import ValidateError
+
+    def cannot_run(*_: object, **__: object) -> None:
+        raise ValidateError("env/bin/python cannot list its distributions")
+
+    monkeypatch.setattr(stacklock.validate, "validate_install", cannot_run,
+                        raising=False)
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    code = main(["install", str(lock), "--venv", str(tmp_path / "env"),
+                 "--python", PY, "--json"])
+    said = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert said["validate_error"] == (
+        "validate could not run: env/bin/python cannot list its distributions")
+    assert said["validation"] is None
+    assert (tmp_path / "env/bin/python").exists()  # the install itself stands

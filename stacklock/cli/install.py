@@ -53,4 +53,4 @@ def install(args: argparse.Namespace) -> int:
             on_download=on_download,
         )
     print_json(result.to_dict()) if args.json else print(render_install(result))
-    return 0 if result.validation is None or result.validation.ok else 1
+    return 0 if result.ok else 1

@@ -90,6 +90,14 @@ class InstallResult:
     logs: dict[str, Path] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     validation: ValidateResult | None = None
+    validate_error: str | None = None  # validation was asked for and could not run
+
+    @property
+    def ok(self) -> bool:
+        """Installed, and validated where validation was asked for."""
+        if self.validate_error is not None:
+            return False
+        return self.validation is None or self.validation.ok
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -100,6 +108,7 @@ class InstallResult:
             "logs": {k: str(v) for k, v in sorted(self.logs.items())},
             "notes": list(self.notes),
             "validation": self.validation.to_dict() if self.validation else None,
+            "validate_error": self.validate_error,
         }
 
 
@@ -223,9 +232,9 @@ def _activate(plan: InstallPlan) -> int | None:
     return replaced
 
 
-def _validate(lock: Lock, venv: Path, notes: list[str], *,
-              toolkit_prefix: Path | None, allow_no_gpu: bool,
-              report_dir: Path | None) -> ValidateResult | None:
+def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
+              allow_no_gpu: bool, report_dir: Path | None
+              ) -> ValidateResult | str:
     from stacklock.validate import validate_install  # only a validating run pays
 
     folder = report_dir or VenvLayout(venv=venv).state_dir / "validate"
@@ -233,8 +242,7 @@ def _validate(lock: Lock, venv: Path, notes: list[str], *,
         return validate_install(lock, venv, toolkit_prefix=toolkit_prefix,
                                 allow_no_gpu=allow_no_gpu, report_dir=folder)
     except StacklockError as exc:  # installed fine; validation could not run
-        notes.append(f"validate could not run: {exc}")
-        return None
+        return f"validate could not run: {exc}"
 
 
 def install_lock(
@@ -309,12 +317,16 @@ def install_lock(
                system_installer_log=system_installer_log,
                cuda_link=link_cuda_at or cuda_link, notes=notes)
         replaced = _activate(plan)
-    validation = (_validate(lock, venv, notes, toolkit_prefix=toolkit_prefix,
+    validation = (_validate(lock, venv, toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)
                   if validate else None)
+    error = validation if isinstance(validation, str) else None
+    if isinstance(validation, str):
+        notes.append(validation)
+        validation = None
     return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
                          snapshot=snapshot, logs=logs, notes=tuple(notes),
-                         validation=validation)
+                         validation=validation, validate_error=error)
 
 
 def rollback_install(venv: Path = Path(".venv")) -> RollbackResult:
