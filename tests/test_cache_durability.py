@@ -8,7 +8,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING
 
-from stacklock._fs import atomic_write_bytes
+from stacklock._fs import atomic_write_bytes, atomic_write_chunks
 from stacklock.index.cache import PageCache
 
 if TYPE_CHECKING:
@@ -49,3 +49,32 @@ def test_a_torn_page_body_is_not_served(tmp_path: Path) -> None:
     raw = path.read_bytes()
     path.write_bytes(raw[:-5] + b"\x00" * 5)  # same length, zeros at the end
     assert cache.read_page(URL) is None
+
+
+def test_chunks_land_whole_in_a_new_folder_and_leave_no_temporary(
+        tmp_path: Path) -> None:
+    target = tmp_path / "ab" / "cd" / "entry.page"
+    atomic_write_chunks(target, (b"header\n", b"x" * 300_000, b""), durable=False)
+    assert target.read_bytes() == b"header\n" + b"x" * 300_000
+    assert target.stat().st_mode & 0o777 == 0o600  # as mkstemp made them
+    atomic_write_chunks(target, (b"again",), durable=False)  # replaced whole
+    assert target.read_bytes() == b"again"
+    assert [p.name for p in target.parent.iterdir()] == ["entry.page"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "entry"
+    atomic_write_bytes(target, b"old", durable=False)
+
+    def chunks():
+        yield b"new"
+        raise OSError("disk full")
+
+    try:
+        atomic_write_chunks(target, chunks(), durable=False)
+    except OSError as exc:
+        assert "disk full" in str(exc)
+    else:
+        raise AssertionError("the write should have failed")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["entry"]

@@ -9,6 +9,7 @@ evaluation on every real recorded page, for several targets.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import marshal
 
@@ -82,6 +83,18 @@ def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
     assert kept > 0 and dropped > len(names) // 2  # it does filter, and safely
 
 
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
+def test_one_pass_split_keeps_what_could_fit_keeps(target):
+    evaluator = LinkEvaluator(target, exclude_newer=None)
+    names: list[str | None] = [*_all_filenames(), None, "", "x.egg", "a-1.zip"]
+    wheels, sdists = evaluator.split_could_fit(names)
+    kept = [i for i, n in enumerate(names) if n is not None and evaluator.could_fit(n)]
+    assert sorted(wheels + sdists) == kept
+    assert all(names[i].endswith(".whl") for i in wheels)  # type: ignore[union-attr]
+    assert not any(names[i].endswith(".whl") for i in sdists)  # type: ignore[union-attr]
+    assert wheels and sdists
+
+
 def _recorded(request: httpx.Request) -> httpx.Response:
     name = request.url.path.strip("/").split("/")[-1]
     try:
@@ -106,6 +119,13 @@ def test_candidates_equal_the_compatible_links_of_the_full_evaluation(
             expected = [ev for ev in compatible
                         if ev.link.is_wheel or ev.version not in with_wheel]
             assert found == expected, project
+            # best first: version, then build tag, descending; then tag rank
+            # and file name, ascending
+            for a, b in itertools.pairwise(found):
+                assert (a.version, a.build) >= (b.version, b.build), project
+                if (a.version, a.build) == (b.version, b.build):
+                    assert (a.tag_rank, a.link.filename) <= (
+                        b.tag_rank, b.link.filename), project
             # an exact pin also lets yanked wheels through, as before
             for ev in full.evaluate(project)[:40]:
                 if ev.version is not None and ev.reason and \

@@ -30,7 +30,7 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from stacklock._fs import atomic_write_bytes
+from stacklock._fs import atomic_write_bytes, atomic_write_chunks
 from stacklock.index.pages import PageRows
 from stacklock.urls import strip_credentials
 
@@ -100,8 +100,8 @@ class PageCache:
         moved = strip_credentials(page_url) if page_url != url else None
         record = {**meta, "redirected-to": moved, "length": len(body)}
         header = json.dumps(record, sort_keys=True).encode()
-        atomic_write_bytes(self.page_path(url), header + b"\n" + body,
-                           durable=False)
+        atomic_write_chunks(self.page_path(url), (header + b"\n", body),
+                            durable=False)
 
     def rows_path(self, base: str, content_type: str, body_sha256: str
                   ) -> Path | None:

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from stacklock.index.links import parse_filename
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from datetime import datetime
 
     from packaging.utils import NormalizedName
@@ -130,6 +131,27 @@ class LinkEvaluator:
         refuses it there)."""
         if filename[-4:] != ".whl":
             return filename.endswith(_SDIST_SUFFIXES)
+        return self._wheel_could_fit(filename)
+
+    def split_could_fit(self, names: Sequence[str | None]
+                        ) -> tuple[list[int], list[int]]:
+        """The positions of the ``names`` that :meth:`could_fit` keeps, wheels
+        and sdists apart, in one pass (a resolution runs it over 160,000 names;
+        None is no file)."""
+        wheels: list[int] = []
+        sdists: list[int] = []
+        wheel_fits = self._wheel_could_fit
+        for i, name in enumerate(names):
+            if name is None:
+                continue
+            if name[-4:] == ".whl":
+                if wheel_fits(name):
+                    wheels.append(i)
+            elif name.endswith(_SDIST_SUFFIXES):
+                sdists.append(i)
+        return wheels, sdists
+
+    def _wheel_could_fit(self, filename: str) -> bool:
         head = filename.rsplit("-", 3)[0]
         if head.count("-") == 0:
             return True

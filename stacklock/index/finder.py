@@ -30,7 +30,7 @@ from stacklock.index.evaluate import (
     is_exact_pin,
 )
 from stacklock.index.links import parse_filename
-from stacklock.index.pages import FILENAME, REASON, classify_filename, link_of
+from stacklock.index.pages import REASON, classify_filename, link_of
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -171,26 +171,33 @@ class Finder:
         key = (index.name, canonicalize_name(project))
         found = self._fitting.get(key)
         if found is None:
-            could_fit = self._evaluator.could_fit
             evaluate = self._evaluator.evaluate
             page = self.client.get_rows(index, project)
-            rows = [page.row(i) for i, name in enumerate(page.filenames())
-                    if name is not None and could_fit(name)]
-            judged = [evaluate(link_of(row), index=index.name, project=project)
-                      for row in rows
-                      if row[REASON] is None and row[FILENAME].endswith(".whl")]
-            # an sdist never competes with a fitting wheel of its version
-            # (find_candidates drops it): those are not judged at all
-            with_wheel = {e.version for e in judged if e.compatible}
-            for row in rows:
-                if row[REASON] is not None or row[FILENAME].endswith(".whl"):
-                    continue
-                parsed = parse_filename(row[FILENAME])
-                if isinstance(parsed, str) or parsed[1] not in with_wheel:
+            names = page.filenames()
+            wheels, sdists = self._evaluator.split_could_fit(names)
+            judged = []
+            for i in wheels:
+                row = page.row(i)
+                if row[REASON] is None:
                     judged.append(evaluate(link_of(row), index=index.name,
                                            project=project))
-            found = self._fitting[key] = sorted(
-                (e for e in judged if e.version is not None), key=_best_first)
+            # an sdist never competes with a fitting wheel of its version
+            # (find_candidates drops it): those are not judged, nor read, nor
+            # parsed when their version is spelt as a fitting wheel spells it
+            fitting = [e for e in judged if e.compatible]
+            with_wheel = {e.version for e in fitting}
+            spelt = {e.link.filename.split("-", 2)[1] for e in fitting}
+            for i in sdists:
+                if _sdist_version_text(names[i]) in spelt:  # type: ignore[arg-type]
+                    continue
+                parsed = parse_filename(names[i])  # type: ignore[arg-type]
+                if isinstance(parsed, str) or parsed[1] not in with_wheel:
+                    row = page.row(i)
+                    if row[REASON] is None:
+                        judged.append(evaluate(link_of(row), index=index.name,
+                                               project=project))
+            found = self._fitting[key] = _best_first(
+                [e for e in judged if e.version is not None])
         return found
 
     def count_wheels(self, project: str, version: Version) -> int:
@@ -223,37 +230,35 @@ class Finder:
             page = self.client.get_page(index, project)
             found = [self._evaluator.evaluate(link, index=index.name, project=project)
                      for link in page.links]
-            ranked = sorted((e for e in found if e.version is not None),
-                            key=_best_first)
+            ranked = _best_first([e for e in found if e.version is not None])
             unparsed = [e for e in found if e.version is None]
             self._evaluations[key] = (
                 ranked + unparsed + [_skipped(s, index.name) for s in page.skipped])
         return self._evaluations[key]
 
 
-def _best_first(ev: Evaluation) -> tuple[Any, ...]:
+def _sdist_version_text(filename: str) -> str:
+    """The version part of an sdist's name as packaging's
+    ``parse_sdist_filename`` splits it (after the stem's last '-'), unparsed."""
+    stem = filename[:-7] if filename.endswith(".tar.gz") else filename[:-4]
+    return stem.rpartition("-")[2]
+
+
+def _best_first(found: list[Evaluation]) -> list[Evaluation]:
     """Version desc, build tag desc, tag rank asc (then file name, for a stable
-    order of duplicates)."""
-    assert ev.version is not None
-    return (_Desc(ev.version), _Desc(ev.build), ev.tag_rank if ev.tag_rank is not None
-            else 1 << 30, ev.link.filename)
+    order of duplicates): two stable sorts, the second one reversed (which keeps
+    the order of equal keys), so no comparison runs in Python but Version's."""
+    found.sort(key=_rank_and_name)
+    found.sort(key=_version_and_build, reverse=True)
+    return found
 
 
-class _Desc:
-    """Reverse the order of any comparable value inside a sort key."""
+def _rank_and_name(ev: Evaluation) -> tuple[int, str]:
+    return (ev.tag_rank if ev.tag_rank is not None else 1 << 30, ev.link.filename)
 
-    __slots__ = ("value",)
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __lt__(self, other: _Desc) -> bool:
-        return bool(self.value > other.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Desc) and bool(self.value == other.value)
-
-    __hash__ = None  # type: ignore[assignment]
+def _version_and_build(ev: Evaluation) -> tuple[Any, ...]:
+    return (ev.version, ev.build)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -167,9 +167,14 @@ class PageRows:
         """Each entry's file name; None for one that has no URL (no file)."""
         if self.files is None:
             return [r[FILENAME] if r[REASON] is None else None for r in self.rows]
-        names: list[Any] = (
-            list(self.files.names) if isinstance(self.files, ScannedFiles) else
-            [e.get("filename") if type(e) is dict else None for e in self.files])
+        names: list[Any]
+        if isinstance(self.files, ScannedFiles):
+            names = list(self.files.names)  # strings the scan read
+            if "" not in names:  # the common case: no Python loop over them
+                return names
+        else:
+            names = [e.get("filename") if type(e) is dict else None
+                     for e in self.files]
         for i, name in enumerate(names):
             if type(name) is not str or not name:  # rare: taken from the URL
                 made = self.row(i)
