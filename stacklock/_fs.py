@@ -6,14 +6,15 @@ goes through :func:`atomic_write_bytes`, so a crash or Ctrl-C never leaves half 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from stacklock.errors import OutputError
+
+# not typing's, and hashlib and tempfile imported where used: install's head
+# start loads this module before uv starts
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -131,6 +132,8 @@ def check_writable(path: str | os.PathLike[str], *, example: str) -> Path:
     if not folder.is_dir():
         raise OutputError(f"{folder} is a file, not a directory", path=target,
                           hint="choose a path whose parents are directories")
+    import tempfile
+
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
     except OSError as exc:
@@ -147,5 +150,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 
 def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
     """The hex digest of a file's bytes, read in chunks (wheels run to gigabytes)."""
+    import hashlib
+
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, algorithm).hexdigest()

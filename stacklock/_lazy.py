@@ -4,10 +4,12 @@ so importing one light submodule does not import the package's heavy ones."""
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # not typing's: a light submodule should stay light
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
 __all__ = ["lazy_exports"]
 

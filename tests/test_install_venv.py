@@ -13,7 +13,7 @@ import pytest
 from stacklock.cli import main
 from stacklock.errors import InstallError
 from stacklock.install import install_lock
-from stacklock.install.venv import (
+from stacklock.install.layout import (
     VenvLayout,
     current_generation,
     locked_state,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import InstallError
+from stacklock.install.early import find_base_python
 from stacklock.install.plan import Interpreter
 from stacklock.target import PLATFORMS, Target
 
@@ -45,23 +46,6 @@ env = {
 }
 print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
 """
-
-
-def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
-    """The interpreter a new venv is built from, found by uv's python discovery
-    (``uv python find <request>``)."""
-    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
-    rc, out = runner.capture(argv)
-    path = out.strip().splitlines()[-1] if out.strip() else ""
-    if rc != 0 or not path:
-        raise InstallError(
-            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
-                "  ", " "
-            ),
-            hint=f"pass --python /path/to/python{request or ''} "
-            f"or run `uv python install {request or ''}`",
-        )
-    return path
 
 
 def _probe_entry(python: str, cache: Path) -> Path | None:

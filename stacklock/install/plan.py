@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock.errors import LockError
-from stacklock.install.venv import VenvLayout
+from stacklock.install.early import UV_LOCK_NAME, uv_commands
+from stacklock.install.layout import VenvLayout
 from stacklock.lock import wheel_sha256, wheel_tags
 from stacklock.urls import redact_url
 
@@ -280,17 +281,11 @@ def make_plan(
     layout = VenvLayout(venv=venv)
     gen_dir = layout.generation_dir(generation)
     work = layout.work_dir(generation)
-    uv_lock = work / "pylock.install.toml"
+    uv_lock = work / UV_LOCK_NAME
     packages = applicable(lock, interpreter.marker_env)
     downloads, local = _wheel_downloads(packages, interpreter, cached)
-    python_in_venv = str(gen_dir / "bin" / "python")
-    commands: list[tuple[str, ...]] = [
-        (uv, "venv", "--python", interpreter.path, str(gen_dir)),
-        (
-            uv, "pip", "sync", "--python", python_in_venv, "--require-hashes",
-            *build_flags(packages), "--preview-features", "pylock", str(uv_lock),
-        ),
-    ]  # fmt: skip
+    commands = uv_commands(uv, interpreter.path, gen_dir, uv_lock,
+                           build_flags(packages))
     toolkit = lock.cuda if install_toolkit and lock.cuda else None
     kit = _toolkit_plan(toolkit, toolkit_prefix=toolkit_prefix,
                         present=toolkit_present, runfile_cached=runfile_cached,
@@ -310,7 +305,7 @@ def make_plan(
         python=interpreter.path,
         packages=tuple((p.name, str(p.version)) for p in packages),
         downloads=tuple(downloads),
-        commands=tuple(commands),
+        commands=commands,
         toolkit=toolkit,
         toolkit_prefix=kit.prefix,
         runfile_command=kit.command,

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import StacklockError
 from stacklock.install import InstallResult, install_lock
+from stacklock.install.layout import VenvLayout
 from stacklock.install.preflight import toolkit_installed
 from stacklock.install.read import read_installable
-from stacklock.install.venv import VenvLayout
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
     Manifest,

@@ -1,0 +1,267 @@
+"""Install's head start: uv builds the new generation while stacklock loads.
+
+A small install is mostly fixed cost: loading stacklock (the lock model,
+packaging, the checks) takes as long as uv needs to link a warm stack into a new
+venv. So ``stacklock install`` starts ``uv venv`` + ``uv pip sync`` into the next
+generation as soon as it has read its command line, with the flags a lock of
+wheels gets, and loads, reads the lock, plans and runs preflight while uv works.
+
+What keeps this safe:
+
+- the head start holds the venv's install lock from the start, and builds in a
+  generation nobody sees: ``<venv>`` is only re-pointed after every check passed
+  and uv succeeded;
+- install adopts uv's run only when the plan's commands are exactly the ones
+  started (interpreter, generation, flags, lock copy) and the lock needs no
+  rewriting for uv (wheels from the artifact store, relative paths); otherwise uv
+  is stopped, its generation removed, and the planned commands run as before;
+- a failed check, an error or Ctrl-C stops uv (SIGTERM, then SIGKILL after 10 s)
+  and removes the generation and its work folder. What uv already downloaded by
+  then stays in uv's cache, content-addressed, for the next install.
+
+Not used for a dry run or a pack. This module and :mod:`~stacklock.install.layout`
+load only the standard library's basics: the head start is worth what it saves
+only if it starts before the rest is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from stacklock.errors import InstallError
+from stacklock.install.layout import (
+    VenvLayout,
+    discard_generation,
+    locked_state,
+    new_generation,
+    recover,
+)
+
+TYPE_CHECKING = False  # not typing's: see the module doc
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from stacklock.runner import Runner
+
+__all__ = [
+    "NO_BUILD",
+    "STEPS",
+    "UV_LOCK_NAME",
+    "HeadStart",
+    "find_base_python",
+    "head_start",
+    "log_namer",
+    "uv_commands",
+]
+
+STEPS = ("uv-venv", "uv-pip-sync")
+UV_LOCK_NAME = "pylock.install.toml"  # the copy of the lock uv installs from
+NO_BUILD = ("--no-build",)  # a lock of wheels only (see plan.build_flags)
+_ZIP_END = b"PK\x05\x06"  # a pack is a zip; a TOML lock never holds these bytes
+
+
+def uv_commands(uv: str, python: str, generation_dir: Path, uv_lock: Path,
+                build: Sequence[str]) -> tuple[tuple[str, ...], ...]:
+    """``uv venv`` and ``uv pip sync`` of one generation, in that order."""
+    return (
+        (uv, "venv", "--python", python, str(generation_dir)),
+        (
+            uv, "pip", "sync", "--python", str(generation_dir / "bin" / "python"),
+            "--require-hashes", *build, "--preview-features", "pylock", str(uv_lock),
+        ),
+    )  # fmt: skip
+
+
+def log_namer(cache: Path) -> Callable[[str], Path]:
+    """``step -> <cache>/logs/<UTC time>-<pid>-<step>.log`` for one install."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + f"-{os.getpid()}"
+    return lambda step: cache / "logs" / f"{stamp}-{step}.log"
+
+
+def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
+    """The interpreter a new venv is built from, found by uv's python discovery
+    (``uv python find <request>``)."""
+    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
+    rc, out = runner.capture(argv)
+    path = out.strip().splitlines()[-1] if out.strip() else ""
+    if rc != 0 or not path:
+        raise InstallError(
+            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
+                "  ", " "
+            ),
+            hint=f"pass --python /path/to/python{request or ''} "
+            f"or run `uv python install {request or ''}`",
+        )
+    return path
+
+
+class HeadStart:
+    """``uv venv`` then ``uv pip sync`` of one generation, run by a thread.
+
+    Mutable by nature (a running process), so a plain class; :func:`head_start`
+    makes one and stops it unless install adopted it with :meth:`wait`.
+    """
+
+    def __init__(self, *, layout: VenvLayout, generation: int, python: str,
+                 commands: tuple[tuple[str, ...], ...], logs: dict[str, Path],
+                 notes: list[str]) -> None:
+        self.layout = layout
+        self.generation = generation
+        self.python = python
+        self.commands = commands
+        self.logs = logs
+        self.notes = notes  # what recovering the venv's folder did
+        self.adopted = False
+        self._guard = threading.Lock()
+        self._stopping = False
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._results: list[tuple[str, int]] = []
+        self._thread = threading.Thread(target=self._run, name="stacklock-uv",
+                                        daemon=True)
+        self._switch = 0.005
+
+    def start(self) -> None:
+        # uv's steps follow each other through this thread, which needs the GIL
+        # for a moment between them while the main thread imports: ask for it
+        # every 0.5 ms rather than every 5 ms while uv runs
+        import sys
+
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, 0.0005))
+        self._thread.start()
+
+    def _joined(self) -> None:
+        self._thread.join()
+        import sys
+
+        sys.setswitchinterval(self._switch)
+
+    def _run(self) -> None:
+        for step, argv in zip(STEPS, self.commands, strict=True):
+            log = self.logs[step]
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("ab") as fh:
+                fh.write(("$ " + " ".join(argv) + "\n").encode("utf-8"))
+                fh.flush()
+                with self._guard:
+                    if self._stopping:
+                        return
+                    try:
+                        self._proc = subprocess.Popen(
+                            argv, stdout=fh, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+                    except OSError as exc:
+                        fh.write(f"{exc}\n".encode())
+                        self._results.append((step, 127))
+                        return
+                rc = self._proc.wait()
+                fh.write(f"[exit {rc}]\n".encode())
+            self._results.append((step, rc))
+            if rc != 0:
+                return
+
+    def fits(self, commands: Sequence[Sequence[str]]) -> bool:
+        """Are ``commands`` exactly what this head start runs?"""
+        return tuple(tuple(c) for c in commands) == self.commands
+
+    def wait(self) -> list[tuple[str, int]]:
+        """Adopt the run: wait for it to end; ``(step, exit code)`` of each step
+        that ran (a failed step is the last)."""
+        self._joined()
+        self.adopted = True
+        return list(self._results)
+
+    def cancel(self) -> None:
+        """Stop uv and remove the generation and its work folder, once: the
+        generation number then belongs to the plan's own build."""
+        with self._guard:
+            if self._stopping:
+                return
+            self._stopping = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._joined()
+        discard_generation(self.layout, self.generation)
+        shutil.rmtree(self.layout.work_dir(self.generation), ignore_errors=True)
+
+
+def _lock_file(path: Path) -> bool:
+    """A regular file that is not a pack (whose zip directory ends the file)."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 65_557))  # the end record and its longest comment
+            return _ZIP_END not in fh.read()
+    except OSError:
+        return False
+
+
+def _python_request(lock_path: Path) -> str | None:
+    """The lock's ``[tool.stacklock.target] python``, else its requires-python,
+    read from the TOML as written (as :func:`~stacklock.install.read.python_request`
+    reads them from the lock model)."""
+    import tomllib
+
+    data = tomllib.loads(lock_path.read_text("utf-8"))
+    target = data.get("tool", {}).get("stacklock", {}).get("target", {})
+    request = target.get("python") if isinstance(target, dict) else None
+    request = request or data.get("requires-python")
+    return request if isinstance(request, str) and request else None
+
+
+@contextlib.contextmanager
+def head_start(lock_path: Path, *, venv: Path, python: str | None,
+               cache: Path) -> Iterator[HeadStart | None]:
+    """A running :class:`HeadStart` for installing ``lock_path`` into ``venv``, or
+    None when there is nothing safe to start (no readable lock, a pack, a lock
+    whose python uv cannot find): install then reports the problem itself.
+    Holds the venv's install lock until the block ends; stops uv on the way out
+    unless install adopted it."""
+    venv = Path(os.path.abspath(venv))
+    if not _lock_file(lock_path) or (os.path.lexists(venv) and not venv.is_dir()):
+        yield None
+        return
+    from uv import find_uv_bin  # as stacklock.runner.find_uv, without its imports
+
+    uv = str(find_uv_bin())
+    if python is None:
+        from stacklock.runner import SubprocessRunner
+
+        try:
+            python = find_base_python(_python_request(lock_path), uv=uv,
+                                      runner=SubprocessRunner())
+        except (InstallError, ValueError, OSError):  # ValueError: TOML, UTF-8
+            yield None
+            return
+    layout = VenvLayout(venv=venv)
+    with locked_state(layout):
+        notes = recover(layout)
+        generation = new_generation(layout)
+        uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
+        uv_lock.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lock_path, uv_lock)
+        log_for = log_namer(cache)
+        head = HeadStart(
+            layout=layout, generation=generation, python=python,
+            commands=uv_commands(uv, python, layout.generation_dir(generation),
+                                 uv_lock, NO_BUILD),
+            logs={step: log_for(step) for step in STEPS}, notes=notes)
+        head.start()
+        try:
+            yield head
+        finally:
+            if not head.adopted:
+                head.cancel()

@@ -1,0 +1,267 @@
+"""Where install keeps a venv's generations, and the moves between them.
+
+Layout (``VenvLayout``)::
+
+    <venv>                      symlink -> <venv>.stacklock/<n>
+    <venv>.stacklock/<n>/       one generation, built in place by uv (never moved)
+    <venv>.stacklock/<n>.ok     written once generation n is complete
+    <venv>.stacklock/work-<n>/  the pylock copy uv installs from, wheel links
+    <venv>.stacklock/pylock.snapshot-<n>.toml   what generation n held when replaced
+    <venv>.stacklock/journal.json               only while a plain venv is adopted
+
+A new generation is only linked after ``uv pip sync`` succeeded, so a failure or a
+SIGKILL while uv runs leaves ``<venv>`` untouched; leftovers are removed by the next
+run. The one non-atomic step, adopting a plain (pre-stacklock) venv directory, is
+journaled and completed or undone by :func:`recover`.
+
+This module loads nothing but the standard library's basics: install's head
+start (:mod:`~stacklock.install.early`) uses it before the rest is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+from pathlib import Path
+
+from stacklock.errors import InstallError
+
+# not typing.TYPE_CHECKING, and json and stacklock._fs imported where used: this
+# module is loaded before uv starts, so every import here delays it
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = [
+    "VenvLayout",
+    "current_generation",
+    "discard_generation",
+    "locked_state",
+    "new_generation",
+    "next_generation",
+    "recover",
+    "rollback",
+    "swap_in",
+]
+
+
+class VenvLayout:
+    """``<venv>`` is a symlink to ``<venv>.stacklock/<n>``; the folder holds history.
+
+    uv venvs embed their absolute path (activate scripts, shebangs), so they cannot
+    be moved; each generation is built at its final place and only the symlink is
+    swapped (``os.replace``, atomic).
+
+    A value like a frozen dataclass, written out because ``dataclasses`` loads
+    ``inspect`` (~9 ms) before uv can start.
+    """
+
+    __slots__ = ("venv",)
+    venv: Path
+
+    def __init__(self, *, venv: Path) -> None:
+        object.__setattr__(self, "venv", venv)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"VenvLayout is immutable: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, VenvLayout) and other.venv == self.venv
+
+    def __hash__(self) -> int:
+        return hash(self.venv)
+
+    def __repr__(self) -> str:
+        return f"VenvLayout(venv={self.venv!r})"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.venv.parent / f"{self.venv.name}.stacklock"
+
+    def generation_dir(self, n: int) -> Path:
+        return self.state_dir / str(n)
+
+    def snapshot_path(self, n: int) -> Path:
+        return self.state_dir / f"pylock.snapshot-{n}.toml"
+
+    def work_dir(self, n: int) -> Path:
+        return self.state_dir / f"work-{n}"
+
+    @property
+    def journal(self) -> Path:
+        return self.state_dir / "journal.json"
+
+
+def current_generation(layout: VenvLayout) -> int | None:
+    """The generation ``<venv>`` points at, None for a plain directory or nothing."""
+    venv = layout.venv
+    if not venv.is_symlink():
+        return None
+    target = Path(os.readlink(venv))
+    if target.parent.name == layout.state_dir.name and target.name.isdigit():
+        return int(target.name)
+    return None
+
+
+def _generations(layout: VenvLayout) -> list[int]:
+    if not layout.state_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in layout.state_dir.iterdir() if p.name.isdigit())
+
+
+def _complete(layout: VenvLayout, n: int) -> bool:
+    return (layout.state_dir / f"{n}.ok").is_file()
+
+
+def next_generation(layout: VenvLayout) -> int:
+    return max(_generations(layout), default=0) + 1
+
+
+def new_generation(layout: VenvLayout) -> int:
+    """The number the next install builds: after every generation on disk, and
+    after the number a plain venv at ``<venv>`` gets when it is adopted."""
+    venv = layout.venv
+    current = current_generation(layout)
+    if venv.is_symlink() and current is None:
+        raise InstallError(
+            f"{venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
+        )
+    plain = venv.exists() and current is None
+    return next_generation(layout) + (1 if plain else 0)
+
+
+@contextlib.contextmanager
+def locked_state(layout: VenvLayout) -> Iterator[None]:
+    """One install/rollback per venv at a time, across processes.
+
+    The lock is an flock on the state folder itself, so no lock file is left
+    behind; a folder this call made and that is still empty at the end (a first
+    install that failed, a refused rollback) is removed again."""
+    made = not layout.state_dir.exists()
+    layout.state_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(layout.state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:  # removed by a run that just ended on it
+        raise InstallError(f"{layout.venv}: another stacklock install ran on it "
+                           "just now", hint="run the command again") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise InstallError(
+                f"{layout.venv}: another stacklock install is running on it",
+                hint="wait for it to finish",
+            ) from exc
+        try:
+            yield
+        finally:
+            if made:
+                with contextlib.suppress(OSError):  # not empty: something was made
+                    layout.state_dir.rmdir()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def recover(layout: VenvLayout) -> list[str]:
+    """Finish or undo what an interrupted run left; returns what it did."""
+    done: list[str] = []
+    if layout.journal.is_file():
+        import json
+
+        entry = json.loads(layout.journal.read_text("utf-8"))
+        moved = Path(entry["moved_to"])
+        if not os.path.lexists(layout.venv) and moved.is_dir():
+            os.rename(moved, layout.venv)
+            done.append(f"restored {layout.venv} from an interrupted swap")
+        layout.journal.unlink()
+    current = current_generation(layout)
+    for n in _generations(layout):
+        if n != current and not _complete(layout, n):
+            shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+            done.append(f"removed unfinished generation {n}")
+    if layout.state_dir.is_dir():
+        for work in layout.state_dir.glob("work-*"):
+            shutil.rmtree(work, ignore_errors=True)
+    return done
+
+
+def discard_generation(layout: VenvLayout, n: int) -> None:
+    """Remove a built generation that will not be used (a later step failed)."""
+    shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+    (layout.state_dir / f"{n}.ok").unlink(missing_ok=True)
+    (layout.state_dir / f"pylock.generation-{n}.toml").unlink(missing_ok=True)
+
+
+def _point(layout: VenvLayout, n: int) -> None:
+    """Atomically make ``<venv>`` a relative symlink to generation ``n``."""
+    tmp = layout.venv.parent / f".{layout.venv.name}.link-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(Path(layout.state_dir.name) / str(n))
+    os.replace(tmp, layout.venv)
+
+
+def swap_in(layout: VenvLayout, n: int) -> int | None:
+    """Make generation ``n`` current; returns the generation it replaced.
+
+    A plain venv directory at ``<venv>`` is adopted as generation ``n - 1``: it is
+    renamed (journaled, so an interrupt is undone by :func:`recover`), and still
+    works through the symlink because its embedded paths go through ``<venv>``.
+    """
+    venv = layout.venv
+    previous = current_generation(layout)
+    if venv.is_symlink() and previous is None:
+        raise InstallError(
+            f"{venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
+        )
+    if os.path.lexists(venv) and not venv.is_symlink():
+        import json
+
+        from stacklock._fs import atomic_write_text
+
+        adopted = n - 1
+        dest = layout.generation_dir(adopted)
+        if os.path.lexists(dest):
+            raise InstallError(f"{dest} exists; cannot adopt {venv}")
+        atomic_write_text(layout.journal, json.dumps({"moved_to": str(dest)}) + "\n")
+        os.rename(venv, dest)
+        atomic_write_text(layout.state_dir / f"{adopted}.ok", '{"adopted": true}\n')
+        _point(layout, n)
+        layout.journal.unlink()
+        return adopted
+    _point(layout, n)
+    return previous
+
+
+def rollback(layout: VenvLayout) -> tuple[int, int]:
+    """Point ``<venv>`` back at the generation the current one replaced (recorded
+    in its ``.ok``), else the newest complete one before it."""
+    current = current_generation(layout)
+    if current is None:
+        raise InstallError(
+            f"{layout.venv} is not managed by stacklock install",
+            hint="only an environment stacklock installed can be rolled back",
+        )
+    import json
+
+    try:
+        record = json.loads((layout.state_dir / f"{current}.ok").read_text("utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    previous = record.get("replaces")
+    if not (isinstance(previous, int) and _complete(layout, previous)):
+        older = [
+            g for g in _generations(layout) if g < current and _complete(layout, g)
+        ]
+        if not older:
+            raise InstallError(
+                f"{layout.venv}: no environment before generation {current} to restore"
+            )
+        previous = older[-1]
+    _point(layout, previous)
+    return current, previous

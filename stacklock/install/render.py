@@ -1,0 +1,61 @@
+"""What ``stacklock install`` prints: the plan and what was done, a rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stacklock.install.run import InstallResult, RollbackResult
+
+__all__ = ["render_install", "render_rollback"]
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "size unknown"
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
+
+def render_install(result: InstallResult) -> str:
+    plan = result.plan
+    verb = "would install" if result.dry_run else "installed"
+    lines = [f"{verb} {plan.lock_path} into {plan.venv} (generation {plan.generation})"]
+    if plan.replaces:
+        lines.append(f"  replaces {plan.replaces}; snapshot -> {plan.snapshot_path}")
+    lines.append(f"  python {plan.python}")
+    lines.append(f"downloads ({_size(plan.download_bytes)} not cached):")
+    for d in plan.downloads:
+        state = "cached" if d.cached else d.url
+        lines.append(f"  {d.kind:7} {d.filename}  {_size(d.size)}  {state}")
+    lines.append("commands:")
+    lines += ["  " + " ".join(c) for c in plan.commands]
+    if plan.runfile_command:
+        lines.append("  " + " ".join(plan.runfile_command))
+    if plan.toolkit_prefix and plan.toolkit:
+        lines.append(f"toolkit CUDA {plan.toolkit.version} -> {plan.toolkit_prefix}")
+    lines.append(f"activate: source {plan.venv / plan.activation_path.name}")
+    if plan.link_cuda:
+        lines.append(f"relink {plan.link_cuda} -> {plan.toolkit_prefix}")
+    lines += [f"log {k}: {v}" for k, v in sorted(result.logs.items())]
+    if result.validation is not None:
+        checks = result.validation.all_checks
+        failed = [c.name for c in checks if c.status == "fail"]
+        verdict = "FAILED: " + ", ".join(failed) if failed else "ok"
+        from stacklock.validate.report import count_statuses
+
+        lines.append(f"validate: {verdict}: {count_statuses(checks)}")
+        lines += [f"  skipped {c.name}: {c.reason}" for c in checks
+                  if c.status == "skip"]
+        if result.validation.files:
+            report = Path(result.validation.files[0]).parent
+            lines.append(f"  report: {report}")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def render_rollback(result: RollbackResult) -> str:
+    return (
+        f"{result.venv}: generation {result.from_generation} -> "
+        f"{result.to_generation} (run install --rollback again to go further back)"
+    )

@@ -1,0 +1,337 @@
+"""``stacklock install``: put a lock on this machine, safely.
+
+The steps, in order, so that any failure (or a kill) before the last one leaves the
+machine as it was:
+
+1. **read** the lock once (:mod:`~stacklock.install.read`);
+2. **plan** and **preflight**: ask the interpreter, decide every download and
+   command, check target, driver, disk and access (:mod:`~stacklock.install.plan`,
+   :mod:`~stacklock.install.preflight`); a dry run stops here;
+3. snapshot the current venv, **fetch** what only stacklock fetches (the
+   runfile, sdists) into the store (:mod:`~stacklock.install.fetch`); uv
+   downloads the wheels itself, hash-checked;
+4. **build** the new venv generation beside the old one
+   (:mod:`~stacklock.install.venv`), run the runfile into a new prefix
+   (**toolkit**, :mod:`~stacklock.install.toolkit`);
+5. **activate**: the activation file, swap the venv symlink (atomic),
+   ``/usr/local/cuda`` only if asked;
+6. **validate** the installed stack against the same lock (:mod:`stacklock.validate`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stacklock._fs import cache_dir, check_writable
+from stacklock.errors import InstallError, StacklockError
+from stacklock.install.early import find_base_python, log_namer
+from stacklock.install.fetch import fetch_artifacts
+from stacklock.install.interpreter import probe_interpreter, remember_interpreter
+from stacklock.install.layout import (
+    VenvLayout,
+    current_generation,
+    discard_generation,
+    locked_state,
+    new_generation,
+    recover,
+    rollback,
+    swap_in,
+)
+from stacklock.install.plan import InstallPlan, Interpreter, make_plan
+from stacklock.install.preflight import INSTALLER_LOG, run_preflight, toolkit_installed
+from stacklock.install.read import python_request, read_installable
+from stacklock.install.toolkit import (
+    SYSTEM_INSTALLER_LOG,
+    install_toolkit,
+    link_cuda,
+    pypi_toolkit_home,
+    write_activation,
+)
+from stacklock.install.venv import build_generation
+from stacklock.lock import wheel_sha256
+from stacklock.runner import Runner, SubprocessRunner, find_uv
+from stacklock.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import httpx
+
+    from stacklock.install.early import HeadStart
+    from stacklock.lock import Lock
+    from stacklock.validate import ValidateResult
+
+__all__ = [
+    "DEFAULT_CUDA_LINK",
+    "InstallResult",
+    "RollbackResult",
+    "install_lock",
+    "rollback_install",
+]
+
+DEFAULT_CUDA_LINK = Path("/usr/local/cuda")
+
+
+@dataclass(frozen=True, kw_only=True)
+class InstallResult:
+    plan: InstallPlan
+    dry_run: bool
+    replaced_generation: int | None = None
+    snapshot: Path | None = None
+    logs: dict[str, Path] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    validation: ValidateResult | None = None
+    validate_error: str | None = None  # validation was asked for and could not run
+
+    @property
+    def ok(self) -> bool:
+        """Installed, and validated where validation was asked for."""
+        if self.validate_error is not None:
+            return False
+        return self.validation is None or self.validation.ok
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "dry_run": self.dry_run,
+            "plan": self.plan.to_dict(),
+            "replaced_generation": self.replaced_generation,
+            "snapshot": str(self.snapshot) if self.snapshot else None,
+            "logs": {k: str(v) for k, v in sorted(self.logs.items())},
+            "notes": list(self.notes),
+            "validation": self.validation.to_dict() if self.validation else None,
+            "validate_error": self.validate_error,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class RollbackResult:
+    venv: Path
+    from_generation: int
+    to_generation: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "venv": str(self.venv),
+            "from_generation": self.from_generation,
+            "to_generation": self.to_generation,
+        }
+
+
+def _plan(
+    lock: Lock,
+    interp: Interpreter,
+    *,
+    venv: Path,
+    uv: str,
+    store: ArtifactStore,
+    toolkit_prefix: Path | None,
+    no_toolkit: bool,
+    link_cuda_at: Path | None,
+    generation: int | None,
+) -> tuple[InstallPlan, Path | None]:
+    """The plan, and the prefix that already holds the lock's toolkit, if any;
+    ``generation`` is the number a head start already builds."""
+    layout = VenvLayout(venv=venv)
+    current = current_generation(layout)
+    exists = venv.exists()  # a dangling symlink holds nothing to keep
+    plain = exists and current is None
+    if generation is None:
+        generation = new_generation(layout)
+    toolkit = lock.cuda
+    prefix = toolkit_prefix or (
+        Path(toolkit.prefix) if toolkit and toolkit.prefix else None
+    )
+    present = bool(prefix and toolkit and toolkit_installed(prefix, toolkit.version))
+    cached = {
+        sha: hit
+        for p in lock.packages
+        for w in p.files
+        if (sha := wheel_sha256(w)) and (hit := store.path_for(sha)) is not None
+    }
+    plan = make_plan(
+        lock,
+        venv=venv,
+        interpreter=interp,
+        uv=uv,
+        generation=generation,
+        replaces=venv.resolve() if exists else None,
+        replaced_generation=generation - 1 if plain else current,
+        cached=cached,
+        toolkit_prefix=toolkit_prefix,
+        install_toolkit=not no_toolkit,
+        toolkit_present=present,
+        link_cuda=link_cuda_at,
+        runfile_cached=bool(toolkit and toolkit.sha256 and store.has(toolkit.sha256)),
+    )
+    return plan, prefix if present else None
+
+
+def _build(
+    lock: Lock,
+    plan: InstallPlan,
+    runfile: Path | None,
+    *,
+    runner: Runner,
+    logs: dict[str, Path],
+    log_for: Callable[[str], Path],
+    installer_log: Path,
+    system_installer_log: Path,
+    cuda_link: Path,
+    notes: list[str],
+    head: HeadStart | None,
+) -> None:
+    """The new generation and the toolkit; on any failure both are removed."""
+    layout = VenvLayout(venv=plan.venv)
+    try:
+        build_generation(plan, lock, runner=runner, logs=logs, log_for=log_for,
+                         head=head)
+        if runfile is not None:
+            logs["runfile"] = log_for("runfile")
+            logs.update(
+                install_toolkit(
+                    plan,
+                    runfile,
+                    runner=runner,
+                    log=logs["runfile"],
+                    installer_log=installer_log,
+                    system_log=system_installer_log,
+                    cuda_link=cuda_link,
+                    notes=notes,
+                )
+            )
+    except BaseException:
+        discard_generation(layout, plan.generation)
+        shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
+        raise
+
+
+def _activate(plan: InstallPlan) -> int | None:
+    """Activation file, then the atomic swap; returns the replaced generation."""
+    home = plan.toolkit_prefix
+    if home is None and plan.toolkit is not None and plan.toolkit.source == "pypi":
+        home = pypi_toolkit_home(plan.generation_dir, plan.toolkit.version)
+    write_activation(plan.activation_path, venv=plan.venv, prefix=home)
+    replaced = swap_in(VenvLayout(venv=plan.venv), plan.generation)
+    shutil.rmtree(plan.uv_lock_path.parent, ignore_errors=True)
+    if plan.link_cuda is not None and plan.toolkit_prefix is not None:
+        link_cuda(plan.link_cuda, plan.toolkit_prefix)
+    return replaced
+
+
+def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
+              allow_no_gpu: bool, report_dir: Path | None
+              ) -> ValidateResult | str:
+    from stacklock.validate import validate_install  # only a validating run pays
+
+    folder = report_dir or VenvLayout(venv=venv).state_dir / "validate"
+    try:
+        return validate_install(lock, venv, toolkit_prefix=toolkit_prefix,
+                                allow_no_gpu=allow_no_gpu, report_dir=folder)
+    except StacklockError as exc:  # installed fine; validation could not run
+        return f"validate could not run: {exc}"
+
+
+def install_lock(
+    lock_path: Path,
+    *,
+    venv: Path = Path(".venv"),
+    python: str | None = None,
+    toolkit_prefix: Path | None = None,
+    no_toolkit: bool = False,
+    dry_run: bool = False,
+    allow_no_gpu: bool = False,
+    link_cuda_at: Path | None = None,
+    validate: bool = True,
+    report_dir: Path | None = None,
+    runner: Runner | None = None,
+    http: httpx.Client | None = None,
+    cache: Path | None = None,
+    installer_log: Path = INSTALLER_LOG,
+    system_installer_log: Path = SYSTEM_INSTALLER_LOG,
+    on_download: Callable[[str, int, int | None], None] | None = None,
+    prefetch: bool = False,
+    cuda_link: Path = DEFAULT_CUDA_LINK,
+    head: HeadStart | None = None,
+) -> InstallResult:
+    """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
+
+    ``cuda_link`` (``/usr/local/cuda``) is left as it was by the runfile; only
+    ``link_cuda_at`` (``--link-cuda``) moves it, once the install succeeded.
+
+    ``on_download(filename, done, total)`` reports download progress.
+    uv downloads the wheels (in parallel, each checked against the locked sha256
+    with ``--require-hashes``) into its own cache, the one copy kept; wheels
+    already in the artifact store (a pack) are installed from there.
+    ``prefetch`` downloads every wheel into the store first instead.
+    ``report_dir`` is where the closing validation writes its report; default
+    ``<venv>.stacklock/validate/``, never the working directory.
+    ``head`` is uv already building the next generation
+    (:mod:`~stacklock.install.early`), started under the venv's install lock:
+    install adopts it when the plan runs exactly its commands, else stops it.
+    """
+    if report_dir is not None:  # a bad --report fails now, not after the install
+        check_writable(report_dir / "report.json", example="report.json")
+    runner = runner or SubprocessRunner()
+    cache = cache or cache_dir()
+    venv = Path(os.path.abspath(venv))
+    if os.path.lexists(venv) and not venv.is_dir():  # never adopt or replace it
+        raise InstallError(f"{venv} is a file, not a venv",
+                           hint="pass --venv a new path or an existing venv")
+    lock = read_installable(Path(lock_path))
+    uv = find_uv()
+    if python is None:
+        python = (head.python if head is not None else
+                  find_base_python(python_request(lock), uv=uv, runner=runner))
+    interp = probe_interpreter(python, runner=runner, cache=cache)
+    store = ArtifactStore(cache / "artifacts")
+    plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
+                          toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
+                          link_cuda_at=link_cuda_at,
+                          generation=head.generation if head else None)
+    notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
+                          installer_log=installer_log)
+    if present is not None and lock.cuda is not None:
+        notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
+    if dry_run:
+        return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
+    remember_interpreter(interp, cache)
+    logs: dict[str, Path] = {}
+    layout = VenvLayout(venv=venv)
+    with nullcontext() if head is not None else locked_state(layout):
+        notes += head.notes if head is not None else recover(layout)
+        snapshot = None
+        if plan.snapshot_path is not None:
+            from stacklock.snapshot import write_snapshot
+
+            snapshot = write_snapshot(venv, plan.snapshot_path)
+        plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
+                                        on_download=on_download, prefetch=prefetch)
+        _build(lock, plan, runfile, runner=runner, logs=logs,
+               log_for=log_namer(cache), installer_log=installer_log,
+               system_installer_log=system_installer_log,
+               cuda_link=link_cuda_at or cuda_link, notes=notes, head=head)
+        replaced = _activate(plan)
+    validation = (_validate(lock, venv, toolkit_prefix=toolkit_prefix,
+                            allow_no_gpu=allow_no_gpu, report_dir=report_dir)
+                  if validate else None)
+    error = validation if isinstance(validation, str) else None
+    if isinstance(validation, str):
+        notes.append(validation)
+        validation = None
+    return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
+                         snapshot=snapshot, logs=logs, notes=tuple(notes),
+                         validation=validation, validate_error=error)
+
+
+def rollback_install(venv: Path = Path(".venv")) -> RollbackResult:
+    """``stacklock install --rollback``: the previous generation becomes current."""
+    layout = VenvLayout(venv=Path(os.path.abspath(venv)))
+    with locked_state(layout):
+        recover(layout)
+        old, new = rollback(layout)
+    return RollbackResult(venv=layout.venv, from_generation=old, to_generation=new)
