@@ -18,7 +18,10 @@ TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from contextlib import AbstractContextManager
     from types import ModuleType
+
+    from stacklock.install.early import HeadStart
 
 __all__ = ["main"]
 
@@ -34,11 +37,14 @@ def _verb(path: str) -> Callable[..., int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from stacklock.cli.parser import build_parser
-
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _verb(args.verb)(args)
+        with _head_start(argv) as head:
+            from stacklock.cli.parser import build_parser
+
+            args = build_parser(argv).parse_args(argv)
+            args.head = head  # only install's, started before argparse loaded
+            return _verb(args.verb)(args)
     except StacklockError as exc:
         print(f"stacklock: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -50,3 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def _head_start(argv: list[str]) -> AbstractContextManager[HeadStart | None]:
+    """uv's head start when the line is ``stacklock install ...``
+    (:mod:`stacklock.install.early`), else nothing."""
+    if argv[:1] == ["install"] and not {"-h", "--help"} & set(argv):
+        from stacklock.cli.install import head_start_for
+
+        return head_start_for(argv[1:])
+    from contextlib import nullcontext
+
+    return nullcontext(None)

@@ -12,6 +12,7 @@ from stacklock import __version__
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import NoReturn
 
 
@@ -29,7 +30,10 @@ if TYPE_CHECKING:
 __all__ = ["build_parser"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given the command line it will parse, only its verb's
+    arguments are declared (a command runs sooner: declaring every verb's costs
+    about as long as loading argparse). ``--help`` and a mistyped verb get all."""
     parser = _Parser(
         prog="stacklock",
         description="Lock, install, validate and diff GPU software stacks.",
@@ -38,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"stacklock {__version__}"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_profiles, _add_links, _add_resolve, _add_check, _add_cuda,
-                _add_install, _add_pack, _add_snapshot, _add_diff, _add_validate,
-                _add_fleet):
+    verb = next((a for a in argv or () if not a.startswith("-")), None)
+    adders = _VERBS.values() if verb not in _VERBS else (_VERBS[verb],)
+    for add in adders:
         add(sub)
     return parser
 
@@ -229,3 +233,11 @@ def _add_fleet(sub: _Sub) -> None:
     p.add_argument("dir", metavar="DIR", help="the --report DIR of fleet install")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="fleet:fleet_report")
+
+
+_VERBS = {
+    "profiles": _add_profiles, "links": _add_links, "resolve": _add_resolve,
+    "check": _add_check, "cuda": _add_cuda, "install": _add_install,
+    "pack": _add_pack, "snapshot": _add_snapshot, "diff": _add_diff,
+    "validate": _add_validate, "fleet": _add_fleet,
+}

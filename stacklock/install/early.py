@@ -48,6 +48,7 @@ TYPE_CHECKING = False  # not typing's: see the module doc
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
 
+    from stacklock.install.plan import InstallPlan
     from stacklock.runner import Runner
 
 __all__ = [
@@ -109,14 +110,16 @@ class HeadStart:
     makes one and stops it unless install adopted it with :meth:`wait`.
     """
 
-    def __init__(self, *, layout: VenvLayout, generation: int, python: str,
-                 commands: tuple[tuple[str, ...], ...], logs: dict[str, Path],
-                 notes: list[str]) -> None:
+    def __init__(self, *, lock_path: Path, layout: VenvLayout, generation: int,
+                 python: str, commands: tuple[tuple[str, ...], ...],
+                 log_for: Callable[[str], Path], notes: list[str]) -> None:
+        self.lock_path = Path(os.path.abspath(lock_path))  # what uv's copy is of
         self.layout = layout
         self.generation = generation
         self.python = python
         self.commands = commands
-        self.logs = logs
+        self.log_for = log_for  # the whole install's logs share its names
+        self.logs = {step: log_for(step) for step in STEPS}
         self.notes = notes  # what recovering the venv's folder did
         self.adopted = False
         self._guard = threading.Lock()
@@ -167,9 +170,11 @@ class HeadStart:
             if rc != 0:
                 return
 
-    def fits(self, commands: Sequence[Sequence[str]]) -> bool:
-        """Are ``commands`` exactly what this head start runs?"""
-        return tuple(tuple(c) for c in commands) == self.commands
+    def fits(self, plan: InstallPlan) -> bool:
+        """Does ``plan`` run exactly what this head start runs, on a copy of the
+        same lock file?"""
+        return (plan.commands == self.commands
+                and Path(os.path.abspath(plan.lock_path)) == self.lock_path)
 
     def wait(self) -> list[tuple[str, int]]:
         """Adopt the run: wait for it to end; ``(step, exit code)`` of each step
@@ -255,10 +260,10 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         shutil.copyfile(lock_path, uv_lock)
         log_for = log_namer(cache)
         head = HeadStart(
-            layout=layout, generation=generation, python=python,
+            lock_path=lock_path, layout=layout, generation=generation, python=python,
             commands=uv_commands(uv, python, layout.generation_dir(generation),
                                  uv_lock, NO_BUILD),
-            logs={step: log_for(step) for step in STEPS}, notes=notes)
+            log_for=log_for, notes=notes)
         head.start()
         try:
             yield head

@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from stacklock.install.toolkit import fetch_runfile
-from stacklock.lock import wheel_sha256
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,6 +52,8 @@ def _prefetch_wheels(
 ) -> InstallPlan:
     """Fetch the plan's sdists (every wheel too, with ``prefetch``) into the
     store; uv then reads them by ``path``."""
+    from stacklock.lock import wheel_sha256
+
     urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.files if w.url}
     local = dict(plan.local_wheels)
     for item in _store_items(plan, prefetch=prefetch):

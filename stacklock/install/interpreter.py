@@ -18,7 +18,6 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import InstallError
 from stacklock.install.early import find_base_python
 from stacklock.install.plan import Interpreter
-from stacklock.target import PLATFORMS, Target
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,7 +26,12 @@ if TYPE_CHECKING:
 
     from stacklock.runner import Runner
 
-__all__ = ["find_base_python", "probe_interpreter", "remember_interpreter"]
+__all__ = [
+    "find_base_python",
+    "interpreter_key",
+    "probe_interpreter",
+    "remember_interpreter",
+]
 
 _PROBE = r"""
 import json, os, platform, sys
@@ -53,6 +57,13 @@ def _probe_entry(python: str, cache: Path) -> Path | None:
     interpreter (path, inode, size, mtime) and the kernel (``platform_release``),
     the only things it depends on; None if it cannot be stat'ed (the probe then
     reports the problem)."""
+    key = interpreter_key(python)
+    return cache / "interpreters" / f"{key}.json" if key is not None else None
+
+
+def interpreter_key(python: str) -> str | None:
+    """A hex key that changes whenever the probe's answer could: the binary
+    (path, inode, size, mtime) and the kernel; None if it cannot be stat'ed."""
     try:
         real = os.path.realpath(python)
         st = os.stat(real)
@@ -61,8 +72,7 @@ def _probe_entry(python: str, cache: Path) -> Path | None:
     uname = os.uname()
     parts = (_PROBE, real, st.st_ino, st.st_size, st.st_mtime_ns,
              uname.release, uname.version, uname.machine)
-    key = hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()
-    return cache / "interpreters" / f"{key}.json"
+    return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()
 
 
 def _run_probe(python: str, runner: Runner, cache: Path | None) -> dict[str, Any]:
@@ -109,6 +119,8 @@ def probe_interpreter(
     if text.startswith("glibc "):
         major, minor = text.split()[1].split(".")[:2]
         glibc = (int(major), int(minor))
+    from stacklock.target import PLATFORMS, Target
+
     machine = env["platform_machine"]
     platform = f"linux_{machine}"
     tags: tuple[Tag, ...] = ()

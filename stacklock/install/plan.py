@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from stacklock.errors import LockError
 from stacklock.install.early import UV_LOCK_NAME, uv_commands
 from stacklock.install.layout import VenvLayout
-from stacklock.lock import wheel_sha256, wheel_tags
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -27,10 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER_FLAGS",
+    "Choices",
     "Download",
     "InstallPlan",
     "Interpreter",
     "applicable",
+    "assemble",
     "best_wheel",
     "make_plan",
     "toolkit_args",
@@ -147,6 +148,8 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
     sdist of a package locked as one (uv builds it)."""
     if pkg.sdist is not None:
         return pkg.sdist
+    from stacklock.lock import wheel_tags
+
     rank = _rank(tags)
     scored = [
         (min(ranks), w.filename, i)
@@ -198,6 +201,8 @@ def _wheel_downloads(
     cached: Mapping[str, Path],
 ) -> tuple[list[Download], dict[str, str]]:
     """The wheel each package installs from, and those already in the store."""
+    from stacklock.lock import wheel_sha256
+
     downloads = []
     local: dict[str, str] = {}
     for pkg in packages:
@@ -259,6 +264,61 @@ def _toolkit_plan(
     return _ToolkitPlan(prefix=prefix, command=command, download=download)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Choices:
+    """What the lock and the interpreter alone decide: the packages that apply,
+    the file each installs from, uv's build flags. A pure function of the lock's
+    bytes and the interpreter, so :mod:`~stacklock.install.replay` can remember it."""
+
+    packages: tuple[tuple[str, str], ...]
+    downloads: tuple[Download, ...]
+    build: tuple[str, ...]
+
+
+def assemble(
+    choices: Choices,
+    *,
+    lock_path: Path,
+    venv: Path,
+    python: str,
+    uv: str,
+    generation: int,
+    replaces: Path | None,
+    replaced_generation: int | None,
+    local_wheels: Mapping[str, str],
+    toolkit: CudaEntry | None = None,
+    kit: _ToolkitPlan | None = None,
+    link_cuda: Path | None = None,
+) -> InstallPlan:
+    """The plan of ``choices`` installed as generation ``generation`` of ``venv``."""
+    layout = VenvLayout(venv=venv)
+    gen_dir = layout.generation_dir(generation)
+    uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
+    kit = kit or _ToolkitPlan()
+    downloads = choices.downloads + ((kit.download,) if kit.download else ())
+    replaced = replaced_generation if replaces is not None else None
+    return InstallPlan(
+        lock_path=lock_path,
+        venv=venv,
+        generation=generation,
+        generation_dir=gen_dir,
+        replaces=replaces,
+        replaced_generation=replaced,
+        snapshot_path=layout.snapshot_path(replaced) if replaced is not None else None,
+        uv_lock_path=uv_lock,
+        python=python,
+        packages=choices.packages,
+        downloads=downloads,
+        commands=uv_commands(uv, python, gen_dir, uv_lock, choices.build),
+        toolkit=toolkit,
+        toolkit_prefix=kit.prefix,
+        runfile_command=kit.command,
+        activation_path=gen_dir / "stacklock-activate.sh",
+        link_cuda=link_cuda if kit.prefix is not None else None,
+        local_wheels=local_wheels,
+    )
+
+
 def make_plan(
     lock: Lock,
     *,
@@ -278,38 +338,15 @@ def make_plan(
     """The whole install as data. ``cached`` maps sha256 -> a file already here;
     ``replaced_generation`` is the number the current venv has (or gets, when a
     plain venv is adopted), which names its snapshot."""
-    layout = VenvLayout(venv=venv)
-    gen_dir = layout.generation_dir(generation)
-    work = layout.work_dir(generation)
-    uv_lock = work / UV_LOCK_NAME
     packages = applicable(lock, interpreter.marker_env)
     downloads, local = _wheel_downloads(packages, interpreter, cached)
-    commands = uv_commands(uv, interpreter.path, gen_dir, uv_lock,
-                           build_flags(packages))
+    choices = Choices(packages=tuple((p.name, str(p.version)) for p in packages),
+                      downloads=tuple(downloads), build=build_flags(packages))
     toolkit = lock.cuda if install_toolkit and lock.cuda else None
     kit = _toolkit_plan(toolkit, toolkit_prefix=toolkit_prefix,
                         present=toolkit_present, runfile_cached=runfile_cached,
-                        work=work)
-    if kit.download is not None:
-        downloads.append(kit.download)
-    replaced = replaced_generation if replaces is not None else None
-    return InstallPlan(
-        lock_path=Path(lock.path),
-        venv=venv,
-        generation=generation,
-        generation_dir=gen_dir,
-        replaces=replaces,
-        replaced_generation=replaced,
-        snapshot_path=layout.snapshot_path(replaced) if replaced is not None else None,
-        uv_lock_path=uv_lock,
-        python=interpreter.path,
-        packages=tuple((p.name, str(p.version)) for p in packages),
-        downloads=tuple(downloads),
-        commands=commands,
-        toolkit=toolkit,
-        toolkit_prefix=kit.prefix,
-        runfile_command=kit.command,
-        activation_path=gen_dir / "stacklock-activate.sh",
-        link_cuda=link_cuda if kit.prefix is not None else None,
-        local_wheels=local,
-    )
+                        work=VenvLayout(venv=venv).work_dir(generation))
+    return assemble(choices, lock_path=Path(lock.path), venv=venv,
+                    python=interpreter.path, uv=uv, generation=generation,
+                    replaces=replaces, replaced_generation=replaced_generation,
+                    local_wheels=local, toolkit=toolkit, kit=kit, link_cuda=link_cuda)

@@ -14,11 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
-
 from stacklock.errors import CudaError, PreflightError
 from stacklock.install.plan import Interpreter, applicable, best_wheel
-from stacklock.target import PLATFORMS
 
 if TYPE_CHECKING:
 
@@ -28,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INSTALLER_LOG",
     "Problem",
+    "check_places",
     "run_preflight",
     "toolkit_installed",
 ]
@@ -71,6 +69,10 @@ def _writable_base(path: Path) -> Path:
 
 
 def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
+    from packaging.version import InvalidVersion, Version
+
+    from stacklock.target import PLATFORMS
+
     out: list[Problem] = []
     env = dict(interp.marker_env)
     if lock.environments and not any(m.evaluate(env) for m in lock.environments):
@@ -272,10 +274,24 @@ def run_preflight(
     notes: list[str] = []
     problems = _check_target(lock, interp)
     problems += _check_driver(lock, allow_no_gpu, notes)
-    problems += _check_space(plan, cache)
-    problems += _check_access(plan, cache, plan.link_cuda)
-    problems += _check_toolkit(plan, installer_log)
+    problems += _place_problems(plan, cache=cache, installer_log=installer_log)
     if problems:
         raise PreflightError(problems)
     return notes
+
+
+def _place_problems(plan: InstallPlan, *, cache: Path, installer_log: Path
+                    ) -> list[Problem]:
+    return (_check_space(plan, cache) + _check_access(plan, cache, plan.link_cuda)
+            + _check_toolkit(plan, installer_log))
+
+
+def check_places(plan: InstallPlan, *, cache: Path,
+                 installer_log: Path = INSTALLER_LOG) -> None:
+    """The checks that read this machine's disks, not the lock: space, access,
+    the toolkit prefix. All a replayed plan needs (its target and driver checks
+    passed on the same lock and interpreter, and it has no CUDA to check)."""
+    problems = _place_problems(plan, cache=cache, installer_log=installer_log)
+    if problems:
+        raise PreflightError(problems)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacklock.errors import LockError
-from stacklock.lock import load_lock, wheel_sha256
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,6 +23,8 @@ __all__ = ["python_request", "read_installable"]
 def read_installable(path: Path) -> Lock:
     """The lock at ``path``, refused with a one-line error when uv could not
     install it hash-checked."""
+    from stacklock.lock import load_lock, wheel_sha256
+
     lock = load_lock(path)
     for i, pkg in enumerate(lock.packages):
         where = f"{path}: packages[{i}] ({pkg.name})"

@@ -12,22 +12,23 @@ from typing import TYPE_CHECKING
 
 from stacklock._fs import cache_dir, check_writable
 from stacklock.errors import InstallError, StacklockError
-from stacklock.install.early import find_base_python, log_namer
+from stacklock.install.decide import decide
+from stacklock.install.early import log_namer
 from stacklock.install.fetch import fetch_artifacts
-from stacklock.install.interpreter import probe_interpreter, remember_interpreter
+from stacklock.install.interpreter import remember_interpreter
 from stacklock.install.layout import (
     VenvLayout,
-    current_generation,
     discard_generation,
     locked_state,
-    new_generation,
     recover,
     rollback,
     swap_in,
 )
-from stacklock.install.plan import InstallPlan, Interpreter, make_plan
-from stacklock.install.preflight import INSTALLER_LOG, run_preflight, toolkit_installed
-from stacklock.install.read import python_request, read_installable
+from stacklock.install.preflight import (
+    INSTALLER_LOG,
+)
+from stacklock.install.read import read_installable
+from stacklock.install.replay import remember
 from stacklock.install.toolkit import (
     SYSTEM_INSTALLER_LOG,
     install_toolkit,
@@ -36,7 +37,6 @@ from stacklock.install.toolkit import (
     write_activation,
 )
 from stacklock.install.venv import build_generation
-from stacklock.lock import wheel_sha256
 from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.store import ArtifactStore
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.install.early import HeadStart
+    from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock
     from stacklock.validate import ValidateResult
 
@@ -105,57 +106,8 @@ class RollbackResult:
         }
 
 
-def _plan(
-    lock: Lock,
-    interp: Interpreter,
-    *,
-    venv: Path,
-    uv: str,
-    store: ArtifactStore,
-    toolkit_prefix: Path | None,
-    no_toolkit: bool,
-    link_cuda_at: Path | None,
-    generation: int | None,
-) -> tuple[InstallPlan, Path | None]:
-    """The plan, and the prefix that already holds the lock's toolkit, if any;
-    ``generation`` is the number a head start already builds."""
-    layout = VenvLayout(venv=venv)
-    current = current_generation(layout)
-    exists = venv.exists()  # a dangling symlink holds nothing to keep
-    plain = exists and current is None
-    if generation is None:
-        generation = new_generation(layout)
-    toolkit = lock.cuda
-    prefix = toolkit_prefix or (
-        Path(toolkit.prefix) if toolkit and toolkit.prefix else None
-    )
-    present = bool(prefix and toolkit and toolkit_installed(prefix, toolkit.version))
-    cached = {
-        sha: hit
-        for p in lock.packages
-        for w in p.files
-        if (sha := wheel_sha256(w)) and (hit := store.path_for(sha)) is not None
-    }
-    plan = make_plan(
-        lock,
-        venv=venv,
-        interpreter=interp,
-        uv=uv,
-        generation=generation,
-        replaces=venv.resolve() if exists else None,
-        replaced_generation=generation - 1 if plain else current,
-        cached=cached,
-        toolkit_prefix=toolkit_prefix,
-        install_toolkit=not no_toolkit,
-        toolkit_present=present,
-        link_cuda=link_cuda_at,
-        runfile_cached=bool(toolkit and toolkit.sha256 and store.has(toolkit.sha256)),
-    )
-    return plan, prefix if present else None
-
-
 def _build(
-    lock: Lock,
+    lock: Lock | None,
     plan: InstallPlan,
     runfile: Path | None,
     *,
@@ -265,24 +217,24 @@ def install_lock(
     if os.path.lexists(venv) and not venv.is_dir():  # never adopt or replace it
         raise InstallError(f"{venv} is a file, not a venv",
                            hint="pass --venv a new path or an existing venv")
-    lock = read_installable(Path(lock_path))
+    lock_path = Path(lock_path)
     uv = find_uv()
-    if python is None:
-        python = (head.python if head is not None else
-                  find_base_python(python_request(lock), uv=uv, runner=runner))
-    interp = probe_interpreter(python, runner=runner, cache=cache)
     store = ArtifactStore(cache / "artifacts")
-    plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
-                          toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
-                          link_cuda_at=link_cuda_at,
-                          generation=head.generation if head else None)
-    notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
-                          installer_log=installer_log)
-    if present is not None and lock.cuda is not None:
-        notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
+    decided = decide(
+        lock_path, python or (head.python if head is not None else None),
+        venv=venv, uv=uv, store=store, cache=cache, runner=runner,
+        toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
+        link_cuda_at=link_cuda_at, allow_no_gpu=allow_no_gpu,
+        installer_log=installer_log,
+        generation=head.generation if head is not None else None,
+        replay=not prefetch)
+    plan, lock, notes = decided.plan, decided.lock, list(decided.notes)
     if dry_run:
         return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
-    remember_interpreter(interp, cache)
+    if decided.interp is not None:  # the install goes ahead: remember for next time
+        remember_interpreter(decided.interp, cache)
+    if lock is not None and decided.key is not None:
+        remember(decided.key, plan, lock, cache=cache)
     logs: dict[str, Path] = {}
     layout = VenvLayout(venv=venv)
     with nullcontext() if head is not None else locked_state(layout):
@@ -292,14 +244,19 @@ def install_lock(
             from stacklock.snapshot import write_snapshot
 
             snapshot = write_snapshot(venv, plan.snapshot_path)
-        plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
-                                        on_download=on_download, prefetch=prefetch)
+        runfile = None
+        if lock is not None:  # a replayed plan has nothing only stacklock fetches
+            plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
+                                            on_download=on_download,
+                                            prefetch=prefetch)
         _build(lock, plan, runfile, runner=runner, logs=logs,
-               log_for=log_namer(cache), installer_log=installer_log,
+               log_for=head.log_for if head else log_namer(cache),
+               installer_log=installer_log,
                system_installer_log=system_installer_log,
                cuda_link=link_cuda_at or cuda_link, notes=notes, head=head)
         replaced = _activate(plan)
-    validation = (_validate(lock, venv, toolkit_prefix=toolkit_prefix,
+    validation = (_validate(lock or read_installable(lock_path), venv,
+                            toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)
                   if validate else None)
     error = validation if isinstance(validation, str) else None

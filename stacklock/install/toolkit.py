@@ -16,8 +16,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
-
 from stacklock._fs import atomic_write_text
 from stacklock.errors import InstallError
 from stacklock.install.cuda_link import (
@@ -167,6 +165,8 @@ def pypi_toolkit_home(venv: Path, version: str) -> Path | None:
     wheels' RECORD puts ``bin/nvcc`` in (``site-packages/nvidia/cu13`` for the
     CUDA 13 wheels), which JIT compilers need; None without such wheels."""
     # the CUDA package (catalog, driver, wheels): only a pypi toolkit's install
+    from packaging.version import InvalidVersion, Version
+
     from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
 
     try:

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, TypeVar
 from stacklock._fs import atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
-from stacklock.lock import wheel_sha256
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -40,6 +39,8 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     artifact store linked under its real filename (uv reads the tags from it)."""
     if wheel.path and not Path(wheel.path).is_absolute():
         wheel = replace(wheel, path=str(plan.lock_path.parent.resolve() / wheel.path))
+    from stacklock.lock import wheel_sha256
+
     stored = plan.local_wheels.get(wheel_sha256(wheel) or "")
     if stored is None:
         return wheel
@@ -49,9 +50,14 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     return replace(wheel, name=wheel.filename, url=None, path=str(link))
 
 
-def _rewrites(plan: InstallPlan, lock: Lock) -> bool:
+def _rewrites(plan: InstallPlan, lock: Lock | None) -> bool:
     """Some file of the lock must point elsewhere for uv: a relative ``path``,
-    or a file in the artifact store."""
+    or a file in the artifact store. A replayed plan (no lock loaded) never
+    does: :mod:`~stacklock.install.replay` remembers no such plan."""
+    if lock is None:
+        return False
+    from stacklock.lock import wheel_sha256
+
     return any(
         (f.path and not Path(f.path).is_absolute())
         or wheel_sha256(f) in plan.local_wheels
@@ -59,7 +65,7 @@ def _rewrites(plan: InstallPlan, lock: Lock) -> bool:
     )
 
 
-def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
+def _write_uv_lock(plan: InstallPlan, lock: Lock | None) -> None:
     """The lock uv installs from: a copy whose cached wheels (and sdists) use
     ``path``, so uv reads them from disk and still checks every sha256. A lock
     with nothing to rewrite is copied byte for byte (re-rendering 200 packages
@@ -68,6 +74,7 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock) -> None:
         plan.uv_lock_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(plan.lock_path, plan.uv_lock_path)
         return
+    assert lock is not None  # _rewrites said so
     wheel_dir = plan.uv_lock_path.parent / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
 
@@ -120,7 +127,7 @@ def _failed(plan: InstallPlan, step: str, rc: int, log: Path) -> StacklockError:
 
 def _uv_steps(
     plan: InstallPlan,
-    lock: Lock,
+    lock: Lock | None,
     *,
     runner: Runner,
     logs: dict[str, Path],
@@ -130,7 +137,7 @@ def _uv_steps(
 ) -> list[tuple[str, int]]:
     """Run the plan's uv commands, or adopt the head start's run of exactly
     them; ``(step, exit code)`` up to the first failure."""
-    if head is not None and head.fits(plan.commands) and not _rewrites(plan, lock):
+    if head is not None and head.fits(plan) and not _rewrites(plan, lock):
         logs.update(head.logs)
         return head.wait()
     if head is not None:
@@ -147,7 +154,7 @@ def _uv_steps(
 
 def build_generation(
     plan: InstallPlan,
-    lock: Lock,
+    lock: Lock | None,
     *,
     runner: Runner,
     logs: dict[str, Path],
@@ -156,7 +163,8 @@ def build_generation(
     head: HeadStart | None = None,
 ) -> None:
     """``uv venv`` + ``uv pip sync`` into the new generation (or the same two
-    already started by ``head``); mark it complete."""
+    already started by ``head``); mark it complete. ``lock`` is None for a
+    replayed plan."""
     for step, rc in _uv_steps(plan, lock, runner=runner, logs=logs,
                               log_for=log_for, env=env, head=head):
         if rc != 0:
