@@ -22,6 +22,7 @@ from stacklock.index import client as client_module
 from stacklock.index.evaluate import LinkEvaluator
 from stacklock.index.finder import Finder
 from stacklock.index.json_scan import MIN_SCAN, ScannedFiles, scan_files
+from stacklock.index.links import parse_filename
 from stacklock.index.pages import (
     _json_row,
     parse_html_page,
@@ -81,6 +82,24 @@ def test_prefilter_never_drops_a_wheel_packaging_accepts(target):
             kept += 1
     dropped = sum(not evaluator.could_fit(n) for n in names)
     assert kept > 0 and dropped > len(names) // 2  # it does filter, and safely
+
+
+def test_wheel_names_parse_as_packaging_parses_them():
+    """parse_filename reads a wheel's tag part once per spelling; what it gives
+    (and the message of what it refuses) is packaging's, on every recorded name
+    and on names each part of which packaging refuses."""
+    odd = ["pkg-1.0-py3-none-.whl", "pkg-1.0-3py-none-any.whl", "pkg-1.0-x-py3-none-"
+           "any.whl", "Pkg__x-1.0-py3-none-any.whl", "pkg-1.0-py3.py2-none-any.whl",
+           "pkg-1.0.0-1a-cp312-cp312-manylinux_2_28_x86_64.whl", "pkg-1.0-py3-none.whl",
+           "pkg-one-py3-none-any.whl", "pkg-1.0-py3--any.whl", "PKG-1.0-PY3-NONE-ANY.whl"]
+    names = [n for n in _all_filenames() if n.endswith(".whl")] + odd
+    for name in names:
+        try:
+            expected: object = parse_wheel_filename(name)
+        except InvalidWheelFilename as exc:
+            expected = f"wheel name packaging cannot parse: {exc}"
+        assert parse_filename(name) == expected, name
+    assert sum(isinstance(parse_filename(n), str) for n in odd) >= 6
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")

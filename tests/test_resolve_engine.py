@@ -3,7 +3,8 @@
 A small index with a conflict that forces backtracking is resolved twice with
 the same provider, by resolvelib's own ``Resolver`` (the oracle) and by
 ``PinMemoResolver``: the pins, the graph and the order of pinning are the same,
-and the memo asks the provider fewer questions.
+and the memo asks the provider fewer questions (pin checks, and preferences
+of a provider whose preference reads only the requirements).
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ class _Candidate:
 
 
 class _Provider(AbstractProvider):  # type: ignore[type-arg]
+    # its preference reads the identifier only
+    preference_reads_only_requirements = True
+
     def __init__(self) -> None:
         self.asked = 0
+        self.preferences = 0
 
     def identify(self, requirement_or_candidate: Any) -> str:
         return str(requirement_or_candidate.name)
 
     def get_preference(self, identifier: str, *args: Any, **kwargs: Any) -> Any:
+        self.preferences += 1
         return identifier
 
     def find_matches(self, identifier: str, requirements: Any,
@@ -72,19 +78,21 @@ class _Pins(BaseReporter):  # type: ignore[type-arg]
 
 
 def _resolve(kind: type[Resolver]) -> tuple[dict[str, str], list[Any], list[str],
-                                            int]:
+                                            int, int]:
     provider, reporter = _Provider(), _Pins()
     result = kind(provider, reporter).resolve([Requirement("app")], max_rounds=200)
     pins = {k: str(v.version) for k, v in result.mapping.items()}
     edges = sorted((str(a), str(b)) for a in result.graph
                    for b in result.graph.iter_children(a))
-    return pins, edges, reporter.pinned, provider.asked
+    return pins, edges, reporter.pinned, provider.asked, provider.preferences
 
 
 def test_memo_resolves_as_resolvelib_and_asks_less() -> None:
-    pins, edges, order, asked = _resolve(Resolver)
-    memo_pins, memo_edges, memo_order, memo_asked = _resolve(PinMemoResolver)
+    pins, edges, order, asked, preferred = _resolve(Resolver)
+    memo_pins, memo_edges, memo_order, memo_asked, memo_preferred = _resolve(
+        PinMemoResolver)
     assert (memo_pins, memo_edges, memo_order) == (pins, edges, order)
     assert pins["app"] == "1.0"  # app 2.0 cannot be had: the backtracking ran
     assert len(order) > len(pins)  # some pins were tried and given up
     assert memo_asked < asked
+    assert memo_preferred < preferred

@@ -121,6 +121,8 @@ class LinkEvaluator:
         self._parts = tuple(frozenset(getattr(t, part) for t in self.ranks)
                             for part in ("interpreter", "abi", "platform"))
         self._tails: dict[str, bool] = {}
+        self._projects: dict[str, str] = {}
+        self._tag_sets: dict[frozenset[Any], int | None] = {}
 
     def could_fit(self, filename: str) -> bool:
         """False only for a wheel none of whose tags the target can accept, read
@@ -179,15 +181,21 @@ class LinkEvaluator:
                               build=build, compatible=reason is None, reason=reason,
                               tag_rank=rank, note=note)
 
-        if name != canonicalize_name(project):
+        wanted = self._projects.get(project)
+        if wanted is None:
+            wanted = self._projects[project] = canonicalize_name(project)
+        if name != wanted:
             return verdict(f"file of project {name!r}, not {project!r}")
         if link.is_wheel:
-            ranks = self.ranks
-            fits = [ranks[t] for t in wheel_tags if t in ranks]
-            if not fits:
+            # tag sets come shared per spelling (parse_filename): rank each once
+            best = self._tag_sets.get(wheel_tags, -1)
+            if best == -1:
+                fits = [self.ranks[t] for t in wheel_tags if t in self.ranks]
+                best = self._tag_sets[wheel_tags] = min(fits) if fits else None
+            if best is None:
                 shown = ", ".join(sorted(str(t) for t in wheel_tags))
                 return verdict(self.no_fit + shown)
-            rank, note = min(fits), None
+            rank, note = best, None
         elif self.no_build is True or (
                 self.no_build and name in self.no_build):
             return verdict(SDIST_REASON)

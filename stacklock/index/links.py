@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from packaging.tags import parse_tag
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -119,7 +120,7 @@ def parse_filename(filename: str) -> FileName | str:
         return "no file name in the URL (a folder or page link)"
     if filename.endswith(".whl"):
         try:
-            return parse_wheel_filename(filename)
+            return _parse_wheel(filename)
         except InvalidWheelFilename as exc:
             return f"wheel name packaging cannot parse: {exc}"
     if filename.endswith((".tar.gz", ".zip")):
@@ -131,6 +132,34 @@ def parse_filename(filename: str) -> FileName | str:
     if filename.endswith(_OTHER_ARCHIVES):
         return "legacy archive format, not a wheel or a .tar.gz/.zip sdist"
     return "not a wheel or sdist"
+
+
+def _parse_wheel(filename: str) -> FileName:
+    """``parse_wheel_filename``, its tag part parsed once per spelling: a page
+    repeats the same few hundred tag triples over thousands of files, and
+    packaging spends most of a name's time making their Tag objects. The name,
+    version and build are packaging's reading of the name with a plain tag
+    triple in place of the file's; packaging checks the tag part on its own
+    (``parse_tag``), so any name either part refuses is parsed again whole, for
+    packaging's own message."""
+    stem = filename[:-4]
+    dashes = stem.count("-")
+    if dashes in (4, 5):
+        tail = stem.split("-", dashes - 2)[-1]
+        try:
+            tags = _parse_tags(tail)
+            name, version, build, _ = parse_wheel_filename(
+                f"{stem[:-len(tail)]}py3-none-any.whl")
+        except ValueError:  # InvalidTag, InvalidWheelFilename (packaging's)
+            pass
+        else:
+            return name, version, build, tags
+    return parse_wheel_filename(filename)
+
+
+@lru_cache(maxsize=1 << 14)
+def _parse_tags(tail: str) -> frozenset[Tag]:
+    return parse_tag(tail)
 
 
 def classify_filename(filename: str) -> str | None:

@@ -7,6 +7,12 @@ all asked before. resolvelib never changes a criterion once made (it builds a
 new one whenever the requirements on a project change) nor a pin, so the answer
 for one (criterion, pin) pair is fixed: :class:`PinMemoResolver` remembers it
 per pair of objects. The answers, and so every resolution, are resolvelib's.
+
+It asks the provider's ``get_preference`` ~9,000 times for sglang, again for
+each unpinned project on every round. A provider whose preference reads only
+the identifier and the requirements on it (not the pins, the candidates or the
+backtrack causes) says so with ``preference_reads_only_requirements = True``;
+its answer is then remembered per criterion too.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ class _PinMemoResolution(Resolution):  # type: ignore[type-arg]
         # (id(criterion), id(pin)) -> (both, kept alive so the ids stay
         # theirs; the answer)
         self._pin_checks: dict[tuple[int, int], tuple[Any, Any, bool]] = {}
+        self._by_criterion = bool(
+            getattr(provider, "preference_reads_only_requirements", False))
+        # (name, id(criterion)) -> (the criterion, kept alive; the preference)
+        self._preferences: dict[tuple[Any, int], tuple[Any, Any]] = {}
 
     def _is_current_pin_satisfying(self, name: Any, criterion: Any) -> bool:
         pin = self.state.mapping.get(name)
@@ -37,6 +47,17 @@ class _PinMemoResolution(Resolution):  # type: ignore[type-arg]
                             for r in criterion.iter_requirement())
             found = self._pin_checks[key] = (criterion, pin, satisfied)
         return found[2]
+
+    def _get_preference(self, name: Any) -> Any:
+        if not self._by_criterion:
+            return super()._get_preference(name)
+        criterion = self.state.criteria[name]
+        key = (name, id(criterion))
+        found = self._preferences.get(key)
+        if found is None or found[0] is not criterion:
+            found = self._preferences[key] = (criterion,
+                                              super()._get_preference(name))
+        return found[1]
 
 
 class PinMemoResolver(Resolver):  # type: ignore[type-arg]

@@ -43,6 +43,11 @@ __all__ = ["StackProvider"]
 
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
+    # get_preference reads the identifier and the requirements on it, nothing
+    # else: the resolver may remember its answer per criterion
+    # (stacklock.resolve.engine)
+    preference_reads_only_requirements = True
+
     def __init__(self, source: PackageSource, rules: Rules) -> None:
         self.source = source
         self.rules = rules
