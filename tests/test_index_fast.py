@@ -88,10 +88,12 @@ def test_wheel_names_parse_as_packaging_parses_them():
     """parse_filename reads a wheel's tag part once per spelling; what it gives
     (and the message of what it refuses) is packaging's, on every recorded name
     and on names each part of which packaging refuses."""
-    odd = ["pkg-1.0-py3-none-.whl", "pkg-1.0-3py-none-any.whl", "pkg-1.0-x-py3-none-"
-           "any.whl", "Pkg__x-1.0-py3-none-any.whl", "pkg-1.0-py3.py2-none-any.whl",
-           "pkg-1.0.0-1a-cp312-cp312-manylinux_2_28_x86_64.whl", "pkg-1.0-py3-none.whl",
-           "pkg-one-py3-none-any.whl", "pkg-1.0-py3--any.whl", "PKG-1.0-PY3-NONE-ANY.whl"]
+    odd = ["pkg-1.0-py3-none-.whl", "pkg-1.0-3py-none-any.whl",
+           "pkg-1.0-x-py3-none-any.whl", "Pkg__x-1.0-py3-none-any.whl",
+           "pkg-1.0-py3.py2-none-any.whl", "pkg-1.0-py3-none.whl",
+           "pkg-1.0.0-1a-cp312-cp312-manylinux_2_28_x86_64.whl",
+           "pkg-one-py3-none-any.whl", "pkg-1.0-py3--any.whl",
+           "PKG-1.0-PY3-NONE-ANY.whl"]
     names = [n for n in _all_filenames() if n.endswith(".whl")] + odd
     for name in names:
         try:

@@ -15,6 +15,15 @@ the I/O and the rules (overrides, constraints, pre-releases) do the policy:
   (or the project has nothing else, as uv does).
 - ``get_dependencies``: the candidate's METADATA, markers evaluated for the target,
   overrides substituted; newly seen projects are handed to prefetch.
+
+When the resolver rejects a candidate it tries the next one offered, and each
+try needs that candidate's METADATA: one request after another, with the
+resolver waiting on each. :meth:`StackProvider.prefetch_after` (called by the
+reporter on every rejection) starts reading the METADATA of the next
+:data:`READ_AHEAD` in the background, so a run of rejections (torchvision going
+back release by release to the one that takes the pinned torch) waits on the
+network about once in four. More would read METADATA for releases a short run
+never reaches.
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ if TYPE_CHECKING:
     from stacklock.resolve.rules import Rules
     from stacklock.resolve.source import PackageSource
 
-__all__ = ["StackProvider"]
+__all__ = ["READ_AHEAD", "StackProvider"]
+
+READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
 
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
@@ -58,6 +69,8 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         self._facts: dict[int, tuple[Requirement, bool, str]] = {}
         # (id(requirement), id(candidate)) -> (both, kept alive; the answer)
         self._satisfied: dict[tuple[int, int], tuple[Requirement, Candidate, bool]] = {}
+        # identifier -> the candidates last offered for it (prefetch_after)
+        self._offered: dict[str, list[Candidate]] = {}
 
     def identify(self, requirement_or_candidate: Requirement | Candidate) -> str:
         return requirement_or_candidate.identifier
@@ -102,7 +115,9 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         found = [c for c in self._matching(name, reqs) if c.version not in bad]
-        return [c.with_extras(extras) for c in found] if extras else found
+        offered = [c.with_extras(extras) for c in found] if extras else found
+        self._offered[identifier] = offered
+        return offered
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
         # resolvelib asks this for every pin on every round (~100k times for
@@ -127,6 +142,14 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
                 text=f"{candidate.name}=={candidate.version}",
                 parent=f"{candidate.identifier} {candidate.version}"))
         return out
+
+    def prefetch_after(self, candidate: Candidate) -> None:
+        """``candidate`` was rejected: read ahead the METADATA of the candidates
+        offered after it (see the module docstring)."""
+        offered = self._offered.get(candidate.identifier, [])
+        at = next((i for i, c in enumerate(offered) if c.key == candidate.key), None)
+        if at is not None:
+            self.source.prefetch_metadata(offered[at + 1:at + 1 + READ_AHEAD])
 
     # -- helpers --------------------------------------------------------------------
 

@@ -90,14 +90,14 @@ class Resolution:
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
-    def __init__(self, on_pin: Callable[[str], None] | None) -> None:
-        self.pinned = 0
-        self._on_pin = on_pin
+    """Hands each rejected candidate to the provider, which reads ahead the
+    METADATA of the candidates the resolver will try next."""
 
-    def pinning(self, candidate: Any) -> None:
-        self.pinned += 1
-        if self._on_pin is not None:
-            self._on_pin(f"{candidate.identifier} {candidate.version}")
+    def __init__(self, provider: StackProvider) -> None:
+        self._provider = provider
+
+    def rejecting_candidate(self, criterion: Any, candidate: Any) -> None:
+        self._provider.prefetch_after(candidate)
 
 
 def resolve_profile(
@@ -214,7 +214,7 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
          ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
     """Run resolvelib; return the base candidates and each one's dependencies
     (the dependencies of ``name[extra]`` belong to ``name``)."""
-    resolver = PinMemoResolver(provider, _Reporter(None))
+    resolver = PinMemoResolver(provider, _Reporter(provider))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:

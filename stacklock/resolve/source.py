@@ -168,6 +168,15 @@ class PackageSource:
             else:
                 self._submit(functools.partial(self._speculate, req))
 
+    def prefetch_metadata(self, candidates: Iterable[Candidate]) -> None:
+        """Start reading the METADATA of ``candidates`` in the background (the
+        resolver is about to try them one after another); returns at once. One
+        already read, cached or on its way is not asked for again."""
+        if not self._prefetch_enabled:
+            return
+        for candidate in candidates:
+            self._meta_job(candidate)
+
     def _speculate(self, req: PepRequirement, *, here: bool = False) -> None:
         """Guess the candidate of ``req`` and walk on to its dependencies.
         ``here``: the page is local; a METADATA read that is not goes to the
