@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from stacklock.uvbin import find_uv
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
@@ -28,13 +30,6 @@ __all__ = [
     "find_uv",
     "free_port",
 ]
-
-
-def find_uv() -> str:
-    """The uv executable that ships with stacklock (the ``uv`` dependency)."""
-    from uv import find_uv_bin
-
-    return str(find_uv_bin())
 
 
 def free_port() -> int:

@@ -134,3 +134,11 @@ def test_leaving_without_adopting_stops_uv(
     assert "[exit 0]" in head.logs["uv-venv"].read_text("utf-8")
     # stopped by SIGTERM while it downloaded
     assert head.logs["uv-pip-sync"].read_text("utf-8").endswith("[exit -15]\n")
+
+
+def test_find_uv_is_the_binary_uv_s_own_finder_finds() -> None:
+    from uv import find_uv_bin
+
+    from stacklock.uvbin import find_uv
+
+    assert os.path.samefile(find_uv(), find_uv_bin())

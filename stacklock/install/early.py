@@ -42,6 +42,7 @@ from stacklock.install.layout import (
     new_generation,
     recover,
 )
+from stacklock.uvbin import find_uv
 
 TYPE_CHECKING = False  # not typing's: see the module doc
 
@@ -239,9 +240,7 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
     if not _lock_file(lock_path) or (os.path.lexists(venv) and not venv.is_dir()):
         yield None
         return
-    from uv import find_uv_bin  # as stacklock.runner.find_uv, without its imports
-
-    uv = str(find_uv_bin())
+    uv = find_uv()
     if python is None:
         from stacklock.runner import SubprocessRunner
 
