@@ -107,14 +107,18 @@ def test_a_plan_that_differs_stops_the_head_start_and_runs_its_own(
     assert any(copy)
 
 
-def test_no_head_start_for_what_is_not_a_lock_file(tmp_path: Path) -> None:
+def test_no_head_start_for_what_install_must_refuse_or_explain(tmp_path: Path) -> None:
     zipped = tmp_path / "pack.bin"
     zipped.write_bytes(b"payload" + b"PK\x05\x06" + bytes(18))
-    for lock in (tmp_path / "missing.toml", tmp_path, zipped):
-        with head_start(lock, venv=tmp_path / "env", python=PY,
+    lock = tmp_path / "pylock.toml"
+    lock.write_text('lock-version = "1.0"\n', "utf-8")
+    for path, venv in ((tmp_path / "missing.toml", tmp_path / "env"),
+                       (tmp_path, tmp_path / "env"), (zipped, tmp_path / "env"),
+                       (lock, tmp_path / "not" / "yet" / "env"), (lock, lock)):
+        with head_start(path, venv=venv, python=PY,
                         cache=tmp_path / "cache") as head:
             assert head is None
-    assert not (tmp_path / "env.stacklock").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pack.bin", "pylock.toml"]
 
 
 def test_leaving_without_adopting_stops_uv(
@@ -142,3 +146,19 @@ def test_find_uv_is_the_binary_uv_s_own_finder_finds() -> None:
     from stacklock.uvbin import find_uv
 
     assert os.path.samefile(find_uv(), find_uv_bin())
+
+
+def test_a_second_install_of_the_venv_is_refused_before_uv_starts(
+    server: tuple[str, Served], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from stacklock.install.layout import VenvLayout, locked_state
+
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv = tmp_path / "env"
+    with locked_state(VenvLayout(venv=venv)):  # another install holds it
+        rc, _, err = _install(lock, venv, capsys)
+        assert rc == 2
+        assert "another stacklock install is running" in err
+        assert not (tmp_path / "env.stacklock" / "1").exists()
+    assert served.requests == []  # uv never started downloading

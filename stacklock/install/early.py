@@ -237,8 +237,9 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
     Holds the venv's install lock until the block ends; stops uv on the way out
     unless install adopted it."""
     venv = Path(os.path.abspath(venv))
-    if not _lock_file(lock_path) or (os.path.lexists(venv) and not venv.is_dir()):
-        yield None
+    if (not _lock_file(lock_path) or not venv.parent.is_dir()
+            or (os.path.lexists(venv) and not venv.is_dir())):
+        yield None  # install explains; a missing parent is made only once checked
         return
     uv = find_uv()
     if python is None:
