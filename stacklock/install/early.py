@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -201,6 +200,8 @@ class HeadStart:
                 proc.wait()
         self._joined()
         discard_generation(self.layout, self.generation)
+        import shutil
+
         shutil.rmtree(self.layout.work_dir(self.generation), ignore_errors=True)
 
 
@@ -257,7 +258,7 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         generation = new_generation(layout)
         uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
         uv_lock.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(lock_path, uv_lock)
+        uv_lock.write_bytes(lock_path.read_bytes())  # shutil would load re
         log_for = log_namer(cache)
         head = HeadStart(
             lock_path=lock_path, layout=layout, generation=generation, python=python,

@@ -23,13 +23,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 from pathlib import Path
 
 from stacklock.errors import InstallError
 
-# not typing.TYPE_CHECKING, and json and stacklock._fs imported where used: this
-# module is loaded before uv starts, so every import here delays it
+# not typing.TYPE_CHECKING, and json, shutil (which loads re) and stacklock._fs
+# imported where used: this module is loaded before uv starts, so every import
+# here delays it
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
@@ -182,17 +182,27 @@ def recover(layout: VenvLayout) -> list[str]:
     current = current_generation(layout)
     for n in _generations(layout):
         if n != current and not _complete(layout, n):
-            shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+            _remove_tree(layout.generation_dir(n))
             done.append(f"removed unfinished generation {n}")
     if layout.state_dir.is_dir():
-        for work in layout.state_dir.glob("work-*"):
-            shutil.rmtree(work, ignore_errors=True)
+        for name in os.listdir(layout.state_dir):
+            if name.startswith("work-"):
+                _remove_tree(layout.state_dir / name)
     return done
+
+
+def _remove_tree(path: Path) -> None:
+    """``shutil.rmtree``, ignoring errors; shutil loaded only when there is
+    something to remove."""
+    if os.path.lexists(path):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def discard_generation(layout: VenvLayout, n: int) -> None:
     """Remove a built generation that will not be used (a later step failed)."""
-    shutil.rmtree(layout.generation_dir(n), ignore_errors=True)
+    _remove_tree(layout.generation_dir(n))
     (layout.state_dir / f"{n}.ok").unlink(missing_ok=True)
     (layout.state_dir / f"pylock.generation-{n}.toml").unlink(missing_ok=True)
 
