@@ -259,3 +259,24 @@ def test_a_closed_pipe_is_no_traceback() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+
+def test_the_command_flushes_everything_before_its_quick_exit(tmp_path: Path) -> None:
+    """``stacklock`` leaves the interpreter without tearing it down: every byte
+    written must still arrive, into a pipe and into a block-buffered file, and the
+    exit code must be main's."""
+    out = tmp_path / "list.json"
+    with out.open("w") as fh:
+        done = subprocess.run([sys.executable, "-m", "stacklock.cli", "cuda", "list",
+                               "--json"], cwd=ROOT, stdout=fh, timeout=120)
+    assert done.returncode == 0
+    in_file = json.loads(out.read_text("utf-8"))
+    piped = subprocess.run([sys.executable, "-m", "stacklock", "cuda", "list",
+                            "--json"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert piped.returncode == 0 and json.loads(piped.stdout) == in_file
+    assert len(in_file) > 10
+    bad = subprocess.run([sys.executable, "-m", "stacklock.cli", "diff", "nope.toml",
+                          "nope.toml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("stacklock: error: ")

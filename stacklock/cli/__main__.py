@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from stacklock.cli import run
 
-from stacklock.cli import main
-
-sys.exit(main())
+run()

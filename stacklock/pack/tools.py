@@ -74,7 +74,7 @@ def make_self_wheel() -> tuple[str, bytes]:
     files[f"{dist}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: stacklock pack\n"
                               b"Root-Is-Purelib: true\nTag: py3-none-any\n")
     files[f"{dist}/entry_points.txt"] = (
-        b"[console_scripts]\nstacklock = stacklock.cli:main\n")
+        b"[console_scripts]\nstacklock = stacklock.cli:run\n")
     record = [f"{name},{_record_hash(data)},{len(data)}"
               for name, data in sorted(files.items())]
     record.append(f"{dist}/RECORD,,")
