@@ -62,6 +62,17 @@ def _rank(path: PurePosixPath) -> int | None:
     return None
 
 
+_MARKS = ("/nvcc", "/cuda_runtime.h", "/libcudart.so")
+
+
+def _may_hold_toolkit(dist: md.Distribution) -> bool:
+    """Does the distribution's RECORD name any file :func:`_rank` ranks? A
+    substring test on the text before it is parsed into thousands of entries
+    (torch's alone: the whole of a CUDA stack's RECORDs took about a second)."""
+    record = dist.read_text("RECORD")
+    return record is None or any(mark in record for mark in _MARKS)
+
+
 def _major(version: str) -> int | None:
     try:
         return Version(version).major
@@ -78,6 +89,8 @@ def find_wheel_toolkit(sites: Iterable[Path], *,
     found: list[tuple[int, int, str, WheelToolkit]] = []
     for site in sites:
         for dist in md.distributions(path=[str(site)]):
+            if not _may_hold_toolkit(dist):
+                continue
             name = dist.metadata["Name"]
             if not name:
                 continue
