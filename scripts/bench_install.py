@@ -14,7 +14,7 @@ stacklock runs with ``--allow-no-gpu`` (no GPU here) and, unless
 reported separately when asked for.
 
     .venv/bin/python scripts/bench_install.py LOCK --python /path/to/python3.12
-        [--repeat 2] [--with-validate] [--json]
+        [--repeat 2] [--with-validate] [--first uv|sl] [--json]
 
 A big lock (``locks/pylock.pypi-cu130.toml``: 207 wheels, 4.3 GB) needs room for
 both tools' caches at once, about 25 GB under ``$TMPDIR``; ``--repeat 1`` per
@@ -90,12 +90,18 @@ def run_stacklock(
     return timed(cmd, env=_env(cache), stdout=subprocess.DEVNULL)
 
 
-def bench(lock: Path, python: str, repeat: int, validate: bool) -> dict[str, object]:
+def bench(lock: Path, python: str, repeat: int, validate: bool,
+          first: str = "uv") -> dict[str, object]:
     times: dict[str, list[float]] = {k: [] for k in KINDS}
     cpus: dict[str, list[float]] = {k: [] for k in KINDS}
     disk: dict[str, list[int]] = {"uv": [], "sl": []}
     for rep in range(repeat):
-        order = ["uv", "sl"] if rep % 2 == 0 else ["sl", "uv"]
+        # the second tool of a phase finds the page cache full of the first's
+        # files (a big lock writes ~10 GB each): alternate, and with --repeat 1
+        # let --first pick, so that separate runs can alternate too
+        order = [first, "sl" if first == "uv" else "uv"]
+        if rep % 2:
+            order.reverse()
         with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
             root = Path(tmp)
             for phase in ("cold", "warm"):
@@ -133,13 +139,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the interpreter both tools build the venv from")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--with-validate", action="store_true")
+    parser.add_argument("--first", choices=("uv", "sl"), default="uv",
+                        help="which tool goes first in the first repetition")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     # stacklock's modules as bytecode, as after any first run: compiling them at
     # a start is not install time
     compileall.compile_dir(str(Path(stacklock.__file__).parent), quiet=1)
     load = os.getloadavg()
-    result = bench(args.lock.resolve(), args.python, args.repeat, args.with_validate)
+    result = bench(args.lock.resolve(), args.python, args.repeat, args.with_validate,
+                   args.first)
     result["load-average"] = {"before": [round(x, 2) for x in load],
                               "after": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
