@@ -280,3 +280,37 @@ def test_the_command_flushes_everything_before_its_quick_exit(tmp_path: Path) ->
                           "nope.toml"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and bad.stderr.startswith("stacklock: error: ")
+
+
+@pytest.mark.parametrize("argv", [
+    ["install", "pylock.toml"],
+    ["install", "pylock.toml", "--venv", "env", "--python", "/usr/bin/python3"],
+    ["install", "--venv=env", "--no-validate", "pylock.toml", "--json"],
+    ["install", "pylock.toml", "--allow-no-gpu", "--report", "r", "--toolkit-prefix=t"],
+    ["install", "--python", "python3.12", "pylock.toml", "--link-cuda", "--no-toolkit"],
+])
+def test_the_head_start_reads_a_plain_line_as_argparse_does(argv: list[str]) -> None:
+    from stacklock.cli.install import _early_args
+    from stacklock.cli.parser import build_parser
+
+    early = _early_args(argv[1:])
+    args = build_parser(argv).parse_args(argv)
+    assert early is not None
+    assert (early["lock"], early.get("--venv", ".venv"), early.get("--python")) == (
+        args.lock, args.venv, args.python)
+
+
+@pytest.mark.parametrize("argv", [
+    ["install", "pylock.toml", "--dry-run"],
+    ["install", "--rollback"],
+    ["install", "pylock.toml", "--ven", "env"],  # argparse's abbreviation
+    ["install", "pylock.toml", "--venv"],
+    ["install", "pylock.toml", "--python="],
+    ["install", "a.toml", "b.toml"],
+    ["install", "pylock.toml", "--venv", "a", "--venv", "b"],
+    ["install", "-h"],
+])
+def test_the_head_start_leaves_any_other_line_to_argparse(argv: list[str]) -> None:
+    from stacklock.cli.install import _early_args
+
+    assert _early_args(argv[1:]) is None

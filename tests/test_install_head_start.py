@@ -162,3 +162,25 @@ def test_a_second_install_of_the_venv_is_refused_before_uv_starts(
         assert "another stacklock install is running" in err
         assert not (tmp_path / "env.stacklock" / "1").exists()
     assert served.requests == []  # uv never started downloading
+
+
+def test_a_lock_edited_after_the_head_start_is_installed_as_edited(
+    server: tuple[str, Served], tmp_path: Path
+) -> None:
+    from stacklock.install import install_lock
+
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv, cache = tmp_path / "env", tmp_path / "cache"
+    with head_start(lock, venv=venv, python=PY, cache=cache) as head:
+        assert head is not None
+        edited = lock.read_text("utf-8") + "\n# edited while uv ran\n"
+        lock.write_text(edited, "utf-8")
+        result = install_lock(lock, venv=venv, python=PY, validate=False,
+                              cache=cache, head=head)
+    # the copy uv had started from is not the file the plan read: stopped,
+    # and the plan's own run installed what the file holds now
+    assert len(_runs(result.logs["uv-venv"])) == 2
+    state = tmp_path / "env.stacklock"
+    assert (state / "pylock.generation-1.toml").read_text("utf-8") == edited
+    assert venv.resolve() == state / "1"

@@ -4,6 +4,7 @@ anything that could change the plan makes install read the lock again."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import stacklock.lock.read
+from stacklock.codestamp import code_stamp
 from stacklock.install import install_lock
 from stacklock.install.decide import decide
 from stacklock.install.interpreter import probe_interpreter
@@ -83,6 +85,24 @@ def test_a_changed_lock_is_read_again(
     install_lock(lock, venv=tmp_path / "a", python=PY, validate=False)
     lock.write_text(lock.read_text("utf-8") + "\n# edited\n", "utf-8")
     install_lock(lock, venv=tmp_path / "b", python=PY, validate=False)
+    assert parses == [str(lock), str(lock)]
+
+
+def test_changed_code_reads_the_lock_again(
+    server: tuple[str, Served], tmp_path: Path, parses: list[str]
+) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    install_lock(lock, venv=tmp_path / "a", python=PY, validate=False)
+    data = ROOT / "stacklock" / "data" / "manylinux_sonames.json"  # one of its files
+    before = data.stat()
+    try:
+        os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        code_stamp.cache_clear()
+        install_lock(lock, venv=tmp_path / "b", python=PY, validate=False)
+    finally:
+        os.utime(data, ns=(before.st_atime_ns, before.st_mtime_ns))
+        code_stamp.cache_clear()
     assert parses == [str(lock), str(lock)]
 
 

@@ -46,7 +46,7 @@ def _early_args(argv: Sequence[str]) -> dict[str, str] | None:
                 if not rest or rest[0].startswith("-"):
                     return None
                 value = rest.pop(0)
-            if name in found:
+            if name in found or not value:
                 return None
             found[name] = value
         elif arg in _FLAGS:

@@ -83,12 +83,13 @@ def decide(
 ) -> Decided:
     """Plan and preflight: replayed when this lock and interpreter were planned
     before (``replay``), else from the lock (read, probe, plan, every check)."""
-    key = replay_key(lock_path, python) if replay and python else None
-    if key is not None:
-        done = _replayed(key, lock_path, python or "", venv=venv, uv=uv, store=store,
-                         cache=cache, generation=generation,
-                         installer_log=installer_log)
-        if done is not None:
+    key = None
+    if replay and python is not None:
+        key = replay_key(lock_path, python)
+        done = key and _replayed(key, lock_path, python, venv=venv, uv=uv,
+                                 store=store, cache=cache, generation=generation,
+                                 installer_log=installer_log)
+        if done:
             return done
     lock = read_installable(lock_path)
     if python is None:

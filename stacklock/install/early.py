@@ -110,10 +110,11 @@ class HeadStart:
     makes one and stops it unless install adopted it with :meth:`wait`.
     """
 
-    def __init__(self, *, lock_path: Path, layout: VenvLayout, generation: int,
-                 python: str, commands: tuple[tuple[str, ...], ...],
+    def __init__(self, *, lock_path: Path, copied: bytes, layout: VenvLayout,
+                 generation: int, python: str, commands: tuple[tuple[str, ...], ...],
                  log_for: Callable[[str], Path], notes: list[str]) -> None:
         self.lock_path = Path(os.path.abspath(lock_path))  # what uv's copy is of
+        self._copied = copied  # the bytes uv installs
         self.layout = layout
         self.generation = generation
         self.python = python
@@ -172,9 +173,15 @@ class HeadStart:
 
     def fits(self, plan: InstallPlan) -> bool:
         """Does ``plan`` run exactly what this head start runs, on a copy of the
-        same lock file?"""
-        return (plan.commands == self.commands
-                and Path(os.path.abspath(plan.lock_path)) == self.lock_path)
+        same lock file, which still holds the bytes copied (the plan was made
+        from what the file holds now)?"""
+        if (plan.commands != self.commands
+                or Path(os.path.abspath(plan.lock_path)) != self.lock_path):
+            return False
+        try:
+            return self.lock_path.read_bytes() == self._copied
+        except OSError:
+            return False
 
     def wait(self) -> list[tuple[str, int]]:
         """Adopt the run: wait for it to end; ``(step, exit code)`` of each step
@@ -258,10 +265,12 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         generation = new_generation(layout)
         uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
         uv_lock.parent.mkdir(parents=True, exist_ok=True)
-        uv_lock.write_bytes(lock_path.read_bytes())  # shutil would load re
+        copied = lock_path.read_bytes()
+        uv_lock.write_bytes(copied)  # not shutil.copyfile: shutil would load re
         log_for = log_namer(cache)
         head = HeadStart(
-            lock_path=lock_path, layout=layout, generation=generation, python=python,
+            lock_path=lock_path, copied=copied, layout=layout, generation=generation,
+            python=python,
             commands=uv_commands(uv, python, layout.generation_dir(generation),
                                  uv_lock, NO_BUILD),
             log_for=log_for, notes=notes)

@@ -120,17 +120,23 @@ def next_generation(layout: VenvLayout) -> int:
     return max(_generations(layout), default=0) + 1
 
 
+def _own_current(layout: VenvLayout) -> int | None:
+    """:func:`current_generation`, refusing a ``<venv>`` symlink stacklock did
+    not make (it is never replaced)."""
+    current = current_generation(layout)
+    if layout.venv.is_symlink() and current is None:
+        raise InstallError(
+            f"{layout.venv} is a symlink stacklock did not make",
+            hint="remove it or install to another --venv",
+        )
+    return current
+
+
 def new_generation(layout: VenvLayout) -> int:
     """The number the next install builds: after every generation on disk, and
     after the number a plain venv at ``<venv>`` gets when it is adopted."""
-    venv = layout.venv
-    current = current_generation(layout)
-    if venv.is_symlink() and current is None:
-        raise InstallError(
-            f"{venv} is a symlink stacklock did not make",
-            hint="remove it or install to another --venv",
-        )
-    plain = venv.exists() and current is None
+    current = _own_current(layout)
+    plain = layout.venv.exists() and current is None
     return next_generation(layout) + (1 if plain else 0)
 
 
@@ -223,12 +229,7 @@ def swap_in(layout: VenvLayout, n: int) -> int | None:
     works through the symlink because its embedded paths go through ``<venv>``.
     """
     venv = layout.venv
-    previous = current_generation(layout)
-    if venv.is_symlink() and previous is None:
-        raise InstallError(
-            f"{venv} is a symlink stacklock did not make",
-            hint="remove it or install to another --venv",
-        )
+    previous = _own_current(layout)
     if os.path.lexists(venv) and not venv.is_symlink():
         import json
 

@@ -6,7 +6,8 @@ the interpreter; so do the target checks (python, platform, glibc, a wheel for
 every package). An install that goes ahead remembers its choices under
 ``<cache>/install-plans/<key>.json``, the key hashing the lock's bytes, the
 interpreter's identity (as the probe's cache keys it: path, inode, size, mtime,
-kernel) and this stacklock's version. The next install of that lock with that
+kernel) and the code (:func:`stacklock.codestamp.code_stamp`: stacklock's files
+and packaging's). The next install of that lock with that
 interpreter replays them: it loads no lock model and no packaging, builds the
 plan for its own generation from them, and runs the checks that read the machine
 (space, access). On a warm install of a small stack that is most of stacklock's
@@ -25,8 +26,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING
 
-from stacklock import __version__
 from stacklock._fs import atomic_write_bytes
+from stacklock.codestamp import code_stamp
 from stacklock.install.early import NO_BUILD
 from stacklock.install.interpreter import interpreter_key
 from stacklock.install.plan import Choices, Download
@@ -53,8 +54,9 @@ def replay_key(lock_path: Path, python: str) -> str | None:
         return None
     if interp is None:
         return None
+    code = repr(code_stamp("packaging"))  # markers and tags decide the choices
     digest = hashlib.sha256()
-    for part in (f"{FORMAT} {__version__} {interp}".encode(), content):
+    for part in (f"{FORMAT} {interp} {code}".encode(), content):
         digest.update(part)
     return digest.hexdigest()
 

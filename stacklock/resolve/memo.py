@@ -17,9 +17,7 @@ This module imports no HTTP client and no resolver, so a replay starts fast.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib.util
 import json
 import os
 import time
@@ -29,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes, check_writable, publish_bytes
 from stacklock._fs import cache_dir as default_cache_dir
+from stacklock.codestamp import code_stamp
 from stacklock.index.cache import PageCache, is_fresh_header
 from stacklock.index.local import is_local
 from stacklock.profile import default_lock_path, load_profile
@@ -73,28 +72,6 @@ class Replay:
                                    self.lock), *self.lines])
 
 
-@functools.cache
-def _code_stamp() -> tuple[Any, ...]:
-    """Size and mtime of every file of the stacklock package (its data files
-    too), and of packaging's and resolvelib's ``__init__.py`` (an upgrade
-    replaces it): an edit or an upgrade changes the stamp."""
-    stamp: list[Any] = []
-    root = Path(__file__).resolve().parent.parent
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith((".py", ".json", ".toml")):
-                st = os.stat(os.path.join(folder, name))
-                stamp.append((folder[len(str(root)):], name, st.st_size,
-                              st.st_mtime_ns))
-    for name in ("packaging", "resolvelib"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            st = os.stat(spec.origin)
-            stamp.append((name, st.st_size, st.st_mtime_ns))
-    return tuple(stamp)
-
-
 def memo_key(profile: Profile, *, output: Path, check: bool) -> str | None:
     """The key of a resolution's fixed inputs; None when it cannot be replayed
     (a profile not read from files, a local index)."""
@@ -105,7 +82,7 @@ def memo_key(profile: Profile, *, output: Path, check: bool) -> str | None:
     inputs = {"format": MEMO_FORMAT, "profile": profile.sha256, "name": profile.name,
               "path": profile.path, "indexes": [i.to_dict() for i in profile.indexes],
               "output": str(output.resolve()), "check": check, "env": env,
-              "code": _code_stamp()}
+              "code": code_stamp("packaging", "resolvelib")}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
