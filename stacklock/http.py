@@ -1,7 +1,12 @@
 """The HTTP client every network verb shares, and the one retry policy.
 
 One ``httpx.Client`` per run (one connection pool), made here and passed down to
-whatever talks to an index, NVIDIA or a file host. Every loop that retries a
+whatever talks to an index, NVIDIA or a file host. It is a
+:class:`stacklock.httpget.PooledClient`: the GETs a resolution sends by the
+hundred go straight to its httpcore pool (:mod:`stacklock.httpget`). Its SSL
+context (loading the CA bundle, 20-40 ms) can be started early in a thread, beside
+the imports of a verb (:func:`prepare_ssl_context`): loading certificates leaves
+the interpreter lock free. Every loop that retries a
 transient failure (index pages, range reads, METADATA files, downloads) draws its
 attempts from a :class:`Retry`: the same backoff everywhere, and a ``sleep`` (and
 ``clock``) that tests replace so retries cost no time.
@@ -9,6 +14,8 @@ attempts from a :class:`Retry`: the same backoff everywhere, and a ``sleep`` (an
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,27 +23,97 @@ from typing import TYPE_CHECKING, Any
 from stacklock import __version__
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Callable, Iterator
 
     import httpx
 
-__all__ = ["RETRY_STATUS", "Retry", "make_http_client"]
+__all__ = ["RETRY_STATUS", "Retry", "make_http_client", "prepare_ssl_context"]
 
 # statuses worth asking again for: rate limits and server-side trouble
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
+MAX_CONNECTIONS = 16
+# what makes httpx send through a proxy; stacklock's own pool then stays unused
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+_ssl_job: tuple[threading.Thread, list[Any]] | None = None
+_ssl_lock = threading.Lock()
+
+
+def _make_ssl_context() -> ssl.SSLContext:
+    """httpx's default context (``httpx.create_ssl_context()``): SSL_CERT_FILE,
+    else SSL_CERT_DIR, else certifi's bundle, without importing httpx."""
+    import ssl
+
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def prepare_ssl_context() -> None:
+    """Start making the SSL context in a thread; :func:`make_http_client`
+    takes it (or makes one itself when this was never called)."""
+    global _ssl_job
+    with _ssl_lock:
+        if _ssl_job is not None:
+            return
+        box: list[Any] = []
+
+        def work() -> None:
+            try:
+                box.append(_make_ssl_context())
+            except BaseException as exc:  # raised again where it is taken
+                box.append(exc)
+
+        thread = threading.Thread(target=work, name="stacklock-ssl", daemon=True)
+        thread.start()
+        _ssl_job = (thread, box)
+
+
+def _take_ssl_context() -> ssl.SSLContext:
+    global _ssl_job
+    with _ssl_lock:
+        job, _ssl_job = _ssl_job, None
+    if job is None:
+        return _make_ssl_context()
+    job[0].join()
+    found = job[1][0]
+    if isinstance(found, BaseException):
+        raise found
+    return found  # type: ignore[no-any-return]
+
+
 def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
     """The one client a run shares: pooled, redirects followed, a per-request
     timeout (connect 10 s), and a User-Agent naming stacklock. httpx is imported
-    here, by the first run that talks to the network (a warm install never does)."""
+    here, by the first run that talks to the network (a warm install never does).
+    Where the environment names a proxy, :mod:`stacklock.httpget` leaves the
+    sending to httpx, which honours it."""
+    import httpcore
     import httpx
+
+    from stacklock.httpget import PooledClient
 
     kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=10.0))
     kwargs.setdefault("follow_redirects", True)
-    kwargs.setdefault("limits", httpx.Limits(max_connections=16))
+    kwargs.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
     kwargs.setdefault("headers", {"User-Agent": f"stacklock/{__version__}"})
-    return httpx.Client(**kwargs)
+    if "verify" not in kwargs and "transport" not in kwargs:
+        kwargs["verify"] = _take_ssl_context()
+    proxied = any(os.environ.get(v) or os.environ.get(v.upper())
+                  for v in _PROXY_VARIABLES)
+    context = kwargs.get("verify")
+    pool = None
+    if not proxied and "transport" not in kwargs and "mounts" not in kwargs \
+            and "proxy" not in kwargs and hasattr(context, "wrap_socket"):
+        pool = httpcore.ConnectionPool(ssl_context=context,
+                                       max_connections=MAX_CONNECTIONS)
+    return PooledClient(pool=pool, **kwargs)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,8 +6,7 @@ import gc
 import sys
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import parse_index_option, print_json, progress
-from stacklock.resolve.memo import replay_lock
+from stacklock.http import prepare_ssl_context
 
 if TYPE_CHECKING:
     import argparse
@@ -16,6 +15,12 @@ __all__ = ["resolve"]
 
 
 def resolve(args: argparse.Namespace) -> int:
+    if not args.offline:
+        # the CA bundle loads in a thread while the resolver's modules import
+        prepare_ssl_context()
+    from stacklock.cli.output import parse_index_option, print_json, progress
+    from stacklock.resolve.memo import replay_lock
+
     urls = dict(parse_index_option(item) for item in args.index)
     # nothing changed since the last resolution of this profile: its lock again,
     # without importing the resolver (stacklock.resolve.memo)

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 from packaging.utils import canonicalize_name
 
+from stacklock import httpget
 from stacklock.errors import IndexError_
 from stacklock.http import RETRY_STATUS, Retry
 from stacklock.index.cache import PageCache, freshness, read_rows
@@ -42,6 +43,7 @@ from stacklock.urls import redact_text, redact_url, strip_credentials
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from stacklock.httpget import Reply
     from stacklock.profile import IndexSpec
 
 __all__ = ["ACCEPT", "IndexClient"]
@@ -246,7 +248,7 @@ class IndexClient:
             "fresh-until": fresh_until,
         }
         # after a redirect, relative hrefs resolve against the final URL
-        page_url = str(response.url) if response.history else url
+        page_url = response.url if response.history else url
         if page_url != url:
             meta["redirected-to"] = page_url
         page = self._parse(index, url, body, meta["content-type"], meta, flat=flat)
@@ -300,10 +302,12 @@ class IndexClient:
 
     # -- HTTP -----------------------------------------------------------------------
 
-    def _auth(self, url: str) -> httpx.Auth | None:
+    def _auth(self, url: str) -> tuple[str, str] | None:
+        """(login, password) from netrc for the URL's host, unless the URL
+        carries its own user info (which the request then uses)."""
         parts = urlsplit(url)
         if parts.username or parts.password or not parts.hostname:
-            return None  # httpx uses the URL's own user info
+            return None
         if self._netrc is False:
             path = self._netrc_file or Path(
                 os.environ.get("NETRC", Path.home() / ".netrc"))
@@ -318,13 +322,13 @@ class IndexClient:
         if not found:
             return None
         login, _account, password = found
-        return httpx.BasicAuth(login or "", password or "")
+        return login or "", password or ""
 
     def _request(self, index: IndexSpec, url: str,
-                 headers: dict[str, str]) -> httpx.Response:
+                 headers: dict[str, str]) -> Reply:
         """GET with retries; returns a complete response with a final status."""
         shown = redact_url(url)
-        auth = self._auth(url)
+        basic = self._auth(url)
         problem = "no attempt made"
         attempt = 0
         for attempt in self.retry:
@@ -332,10 +336,7 @@ class IndexClient:
                 self.requests += 1
             log.debug("GET %s (attempt %d)", shown, attempt)
             try:
-                kwargs: dict[str, Any] = {"headers": headers, "follow_redirects": True}
-                if auth is not None:
-                    kwargs["auth"] = auth
-                response = self.http.get(url, **kwargs)
+                response = httpget.get(self.http, url, headers=headers, basic=basic)
             except httpx.TooManyRedirects:
                 raise IndexError_(
                     "redirect loop: the server sends the page round in a circle",
@@ -385,14 +386,14 @@ def _refusal(status: int) -> tuple[str, str]:
     return f"HTTP {status}", HINT
 
 
-def _truncated(response: httpx.Response) -> str | None:
+def _truncated(response: Reply) -> str | None:
     """A body shorter than its Content-Length, or a reason string."""
     declared = response.headers.get("content-length")
     if declared is None or not declared.strip().isdigit():
         return None
     encoding = response.headers.get("content-encoding", "identity").lower()
     got = (len(response.content) if encoding in ("", "identity")
-           else response.num_bytes_downloaded)
+           else response.wire_bytes)
     if got < int(declared):
         return f"truncated body: {got} of {declared} bytes"
     return None

@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from stacklock import httpget
 from stacklock.errors import ZipReadError
 from stacklock.http import Retry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from stacklock.httpget import Reply
 
 __all__ = ["RANGE_RETRY", "RangeReader"]
 
@@ -104,29 +107,31 @@ class RangeReader:
         for attempt in self._retry:
             last = self._retry.is_last(attempt)
             try:
-                with self._http.stream("GET", self._url, headers=headers) as response:
-                    if response.status_code == 200:
-                        return None  # closed unread: the caller downloads it whole
-                    if response.status_code >= 500 and not last:
-                        continue
-                    if response.status_code != 416:
-                        response.raise_for_status()  # 4xx/5xx: an HTTP error
-                    if response.status_code != 206:
-                        raise ZipReadError(
-                            f"range read {spec} got HTTP {response.status_code}"
-                        )
-                    body = response.read()
+                # a 200 is left unread: the caller downloads the file whole
+                response = httpget.get(self._http, self._url, headers=headers,
+                                       read_body=lambda status: status == 206)
             except (httpx.TransportError, httpx.DecodingError):
                 if last:
                     raise
                 continue
+            if response.status_code == 200:
+                return None
+            if response.status_code >= 500 and not last:
+                continue
+            if response.status_code != 416:
+                response.raise_for_status()  # 4xx/5xx: an HTTP error
+            if response.status_code != 206:
+                raise ZipReadError(
+                    f"range read {spec} got HTTP {response.status_code}"
+                )
+            body = response.content
             self._on_bytes(len(body))
             return _check_range(spec, response, body)
         raise AssertionError("unreachable")
 
 
 def _check_range(
-    spec: str, response: httpx.Response, body: bytes
+    spec: str, response: Reply, body: bytes
 ) -> tuple[int, bytes, int | None]:
     value = response.headers.get("content-range", "")
     match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", value.strip())
