@@ -26,6 +26,7 @@ import argparse
 import compileall
 import json
 import os
+import platform
 import shutil
 import statistics
 import subprocess
@@ -169,11 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     compileall.compile_dir(str(Path(stacklock.__file__).parent), quiet=1)
     load = os.getloadavg()
     results = [bench(n, SETS[n], args.repeat) for n in (args.set or list(SETS))]
+    # stacklock is Python: its CPU time follows the interpreter's build (a
+    # CPython built without PGO/LTO, as pyenv builds by default, runs it ~30%
+    # slower than a distribution's), so the report names the interpreter
+    interpreter = f"{sys.executable} (CPython {platform.python_version()})"
     if args.json:
-        print(json.dumps({"load-average": load, "sets": results}, indent=2))
+        print(json.dumps({"load-average": load, "stacklock-python": interpreter,
+                          "sets": results}, indent=2))
         return 0
     print("load average before: " + " ".join(f"{x:.2f}" for x in load)
-          + f"; uv --python {found or '(not given)'}")
+          + f"; stacklock runs on {interpreter}; uv --python {found or '(not given)'}")
     for r in results:
         s = r["seconds"]
         assert isinstance(s, dict)
