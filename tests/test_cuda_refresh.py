@@ -203,12 +203,15 @@ def test_server_error_is_an_error():
 
 def _patch_client(monkeypatch: pytest.MonkeyPatch, transport: httpx.BaseTransport
                   ) -> None:
-    real = httpx.Client
+    import stacklock.http
+
+    real = stacklock.http.make_http_client
 
     def factory(**kwargs: Any) -> httpx.Client:
         return real(transport=transport, **kwargs)
 
-    monkeypatch.setattr(httpx, "Client", factory)
+    # the CLI imports make_http_client from stacklock.http when it runs
+    monkeypatch.setattr(stacklock.http, "make_http_client", factory)
 
 
 def test_cli_refresh_unreachable_exits_2_with_one_line(
