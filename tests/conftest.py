@@ -4,9 +4,8 @@ they are built from lives in ``tests/helpers/``."""
 
 from __future__ import annotations
 
-import threading
 from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from typing import TYPE_CHECKING
 
 import httpx
@@ -14,6 +13,7 @@ import pytest
 
 from tests.helpers.data import DATA
 from tests.helpers.install_server import Served, serve
+from tests.helpers.loopback import loopback
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,16 +42,8 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 def local_index():
     """A loopback HTTP server serving tests/data/ (read-only); yields its base URL,
     e.g. ``f"{local_index}/real/sgl-project-whl-gh-pages/cu130"``."""
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", 0), partial(_QuietHandler, directory=str(DATA)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(partial(_QuietHandler, directory=str(DATA))) as base:
+        yield base
 
 
 @pytest.fixture

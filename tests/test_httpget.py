@@ -8,9 +8,8 @@ from __future__ import annotations
 import base64
 import gzip
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING
 
 import httpx
@@ -18,6 +17,7 @@ import pytest
 
 from stacklock.http import make_http_client
 from stacklock.httpget import MAX_REDIRECTS, PooledClient, get
+from tests.helpers.loopback import loopback
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -69,7 +69,7 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(BODY[:100])
             self.close_connection = True
         elif path == "/slow":
-            time.sleep(1.0)
+            time.sleep(0.6)
             self._send(200, BODY)
         else:
             self._send(404, b"not here")
@@ -77,17 +77,9 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def base() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
     SEEN.clear()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with loopback(Handler) as url:
+        yield url
 
 
 @pytest.fixture(params=["pool", "httpx"])

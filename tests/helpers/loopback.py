@@ -1,0 +1,34 @@
+"""A real HTTP server on 127.0.0.1 in a thread, for tests that need one."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+class _Server(ThreadingHTTPServer):
+    # a keep-alive connection's handler waits for the client: not joined
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up (a timeout test) is not news
+
+
+@contextmanager
+def loopback(handler: Any) -> Iterator[str]:
+    """Serve ``handler`` (a request handler class or factory) on a free port;
+    yields the base URL, and shuts the server down on leaving."""
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
