@@ -79,8 +79,9 @@ def _matches(provider, text):
     from packaging.requirements import Requirement as PepRequirement
 
     req = provider.rules.make(PepRequirement(text), parent=None)
-    return provider.find_matches(req.identifier, {req.identifier: iter([req])},
-                                 {req.identifier: iter(())})
+    # find_matches answers with a factory: resolvelib judges versions lazily
+    return list(provider.find_matches(req.identifier, {req.identifier: iter([req])},
+                                      {req.identifier: iter(())})())
 
 
 def test_pinned_index_wins_over_a_higher_torch_on_pypi(local_index, tmp_path):

@@ -65,9 +65,9 @@ def test_a_rejection_reads_ahead_the_next_candidates(make_client, tmp_path):
         with PackageSource(finder, fetcher, environment=env, workers=4) as source:
             provider = StackProvider(source, Rules(environment=env))
             req = provider.rules.make(PepRequirement("packaging>=20"), parent=None)
-            offered = provider.find_matches(req.identifier,
-                                            {req.identifier: iter([req])},
-                                            {req.identifier: iter(())})
+            offered = list(provider.find_matches(req.identifier,
+                                                 {req.identifier: iter([req])},
+                                                 {req.identifier: iter(())})())
             assert len(offered) > 2 * READ_AHEAD
             provider.prefetch_after(offered[0])
             first = [c.best.link.url for c in offered[1:1 + READ_AHEAD]]

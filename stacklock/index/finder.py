@@ -31,6 +31,7 @@ from stacklock.index.evaluate import (
 )
 from stacklock.index.links import parse_filename
 from stacklock.index.pages import REASON, classify_filename, link_of
+from stacklock.index.versions import VersionFiles, group_versions, sdist_version_text
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class Finder:
         self._chosen: dict[str, IndexSpec | None] = {}
         self._evaluations: dict[tuple[str, str], list[Evaluation]] = {}
         self._fitting: dict[tuple[str, str], list[Evaluation]] = {}
+        self._groups: dict[str, list[VersionFiles]] = {}
 
     def pinned_index(self, project: str) -> IndexSpec | None:
         name = canonicalize_name(project)
@@ -164,6 +166,20 @@ class Finder:
         with_wheel = {ev.version for ev in out if ev.link.is_wheel}
         return [ev for ev in out if ev.link.is_wheel or ev.version not in with_wheel]
 
+    def version_groups(self, project: str) -> list[VersionFiles]:
+        """The versions of the chosen index with a file that can fit, newest
+        first, each judged when asked (:mod:`stacklock.index.versions`): what
+        the resolver walks. Remembered per project."""
+        name = canonicalize_name(project)
+        found = self._groups.get(name)
+        if found is None:
+            chosen = self.index_for(name)
+            found = [] if chosen is None else group_versions(
+                self.client.get_rows(chosen, name), chosen, project,
+                self._evaluator, _best_first)
+            self._groups[name] = found
+        return found
+
     def fitting(self, index: IndexSpec, project: str) -> list[Evaluation]:
         """The links of one index that pass the cheap tag pre-filter, judged and
         best first: a superset of the compatible ones (yanked wheels too), found
@@ -188,7 +204,7 @@ class Finder:
             with_wheel = {e.version for e in fitting}
             spelt = {e.link.filename.split("-", 2)[1] for e in fitting}
             for i in sdists:
-                if _sdist_version_text(names[i]) in spelt:  # type: ignore[arg-type]
+                if sdist_version_text(names[i]) in spelt:  # type: ignore[arg-type]
                     continue
                 parsed = parse_filename(names[i])  # type: ignore[arg-type]
                 if isinstance(parsed, str) or parsed[1] not in with_wheel:
@@ -235,13 +251,6 @@ class Finder:
             self._evaluations[key] = (
                 ranked + unparsed + [_skipped(s, index.name) for s in page.skipped])
         return self._evaluations[key]
-
-
-def _sdist_version_text(filename: str) -> str:
-    """The version part of an sdist's name as packaging's
-    ``parse_sdist_filename`` splits it (after the stem's last '-'), unparsed."""
-    stem = filename[:-7] if filename.endswith(".tar.gz") else filename[:-4]
-    return stem.rpartition("-")[2]
 
 
 def _best_first(found: list[Evaluation]) -> list[Evaluation]:

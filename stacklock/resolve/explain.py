@@ -108,7 +108,7 @@ def _version_key(text: str) -> Any:
 def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:
     """How many versions this requirement alone allows, and the newest."""
     try:
-        found = source.candidates(req.name)
+        found = source.compatible(req.name)
     except Exception:  # reported by _available
         return ""
     allow = rules.allows_prerelease(req.name, [req])
@@ -126,7 +126,7 @@ def _loosest(reqs: Sequence[Requirement]) -> str:
 
 def _available(name: str, source: PackageSource, rules: Rules) -> str:
     try:
-        found = source.candidates(name)
+        found = source.compatible(name)
     except Exception as exc:  # a message about a message
         return f"the versions of {name} could not be read: {exc}"
     index = source.index_for(name)

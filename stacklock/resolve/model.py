@@ -81,15 +81,23 @@ class Requirement:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Candidate:
-    """One version of one project. ``evaluations`` are every fitting link of this
-    version (a filename may repeat with other hashes); ``best`` is the wheel the
-    lock records: the most preferred tag, then the highest build tag."""
+    """One version of one project. ``files`` are the version's fitting links
+    (a filename may repeat with other hashes), or a
+    :class:`stacklock.index.versions.VersionFiles` that judges them when first
+    asked: ``evaluations`` (empty when none is compatible after all). ``best``
+    is the wheel the lock records: the most preferred tag, then the highest
+    build tag."""
 
     name: NormalizedName
     version: Version
     extras: frozenset[str] = frozenset()
-    evaluations: tuple[Any, ...] = ()  # stacklock.index.finder.Evaluation
+    files: Any = ()  # tuple of stacklock.index.finder.Evaluation, or VersionFiles
     index: str = ""
+
+    @functools.cached_property
+    def evaluations(self) -> tuple[Any, ...]:
+        files = self.files
+        return files if isinstance(files, tuple) else files.judge()
 
     @functools.cached_property
     def identifier(self) -> str:
@@ -114,7 +122,7 @@ class Candidate:
 
     def with_extras(self, extras: frozenset[str]) -> Candidate:
         return Candidate(name=self.name, version=self.version, extras=extras,
-                         evaluations=self.evaluations, index=self.index)
+                         files=self.files, index=self.index)
 
     @property
     def cuda(self) -> str | None:

@@ -7,12 +7,15 @@ the I/O and the rules (overrides, constraints, pre-releases) do the policy:
 - ``identify``: ``name`` or ``name[extras]``; an extras candidate depends on the
   base project at its own version, so both always agree.
 - ``get_preference``: decide the most constrained project first: pinned or
-  overridden ones, then those with the fewest matching candidates, then the
+  overridden ones, then those with the fewest matching candidates (versions
+  with a file that can fit, counted without judging the files), then the
   profile's own requirements, then by name (stable, so results never depend on
   dict order).
 - ``find_matches``: newest first, every requirement and constraint satisfied,
   pre-releases only where the profile allows them or a requirement names one
-  (or the project has nothing else, as uv does).
+  (or the project has nothing else, as uv does); lazily, so only the versions
+  resolvelib gets to have their files judged
+  (:mod:`stacklock.index.versions`).
 - ``get_dependencies``: the candidate's METADATA, markers evaluated for the target,
   overrides substituted; newly seen projects are handed to prefetch.
 
@@ -28,6 +31,7 @@ never reaches.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
@@ -41,7 +45,7 @@ from stacklock.resolve.model import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
     from resolvelib.structs import RequirementInformation
 
@@ -110,14 +114,20 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         identifier: str,
         requirements: Mapping[str, Iterator[Requirement]],
         incompatibilities: Mapping[str, Iterator[Candidate]],
-    ) -> list[Candidate]:
+    ) -> Callable[[], Iterator[Candidate]]:
         name, extras = parse_identifier(identifier)
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         found = [c for c in self._matching(name, reqs) if c.version not in bad]
         offered = [c.with_extras(extras) for c in found] if extras else found
         self._offered[identifier] = offered
-        return offered
+
+        def newest_first() -> Iterator[Candidate]:
+            # a version's files are judged when resolvelib gets to it; one
+            # with no compatible file after all is passed over
+            return (c for c in offered if c.evaluations)
+
+        return newest_first
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
         # resolvelib asks this for every pin on every round (~100k times for
@@ -149,7 +159,8 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         offered = self._offered.get(candidate.identifier, [])
         at = next((i for i, c in enumerate(offered) if c.key == candidate.key), None)
         if at is not None:
-            self.source.prefetch_metadata(offered[at + 1:at + 1 + READ_AHEAD])
+            after = (c for c in offered[at + 1:] if c.evaluations)
+            self.source.prefetch_metadata(list(itertools.islice(after, READ_AHEAD)))
 
     # -- helpers --------------------------------------------------------------------
 
@@ -177,8 +188,8 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         allow = self.rules.allows_prerelease(name, reqs)
         found = self.source.candidates(name)
         matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
-        if not matching and not allow and not any(not c.version.is_prerelease
-                                                  for c in found):
+        if not matching and not allow and not any(
+                not c.version.is_prerelease and c.evaluations for c in found):
             # Only pre-releases exist: take them, as pip and uv do.
             matching = [c for c in found if spec.contains(c.version, prereleases=True)]
         return matching

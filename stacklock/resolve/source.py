@@ -22,7 +22,6 @@ import contextlib
 import functools
 import gc
 import threading
-from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -128,8 +127,15 @@ class PackageSource:
     # -- what the resolver asks -------------------------------------------------
 
     def candidates(self, name: str) -> list[Candidate]:
-        """Every version of ``name`` with a wheel that fits, newest first."""
+        """Every version of ``name`` with a file that can fit, newest first; a
+        candidate's files are judged when first asked (``evaluations``, empty
+        when none is compatible after all: see :meth:`compatible`)."""
         return self._page_job(canonicalize_name(name)).result()  # type: ignore[no-any-return]
+
+    def compatible(self, name: str) -> list[Candidate]:
+        """The :meth:`candidates` with a compatible file, every version judged
+        (for messages)."""
+        return [c for c in self.candidates(name) if c.evaluations]
 
     def metadata(self, candidate: Candidate) -> Any:
         """The candidate's ``WheelMetadata`` (of its best wheel)."""
@@ -188,8 +194,8 @@ class PackageSource:
         except Exception:  # the resolver asks again and reports it
             return
         allow = name in self._prereleases or bool(spec.prereleases)
-        best = next((c for c in found if spec.contains(c.version, prereleases=allow)),
-                    None)
+        best = next((c for c in found if spec.contains(c.version, prereleases=allow)
+                     and c.evaluations), None)
         if best is None:
             return
         with self._lock:
@@ -241,17 +247,10 @@ class PackageSource:
             pass
 
     def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
-        by_version: dict[Any, list[Any]] = defaultdict(list)
-        index = ""
-        for ev in self._finder.find_candidates(name):
-            by_version[ev.version].append(ev)
-            index = ev.index
+        groups = self._finder.version_groups(name)
         self._count("pages")
-        return [
-            Candidate(name=name, version=v, evaluations=tuple(evs), index=index)
-            for v, evs in sorted(by_version.items(), key=lambda kv: kv[0],
-                                 reverse=True)
-        ]
+        return [Candidate(name=name, version=g.version, files=g, index=g.index.name)
+                for g in groups]
 
     def _load_metadata(self, link: Any) -> Any:
         meta = self._fetcher.get(link)
