@@ -40,7 +40,6 @@ from resolvelib import AbstractProvider
 from stacklock.resolve.model import (
     Candidate,
     Requirement,
-    iter_dependencies,
     parse_identifier,
 )
 
@@ -142,8 +141,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
         meta = self.source.metadata(candidate)
-        deps = list(iter_dependencies(meta.requires_dist, candidate.extras,
-                                      self.rules.environment))
+        deps = self.source.dependencies(meta, candidate.extras)
         self.source.prefetch(deps)
         out = [self.rules.make(r, parent=candidate) for r in deps]
         if candidate.extras:

@@ -30,7 +30,6 @@ from stacklock.resolve import toolkit
 from stacklock.resolve.engine import PinMemoResolver
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
-from stacklock.resolve.model import iter_dependencies
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.rules import AppliedOverride, Rules
 from stacklock.resolve.source import PackageSource, SourceStats
@@ -160,7 +159,7 @@ def resolve_profile(
             metas = {c.name: source.metadata(c) for c in chosen}
             stats = source.stats
         ordered = sorted(chosen, key=lambda c: c.name)
-        pending = [_package(c, profile, graph, metas[c.name], env, source)
+        pending = [_package(c, profile, graph, metas[c.name], source)
                    for c in ordered]
         # CUDA checks before any download: a mixed stack fails in seconds
         pending, coherence = toolkit.annotate(pending, profile)
@@ -194,7 +193,7 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
 
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             env: dict[str, str], source: PackageSource) -> ResolvedPackage:
+             source: PackageSource) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
     index = profile.index_named(cand.index)
     link = cand.best.link
@@ -204,8 +203,7 @@ def _package(cand: Candidate, profile: Profile,
         dependencies=tuple(sorted(graph.get(cand.name, ()))),
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
-        requires_dist=tuple(str(r) for r in iter_dependencies(
-            meta.requires_dist, frozenset(), env)),
+        requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source))
 
 

@@ -120,6 +120,8 @@ class PackageSource:
         self._pages: dict[NormalizedName, _Job] = {}
         self._meta: dict[str, _Job] = {}
         self._seen: set[tuple[NormalizedName, frozenset[str]]] = set()
+        # (id(METADATA), extras) -> (that METADATA, kept alive; its requirements)
+        self._deps: dict[tuple[int, frozenset[str]], tuple[Any, tuple[Any, ...]]] = {}
         self._closed = False
         self.stats = SourceStats()
         self._on_progress = on_progress
@@ -140,6 +142,18 @@ class PackageSource:
     def metadata(self, candidate: Candidate) -> Any:
         """The candidate's ``WheelMetadata`` (of its best wheel)."""
         return self._meta_job(candidate).result()
+
+    def dependencies(self, meta: Any, extras: frozenset[str]
+                     ) -> tuple[PepRequirement, ...]:
+        """The requirements of ``meta`` (a ``WheelMetadata``) that apply on the
+        target for ``extras``: markers evaluated once per METADATA and set of
+        extras (the walk, the resolver and the lock all ask)."""
+        key = (id(meta), extras)
+        found = self._deps.get(key)
+        if found is None or found[0] is not meta:
+            found = self._deps[key] = (meta, tuple(iter_dependencies(
+                meta.requires_dist, extras, self._env)))
+        return found[1]  # type: ignore[no-any-return]
 
     def evaluate(self, name: str) -> list[Any]:
         """Every link of ``name`` with the reason it was skipped, for messages."""
@@ -211,7 +225,7 @@ class PackageSource:
         except Exception:  # reported when the resolver needs it
             return
         extras = frozenset(canonicalize_name(e) for e in req.extras)
-        self.prefetch(iter_dependencies(meta.requires_dist, extras, self._env))
+        self.prefetch(self.dependencies(meta, extras))
 
     # -- memoised jobs ---------------------------------------------------------------
 
