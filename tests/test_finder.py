@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
@@ -21,21 +20,11 @@ from stacklock.index.finder import (
 from stacklock.index.pages import Link
 from stacklock.profile import IndexSpec
 from stacklock.target import Target
-from tests.helpers.data import PYPI_PAGES, SGL_PAGES, read_fixture
+from tests.helpers.data import SGL_PAGES, recorded_pypi
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")
 SGL = IndexSpec(name="sgl-cu130", url=str(SGL_PAGES / "cu130"))
-
-
-def recorded_pypi(request: httpx.Request) -> httpx.Response:
-    """Serve the recorded PyPI pages; 404 for projects not recorded."""
-    name = request.url.path.strip("/").split("/")[-1]
-    try:
-        body = read_fixture(PYPI_PAGES / f"{name}.json")
-    except FileNotFoundError:
-        return httpx.Response(404)
-    return httpx.Response(200, headers={"content-type": JSON_TYPE}, content=body)
 
 
 @pytest.fixture

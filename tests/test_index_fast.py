@@ -39,6 +39,7 @@ from tests.helpers.data import (
     PYTORCH_PAGES,
     SGL_PAGES,
     read_fixture,
+    recorded_pypi,
 )
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -116,23 +117,14 @@ def test_one_pass_split_keeps_what_could_fit_keeps(target):
     assert wheels and sdists
 
 
-def _recorded(request: httpx.Request) -> httpx.Response:
-    name = request.url.path.strip("/").split("/")[-1]
-    try:
-        body = read_fixture(PYPI_PAGES / f"{name}.json")
-    except FileNotFoundError:
-        return httpx.Response(404)
-    return httpx.Response(200, headers={"content-type": JSON_TYPE}, content=body)
-
-
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t.python}-{t.platform}")
 def test_candidates_equal_the_compatible_links_of_the_full_evaluation(
         make_client, target):
     sgl = IndexSpec(name="sgl", url=str(SGL_PAGES / "cu130"))
     for index, projects in ((PYPI, PYPI_PROJECTS), (sgl, ("sgl-kernel",))):
         for project in projects:
-            fast = Finder(make_client(_recorded), [index], target)
-            full = Finder(make_client(_recorded, cache_dir=None), [index], target)
+            fast = Finder(make_client(recorded_pypi), [index], target)
+            full = Finder(make_client(recorded_pypi, cache_dir=None), [index], target)
             found = fast.find_candidates(project)
             compatible = [ev for ev in full.evaluate(project) if ev.compatible]
             # a version's sdist is a candidate only where none of its wheels fits
@@ -208,7 +200,7 @@ def test_braces_and_quotes_inside_strings_do_not_fool_the_scan():
 def test_a_scanned_page_keeps_no_rows_blob_and_is_scanned_again(make_client,
                                                                 tmp_path):
     def handler(request):
-        return _recorded(request)
+        return recorded_pypi(request)
 
     first = make_client(handler).get_links(PYPI, "torch")
     assert _rows_blobs(tmp_path / "cache") == []
@@ -238,7 +230,7 @@ def test_rows_blob_is_used_warm_and_a_stale_one_is_ignored(make_client, tmp_path
 
     def handler(request):
         calls.append(request.url)
-        return _recorded(request)
+        return recorded_pypi(request)
 
     first = make_client(handler).get_links(PYPI, "packaging")  # decoded whole
     (blob,) = _rows_blobs(tmp_path / "cache")
@@ -292,7 +284,7 @@ def test_no_rows_blob_for_an_index_url_with_credentials(make_client, tmp_path):
 
 def test_gc_threshold_is_raised_while_resolving_and_restored(make_client):
     before = gc.get_threshold()
-    finder = Finder(make_client(_recorded), [PYPI], Target())
+    finder = Finder(make_client(recorded_pypi), [PYPI], Target())
     with PackageSource(finder, None, environment={}, prefetch=False) as source:
         assert gc.get_threshold()[0] == GC_THRESHOLD
         assert source.candidates("packaging")
@@ -302,7 +294,7 @@ def test_gc_threshold_is_raised_while_resolving_and_restored(make_client):
 def test_wheel_counts_for_the_sdist_note_equal_the_full_evaluation(make_client):
     target = Target(python="3.12")
     for project in ("urllib3", "torch", "packaging"):
-        finder = Finder(make_client(_recorded), [PYPI], target)
+        finder = Finder(make_client(recorded_pypi), [PYPI], target)
         evaluations = finder.evaluate(project)
         versions = {ev.version for ev in evaluations if ev.version is not None}
         assert len(versions) > 5

@@ -10,28 +10,22 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 
 from stacklock.index.finder import Finder
 from stacklock.profile import IndexSpec
 from stacklock.target import Target
-from tests.helpers.data import PYPI_PAGES, PYTORCH_PAGES, SGL_PAGES, read_fixture
+from tests.helpers.data import (
+    PYTORCH_PAGES,
+    SGL_PAGES,
+    recorded_pypi,
+)
 
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")
 SGL = IndexSpec(name="sgl-cu130", url=str(SGL_PAGES / "cu130"))
 NIGHTLY = IndexSpec(name="nightly",
                     url=str(PYTORCH_PAGES / "whl" / "nightly" / "cu126"))
-
-
-def recorded_pypi(request: httpx.Request) -> httpx.Response:
-    name = request.url.path.strip("/").split("/")[-1]
-    try:
-        body = read_fixture(PYPI_PAGES / f"{name}.json")
-    except FileNotFoundError:
-        return httpx.Response(404)
-    return httpx.Response(200, headers={"content-type": JSON_TYPE}, content=body)
 
 
 CASES = [
