@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["RETRY_STATUS", "Retry", "make_http_client", "prepare_ssl_context"]
+__all__ = ["RETRY_STATUS", "Retry", "make_http_client", "prepare_ssl_context",
+           "proxied", "ssl_context"]
 
 # statuses worth asking again for: rate limits and server-side trouble
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -37,7 +38,7 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 MAX_CONNECTIONS = 16
 # what makes httpx send through a proxy; stacklock's own pool then stays unused
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
-_ssl_job: tuple[threading.Thread, list[Any]] | None = None
+_ssl_job: tuple[threading.Thread | None, list[Any]] | None = None
 _ssl_lock = threading.Lock()
 
 
@@ -53,6 +54,12 @@ def _make_ssl_context() -> ssl.SSLContext:
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
+
+
+def proxied() -> bool:
+    """Whether the environment names a proxy (httpx would send through it)."""
+    return any(os.environ.get(v) or os.environ.get(v.upper())
+               for v in _PROXY_VARIABLES)
 
 
 def prepare_ssl_context() -> None:
@@ -75,15 +82,22 @@ def prepare_ssl_context() -> None:
         _ssl_job = (thread, box)
 
 
-def _take_ssl_context() -> ssl.SSLContext:
+def ssl_context() -> ssl.SSLContext:
+    """The run's one SSL context: the one :func:`prepare_ssl_context` started
+    (waited for), else made now. Shared: the early page fetches
+    (:mod:`stacklock.resolve.early`) and the client use the same."""
     global _ssl_job
     with _ssl_lock:
-        job, _ssl_job = _ssl_job, None
-    if job is None:
-        return _make_ssl_context()
-    job[0].join()
+        job = _ssl_job
+        if job is None:
+            _ssl_job = job = (None, [_make_ssl_context()])  # type: ignore[assignment]
+    if job[0] is not None:
+        job[0].join()
     found = job[1][0]
     if isinstance(found, BaseException):
+        with _ssl_lock:  # a later call tries again
+            if _ssl_job is job:
+                _ssl_job = None
         raise found
     return found  # type: ignore[no-any-return]
 
@@ -104,12 +118,10 @@ def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
     kwargs.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
     kwargs.setdefault("headers", {"User-Agent": f"stacklock/{__version__}"})
     if "verify" not in kwargs and "transport" not in kwargs:
-        kwargs["verify"] = _take_ssl_context()
-    proxied = any(os.environ.get(v) or os.environ.get(v.upper())
-                  for v in _PROXY_VARIABLES)
+        kwargs["verify"] = ssl_context()
     context = kwargs.get("verify")
     pool = None
-    if not proxied and "transport" not in kwargs and "mounts" not in kwargs \
+    if not proxied() and "transport" not in kwargs and "mounts" not in kwargs \
             and "proxy" not in kwargs and hasattr(context, "wrap_socket"):
         pool = httpcore.ConnectionPool(ssl_context=context,
                                        max_connections=MAX_CONNECTIONS)

@@ -17,7 +17,9 @@ do not know which path ran. Failures raise httpx's exceptions either way.
 from __future__ import annotations
 
 import base64
+import threading
 import zlib
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
@@ -26,9 +28,10 @@ import httpcore
 import httpx
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    import ssl
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
-__all__ = ["MAX_REDIRECTS", "PooledClient", "Reply", "get"]
+__all__ = ["MAX_REDIRECTS", "PooledClient", "Reply", "fetch_early", "get"]
 
 MAX_REDIRECTS = 20  # httpx's default
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -90,7 +93,58 @@ def get(
     pool = getattr(http, "pool", None)
     if pool is None:
         return _via_client(http, url, headers or {}, basic, read_body)
-    return _via_pool(http, pool, url, headers or {}, basic, read_body)
+    if basic is None and read_body is None and _early:
+        early = _take_early(url, headers or {})
+        if early is not None:
+            return early
+    return _via_pool(pool, url, headers or {}, basic, read_body,
+                     base=http.headers.items(), timeout=http.timeout.as_dict())
+
+
+# -- GETs sent before the client exists ----------------------------------------
+# (url, the request's own headers) -> the answer on its way; taken once
+_early: dict[tuple[str, tuple[tuple[str, str], ...]], Future[Reply]] = {}
+_early_lock = threading.Lock()
+
+
+def fetch_early(urls: Sequence[str], headers: Mapping[str, str], *,
+                context: Callable[[], ssl.SSLContext], user_agent: str,
+                timeout: Mapping[str, float]) -> None:
+    """Start GETs of ``urls`` (no credentials) in threads, each on a pool of
+    its own, before the run's client exists; :func:`get` of the same URL with
+    the same headers (and no auth) takes the answer, waiting for one in flight,
+    instead of asking again. A failed one is simply asked again. ``context``
+    gives the SSL context (called in the threads: it may still be loading)."""
+    key_headers = tuple(sorted((k.lower(), v) for k, v in headers.items()))
+    for url in urls:
+        future: Future[Reply] = Future()
+        with _early_lock:
+            if (url, key_headers) in _early:
+                continue
+            _early[(url, key_headers)] = future
+
+        def one(url: str = url, future: Future[Reply] = future) -> None:
+            try:
+                with httpcore.ConnectionPool(ssl_context=context()) as pool:
+                    future.set_result(_via_pool(
+                        pool, url, headers, None, None,
+                        base=(("User-Agent", user_agent),), timeout=timeout))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=one, name="stacklock-early-get", daemon=True).start()
+
+
+def _take_early(url: str, headers: Mapping[str, str]) -> Reply | None:
+    key = (url, tuple(sorted((k.lower(), v) for k, v in headers.items())))
+    with _early_lock:
+        future = _early.pop(key, None)
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except Exception:  # sent again, with the caller's retries
+        return None
 
 
 def _via_client(http: httpx.Client, url: str, headers: Mapping[str, str],
@@ -108,27 +162,29 @@ def _via_client(http: httpx.Client, url: str, headers: Mapping[str, str],
                      wire_bytes=response.num_bytes_downloaded)
 
 
-def _via_pool(http: httpx.Client, pool: httpcore.ConnectionPool, url: str,
+def _via_pool(pool: httpcore.ConnectionPool, url: str,
               headers: Mapping[str, str], basic: tuple[str, str] | None,
-              read_body: Callable[[int], bool] | None) -> Reply:
+              read_body: Callable[[int], bool] | None, *,
+              base: Iterable[tuple[str, str]], timeout: Mapping[str, float | None]
+              ) -> Reply:
     url, basic = _split_userinfo(url, basic)
-    base = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in http.headers.items()
-            if k.lower() not in ("accept-encoding", "connection")]
+    defaults = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in base
+                if k.lower() not in ("accept-encoding", "connection")]
     own = {k.lower(): v for k, v in headers.items()}
     own.setdefault("accept-encoding", "gzip, deflate")
-    sent = [(k, v) for k, v in base if k.decode("latin-1").lower() not in own]
+    sent = [(k, v) for k, v in defaults if k.decode("latin-1").lower() not in own]
     sent += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in own.items()]
     auth = None if basic is None else (
         b"authorization",
         b"Basic " + base64.b64encode(f"{basic[0]}:{basic[1]}".encode()))
-    timeout = {"timeout": http.timeout.as_dict()}
+    extensions = {"timeout": dict(timeout)}
     history: list[str] = []
     origin = _origin(url)
     while True:
         request_headers = sent + ([auth] if auth and _origin(url) == origin else [])
         try:
             with pool.stream("GET", url, headers=request_headers,
-                             extensions=timeout) as response:
+                             extensions=extensions) as response:
                 status = response.status
                 answer = httpx.Headers(response.headers)
                 location = answer.get("location")

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from stacklock.http import make_http_client
-from stacklock.httpget import MAX_REDIRECTS, PooledClient, get
+from stacklock.httpget import MAX_REDIRECTS, PooledClient, fetch_early, get
 from tests.helpers.loopback import loopback
 
 if TYPE_CHECKING:
@@ -195,3 +195,36 @@ def test_a_corrupt_gzip_body_is_a_decoding_error():
         _decode(b"not gzip at all", "gzip")
     with pytest.raises(httpx.DecodingError):
         _decode(b"x", "br")
+
+
+def _early(base: str, *urls: str, headers: dict[str, str]) -> None:
+    from stacklock.http import ssl_context
+
+    fetch_early([f"{base}{u}" for u in urls], headers, context=ssl_context,
+                user_agent="stacklock/test",
+                timeout={"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0})
+
+
+def test_an_early_get_answers_the_same_request_once(base):
+    with make_http_client(timeout=5.0) as http:
+        assert http.pool is not None
+        _early(base, "/page", headers={"Accept": "application/json"})
+        first = get(http, f"{base}/page", headers={"Accept": "application/json"})
+        assert (first.status_code, first.content) == (200, BODY)
+        assert len(SEEN) == 1  # the early request was the only one sent
+        assert SEEN[0]["user-agent"] == "stacklock/test"
+        again = get(http, f"{base}/page", headers={"Accept": "application/json"})
+        assert again.content == BODY and len(SEEN) == 2  # taken once only
+
+
+def test_an_early_get_is_not_used_for_another_request(base):
+    with make_http_client(timeout=5.0) as http:
+        _early(base, "/page", headers={"Accept": "application/json"})
+        while len(SEEN) < 1:  # the early one reached the server
+            time.sleep(0.01)
+        other = get(http, f"{base}/page", headers={"Accept": "text/html"})
+        assert other.content == BODY and len(SEEN) == 2
+        assert SEEN[1]["accept"] == "text/html"
+        with_auth = get(http, f"{base}/page", headers={"Accept": "application/json"},
+                        basic=("bob", "hunter2"))
+        assert with_auth.status_code == 200 and "authorization" in SEEN[2]

@@ -33,6 +33,11 @@ def resolve(args: argparse.Namespace) -> int:
         else:
             print(replayed.render())
         return 0
+    from stacklock.resolve.early import start_early_pages
+
+    # the profile's own pages are asked for while the resolver imports
+    start_early_pages(args.profile, index_urls=urls, offline=args.offline,
+                      refresh=args.refresh)
     from stacklock.resolve.locking import lock_profile, render_resolve
 
     # A process-wide choice, so the process makes it: a resolution allocates
