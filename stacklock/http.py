@@ -123,8 +123,11 @@ def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
     pool = None
     if not proxied() and "transport" not in kwargs and "mounts" not in kwargs \
             and "proxy" not in kwargs and hasattr(context, "wrap_socket"):
+        from stacklock.hostnames import CachingBackend
+
         pool = httpcore.ConnectionPool(ssl_context=context,
-                                       max_connections=MAX_CONNECTIONS)
+                                       max_connections=MAX_CONNECTIONS,
+                                       network_backend=CachingBackend())
     return PooledClient(pool=pool, **kwargs)
 
 

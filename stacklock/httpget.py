@@ -27,6 +27,8 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import httpcore
 import httpx
 
+from stacklock.hostnames import CachingBackend
+
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -125,7 +127,8 @@ def fetch_early(urls: Sequence[str], headers: Mapping[str, str], *,
 
         def one(url: str = url, future: Future[Reply] = future) -> None:
             try:
-                with httpcore.ConnectionPool(ssl_context=context()) as pool:
+                with httpcore.ConnectionPool(ssl_context=context(),
+                                             network_backend=CachingBackend()) as pool:
                     future.set_result(_via_pool(
                         pool, url, headers, None, None,
                         base=(("User-Agent", user_agent),), timeout=timeout))
