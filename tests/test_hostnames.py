@@ -61,7 +61,7 @@ def test_the_pool_connects_by_name_through_the_cache(counted, monkeypatch):
         def log_message(self, format, *args):
             pass
 
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             self.send_response(200)
             self.send_header("Content-Length", "2")
             self.end_headers()
