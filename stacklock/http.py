@@ -3,10 +3,10 @@
 One ``httpx.Client`` per run (one connection pool), made here and passed down to
 whatever talks to an index, NVIDIA or a file host. It is a
 :class:`stacklock.httpget.PooledClient`: the GETs a resolution sends by the
-hundred go straight to its httpcore pool (:mod:`stacklock.httpget`). Its SSL
-context (loading the CA bundle, 20-40 ms) can be started early in a thread, beside
-the imports of a verb (:func:`prepare_ssl_context`): loading certificates leaves
-the interpreter lock free. Every loop that retries a
+hundred go straight to its httpcore pool (:mod:`stacklock.httpget`). One SSL
+context serves the run (:func:`ssl_context`); loading its CA bundle (20-40 ms) can
+start early in a thread, beside the imports of a verb (:func:`prepare_ssl_context`):
+loading certificates leaves the interpreter lock free. Every loop that retries a
 transient failure (index pages, range reads, METADATA files, downloads) draws its
 attempts from a :class:`Retry`: the same backoff everywhere, and a ``sleep`` (and
 ``clock``) that tests replace so retries cost no time.
@@ -63,8 +63,8 @@ def proxied() -> bool:
 
 
 def prepare_ssl_context() -> None:
-    """Start making the SSL context in a thread; :func:`make_http_client`
-    takes it (or makes one itself when this was never called)."""
+    """Start making the run's SSL context in a thread; :func:`ssl_context`
+    waits for it (and makes it itself when this was never called)."""
     global _ssl_job
     with _ssl_lock:
         if _ssl_job is not None:
