@@ -28,14 +28,17 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["RETRY_STATUS", "Retry", "make_http_client", "prepare_ssl_context",
-           "proxied", "ssl_context"]
+__all__ = ["CONNECT_TIMEOUT", "RETRY_STATUS", "TIMEOUT", "USER_AGENT", "Retry",
+           "make_http_client", "prepare_ssl_context", "proxied", "ssl_context"]
 
 # statuses worth asking again for: rate limits and server-side trouble
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
 MAX_CONNECTIONS = 16
+TIMEOUT = 30.0  # seconds a request may wait to read, write or get a connection
+CONNECT_TIMEOUT = 10.0  # seconds to connect
+USER_AGENT = f"stacklock/{__version__}"
 # what makes httpx send through a proxy; stacklock's own pool then stays unused
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _ssl_job: tuple[threading.Thread | None, list[Any]] | None = None
@@ -102,7 +105,7 @@ def ssl_context() -> ssl.SSLContext:
     return found  # type: ignore[no-any-return]
 
 
-def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
+def make_http_client(*, timeout: float = TIMEOUT, **kwargs: Any) -> httpx.Client:
     """The one client a run shares: pooled, redirects followed, a per-request
     timeout (connect 10 s), and a User-Agent naming stacklock. httpx is imported
     here, by the first run that talks to the network (a warm install never does).
@@ -113,10 +116,10 @@ def make_http_client(*, timeout: float = 30.0, **kwargs: Any) -> httpx.Client:
 
     from stacklock.httpget import PooledClient
 
-    kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=10.0))
+    kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=CONNECT_TIMEOUT))
     kwargs.setdefault("follow_redirects", True)
     kwargs.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
-    kwargs.setdefault("headers", {"User-Agent": f"stacklock/{__version__}"})
+    kwargs.setdefault("headers", {"User-Agent": USER_AGENT})
     if "verify" not in kwargs and "transport" not in kwargs:
         kwargs["verify"] = ssl_context()
     context = kwargs.get("verify")

@@ -117,13 +117,11 @@ def fetch_early(urls: Sequence[str], headers: Mapping[str, str], *,
     the same headers (and no auth) takes the answer, waiting for one in flight,
     instead of asking again. A failed one is simply asked again. ``context``
     gives the SSL context (called in the threads: it may still be loading)."""
-    key_headers = tuple(sorted((k.lower(), v) for k, v in headers.items()))
     for url in urls:
         future: Future[Reply] = Future()
         with _early_lock:
-            if (url, key_headers) in _early:
-                continue
-            _early[(url, key_headers)] = future
+            if _early.setdefault(_early_key(url, headers), future) is not future:
+                continue  # already on its way
 
         def one(url: str = url, future: Future[Reply] = future) -> None:
             try:
@@ -138,10 +136,14 @@ def fetch_early(urls: Sequence[str], headers: Mapping[str, str], *,
         threading.Thread(target=one, name="stacklock-early-get", daemon=True).start()
 
 
+def _early_key(url: str, headers: Mapping[str, str]
+               ) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return url, tuple(sorted((k.lower(), v) for k, v in headers.items()))
+
+
 def _take_early(url: str, headers: Mapping[str, str]) -> Reply | None:
-    key = (url, tuple(sorted((k.lower(), v) for k, v in headers.items())))
     with _early_lock:
-        future = _early.pop(key, None)
+        future = _early.pop(_early_key(url, headers), None)
     if future is None:
         return None
     try:

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
 
-from stacklock import __version__
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.index.cache import PageCache
 from stacklock.index.local import is_local
@@ -67,7 +66,13 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
                       cache_dir: Path | None = None) -> list[str]:
     """Ask for the profile's pages early; returns the URLs asked. A profile
     that does not load is left to the resolution to report."""
-    from stacklock.http import proxied, ssl_context
+    from stacklock.http import (
+        CONNECT_TIMEOUT,
+        TIMEOUT,
+        USER_AGENT,
+        proxied,
+        ssl_context,
+    )
     from stacklock.profile import load_profile
 
     if offline or proxied():
@@ -85,7 +90,7 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
         from stacklock.index.client import ACCEPT  # what the client sends
 
         fetch_early(urls, {"Accept": ACCEPT}, context=ssl_context,
-                    user_agent=f"stacklock/{__version__}",
-                    timeout={"connect": 10.0, "read": 30.0, "write": 30.0,
-                             "pool": 30.0})
+                    user_agent=USER_AGENT,
+                    timeout={"connect": CONNECT_TIMEOUT, "read": TIMEOUT,
+                             "write": TIMEOUT, "pool": TIMEOUT})
     return urls
