@@ -1,7 +1,7 @@
 """Each host name looked up once per run, for the connections httpcore opens.
 
 httpcore asks the system resolver for every new connection, and a resolution
-opens many: up to 16 pooled connections to the index host and as many to the
+opens many: up to ten pooled connections shared by the index host and the
 file host, plus the early page fetches. On the machines these numbers come from,
 a lookup now and then goes unanswered and the system resolver waits its 5 s
 timeout before asking again: a 0.4 s resolution took 5.3 s when two range reads

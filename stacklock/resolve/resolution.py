@@ -20,7 +20,7 @@ from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import ResolutionError
-from stacklock.http import make_http_client
+from stacklock.http import MAX_CONNECTIONS, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.metadata import MetadataFetcher
@@ -106,7 +106,7 @@ def resolve_profile(
     cache_dir: Path | None = None,
     offline: bool = False,
     refresh: bool = False,
-    workers: int = 24,
+    workers: int = MAX_CONNECTIONS,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
     on_status: Callable[[str], None] | None = None,

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.utils import NormalizedName, canonicalize_name
 
+from stacklock.http import MAX_CONNECTIONS
 from stacklock.resolve.model import Candidate, iter_dependencies
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class PackageSource:
         environment: Mapping[str, str],
         overrides: Mapping[NormalizedName, SpecifierSet] | None = None,
         prereleases: frozenset[NormalizedName] = frozenset(),
-        workers: int = 24,
+        workers: int = MAX_CONNECTIONS,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
     ) -> None:
