@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
 from stacklock.http import make_http_client
-from stacklock.lock import default_lock_path, make_lock, render_lock
-from stacklock.profile import load_profile
+from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.resolution import Resolution, resolve_profile
 from stacklock.resolve.source import few_collections
@@ -86,6 +85,10 @@ def lock_profile(
         native = check_resolution(resolution, http=http, offline=offline,
                                   cache_dir=cache_dir, on_status=on_status)
         raise_for_findings(native)
+    # the lock's writers (tomlkit, packaging.pylock: ~20 ms of imports) load
+    # here, not before the first request
+    from stacklock.lock import make_lock, render_lock
+
     with few_collections():
         text = render_lock(make_lock(resolution, path=path))
     publish_bytes(path, text.encode("utf-8"), what="the lock")
