@@ -245,7 +245,7 @@ class MetadataFetcher:
                 or self._entry(key).is_file())
 
     def _entry(self, key: str) -> Path:
-        return self._dir / key[-2:] / f"{key}.metadata"
+        return self._dir / f"{key}.metadata"
 
     def _from_cache(self, key: str, link: Link) -> WheelMetadata | None:
         entry = self._entry(key)

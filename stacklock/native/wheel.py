@@ -143,7 +143,7 @@ class WheelReader:
 
     def _entry(self, sha256: str) -> Path:
         key = sha256.lower()
-        return self._dir / key[-2:] / f"{key}.json.gz"
+        return self._dir / f"{key}.json.gz"
 
     def _from_cache(self, sha256: str) -> WheelNatives | None:
         entry = self._entry(sha256)
