@@ -8,46 +8,58 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from stacklock.cuda.catalog import (
-    Catalog,
-    CudaRelease,
-    Runfile,
-    load_catalog,
-    render_release,
-    render_releases,
-)
-from stacklock.cuda.coherence import (
-    CoherenceFinding,
-    CudaTarget,
-    PackageInfo,
-    check_coherence,
-    render_coherence,
-    wheel_cuda,
-)
-from stacklock.cuda.driver import (
-    DriverInfo,
-    DriverReport,
-    check_driver,
-    parse_nvcc_version,
-    parse_version_json,
-    read_driver,
-    render_driver_report,
-)
-from stacklock.cuda.lock_entry import make_lock_entry, pypi_requirements
-
 if TYPE_CHECKING:
+    from stacklock.cuda.catalog import (
+        Catalog,
+        CudaRelease,
+        Runfile,
+        load_catalog,
+        render_release,
+        render_releases,
+    )
+    from stacklock.cuda.coherence import (
+        CoherenceFinding,
+        CudaTarget,
+        PackageInfo,
+        check_coherence,
+        render_coherence,
+        wheel_cuda,
+    )
+    from stacklock.cuda.driver import (
+        DriverInfo,
+        DriverReport,
+        check_driver,
+        parse_nvcc_version,
+        parse_version_json,
+        read_driver,
+        render_driver_report,
+    )
+    from stacklock.cuda.lock_entry import make_lock_entry, pypi_requirements
     from stacklock.cuda.refresh import RefreshReport, refresh_catalog, render_refresh
 
-# The refresh names pull in the NVIDIA page scraper and BeautifulSoup (60 ms);
-# resolving a lock needs only the catalog, so they load on first use (PEP 562).
-_LAZY = frozenset({"RefreshReport", "refresh_catalog", "render_refresh"})
+# Each name loads its module on first use (PEP 562): a resolution needs only
+# coherence (and the catalog when the profile declares a toolkit), a driver
+# check only the driver module, and the refresh names pull in the NVIDIA page
+# scraper and BeautifulSoup (60 ms).
+_MODULES = {
+    "catalog": ("Catalog", "CudaRelease", "Runfile", "load_catalog",
+                "render_release", "render_releases"),
+    "coherence": ("CoherenceFinding", "CudaTarget", "PackageInfo",
+                  "check_coherence", "render_coherence", "wheel_cuda"),
+    "driver": ("DriverInfo", "DriverReport", "check_driver", "parse_nvcc_version",
+               "parse_version_json", "read_driver", "render_driver_report"),
+    "lock_entry": ("make_lock_entry", "pypi_requirements"),
+    "refresh": ("RefreshReport", "refresh_catalog", "render_refresh"),
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from stacklock.cuda import refresh
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
 
-        return getattr(refresh, name)
+        return getattr(importlib.import_module(f"stacklock.cuda.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [

@@ -34,6 +34,7 @@ package and, when present, the twin.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -141,11 +142,21 @@ def _exact_version(req: Requirement) -> Version | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Requirement | None:
+    """``text`` as a requirement, None when it is not one. Parsed once: a
+    resolution's coherence check reads each package's requirements three times
+    (its own findings, the wheel's label, the twins it carries)."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
 def _from_requirement(text: str) -> tuple[str, str] | None:
     """(CUDA, required project) for a requirement that names a CUDA."""
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
+    req = _parsed(text)
+    if req is None:
         return None
     if req.marker is not None and "extra" in str(req.marker):
         return None  # optional dependency: not what the wheel needs
@@ -187,10 +198,9 @@ def carried_twins(pkg: PackageInfo, present: Collection[str]) -> dict[str, str]:
     the lock holds: the package carries both."""
     named = {str(canonicalize_name(n)) for n in pkg.dependencies}
     for text in pkg.requires_dist:
-        try:
-            named.add(canonicalize_name(Requirement(text).name))
-        except InvalidRequirement:
-            continue
+        req = _parsed(text)
+        if req is not None:
+            named.add(canonicalize_name(req.name))
     out = {}
     for _, name, _ in _cuda_requirements(pkg):
         if not _SUFFIX_RE.match(name):

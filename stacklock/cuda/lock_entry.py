@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.cuda.catalog import Catalog, load_catalog, platform_for_target
 from stacklock.errors import CudaError
 
 if TYPE_CHECKING:
+    from stacklock.cuda.catalog import Catalog
     from stacklock.profile import CudaSpec
     from stacklock.target import Target
 
@@ -69,6 +69,8 @@ def pypi_requirements(cuda: CudaSpec, catalog: Catalog | None = None) -> list[st
     ``cuda-toolkit[nvcc,cudart]==13.0.1``; nothing for other sources."""
     if cuda.source != "pypi":
         return []
+    from stacklock.cuda.catalog import load_catalog  # only a toolkit needs it
+
     version = (catalog or load_catalog()).get(_toolkit(cuda)).version
     unknown = sorted(set(cuda.components) - PYPI_COMPONENTS)
     if unknown:
@@ -87,6 +89,8 @@ def make_lock_entry(cuda: CudaSpec, target: Target, catalog: Catalog | None = No
     does not know is left out (TOML has no null), never guessed."""
     if cuda.source == "none":
         return None
+    from stacklock.cuda.catalog import load_catalog, platform_for_target
+
     catalog = catalog or load_catalog()
     release = catalog.get(_toolkit(cuda))
     platform = platform_for_target(target.platform)
