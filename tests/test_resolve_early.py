@@ -5,11 +5,17 @@ the cache holds fresh (unless --refresh), or anything under --offline or a proxy
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
+from http.server import BaseHTTPRequestHandler
+
+import httpx
 
 from stacklock.index.cache import PageCache
 from stacklock.profile import load_profile
 from stacklock.resolve.early import MAX_EARLY, early_page_urls, start_early_pages
+from tests.helpers.ranges import range_response
 
 PROFILE = """
 [profile]
@@ -113,3 +119,169 @@ def test_the_pages_are_sent_to_the_index_the_resolution_uses(tmp_path):
         assert sorted(seen) == ["/simple/flash-attn/", "/simple/sgl-kernel/",
                                 "/whl/cu130/torch/"]
     _early.clear()  # answers nobody takes here: none left for other tests
+
+
+class _Index:
+    """A loopback PEP 691 index of wheels built here, answering range reads as
+    a file host does, and counting every request by (path, Range)."""
+
+    def __init__(self, folder, wheels):
+        self.files = {w.name: w.read_bytes() for w in wheels}
+        self.seen: list[tuple[str, str | None]] = []
+
+    def page(self, base, project):
+        files = [{"filename": name, "url": f"{base}/files/{name}",
+                  "hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
+                 for name, data in sorted(self.files.items())
+                 if name.startswith(project.replace("-", "_") + "-")]
+        return json.dumps({"meta": {"api-version": "1.0"}, "name": project,
+                           "files": files}).encode()
+
+    def handler(self, base_of):
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format, *args):
+                pass
+
+            def do_GET(self):
+                index.seen.append((self.path, self.headers.get("Range")))
+                if self.path.startswith("/simple/"):
+                    project = self.path.strip("/").split("/")[-1]
+                    status, headers, body = 200, [(
+                        "Content-Type", "application/vnd.pypi.simple.v1+json")], \
+                        index.page(base_of(), project)
+                else:
+                    data = index.files.get(self.path.rsplit("/", 1)[-1])
+                    if data is None:
+                        status, headers, body = 404, [], b""
+                    else:
+                        answer = range_response(httpx.Request(
+                            "GET", "http://host/", headers={
+                                "range": self.headers.get("Range") or ""}), data)
+                        status, body = answer.status_code, answer.content
+                        headers = [(k, v) for k, v in answer.headers.items()
+                                   if k.lower() != "content-length"]
+                self.send_response(status)
+                for key, value in headers:
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        return Handler
+
+
+WALK_PROFILE = """
+[profile]
+description = "early metadata"
+[target]
+python = "3.12"
+[requirements]
+packages = ["demo>=1", "pinned<2", "marked; python_version < '3'", "steered"]
+overrides = ["steered==1.0"]
+[[index]]
+name = "pypi"
+url = "{base}/simple"
+"""
+
+
+def test_the_first_metadata_is_read_into_the_cache_and_not_asked_again(tmp_path):
+    """The newest allowed version's METADATA of each plain requirement lands in
+    the cache from the early page; the resolution then asks for neither the
+    page nor the METADATA again. A requirement with a marker or an override is
+    left to the resolver."""
+    from stacklock.http import ssl_context
+    from stacklock.httpget import _early, fetch_early
+    from stacklock.index.client import ACCEPT
+    from stacklock.resolve.early import read_first_metadata
+    from stacklock.resolve.locking import lock_profile
+    from tests.helpers.loopback import loopback
+    from tests.helpers.wheelkit import build_wheel
+
+    folder = tmp_path / "wheels"
+    wheels = [build_wheel(folder, name, version, {f"{name}/__init__.py": b""})
+              for name, version in (("demo", "1.0"), ("demo", "2.0"),
+                                    ("pinned", "1.5"), ("pinned", "2.0"),
+                                    ("marked", "1.0"), ("steered", "1.0"),
+                                    ("steered", "3.0"))]
+    index = _Index(folder, wheels)
+    box: list[str] = []
+    with loopback(index.handler(lambda: box[0])) as base:
+        box.append(base)
+        profile_path = tmp_path / "walk.toml"
+        profile_path.write_text(WALK_PROFILE.format(base=base))
+        cache = tmp_path / "cache"
+        profile = load_profile(str(profile_path))
+        urls = early_page_urls(profile, cache_dir=cache, refresh=False)
+        assert urls == [f"{base}/simple/{n}/"
+                        for n in ("demo", "pinned", "marked", "steered")]
+        # what start_early_pages does, the second step waited for here
+        fetch_early(urls, {"Accept": ACCEPT}, context=ssl_context,
+                    user_agent="test", timeout={"connect": 5, "read": 5,
+                                                "write": 5, "pool": 5})
+        read = read_first_metadata(profile, urls, cache_dir=cache)
+        assert sorted(read) == ["demo-2.0-py3-none-any.whl",
+                                "pinned-1.5-py3-none-any.whl"]
+        early = sorted(index.seen)
+        assert [p for p, _ in early].count("/simple/demo/") == 1
+        assert ("/files/demo-1.0-py3-none-any.whl", "bytes=-65536") not in early
+        assert all("marked" not in p and "steered" not in p
+                   for p, r in early if r is not None)
+        _early.clear()  # marked and steered: the resolution asks for itself
+        index.seen.clear()
+        lock_profile(str(profile_path), output=tmp_path / "lock.toml",
+                     cache_dir=cache, check=False)
+    again = [p for p, _ in index.seen]
+    assert "/simple/demo/" not in again and "/simple/pinned/" not in again
+    assert not any(p.startswith(("/files/demo-2.0", "/files/pinned-1.5"))
+                   for p in again)
+    assert "/simple/steered/" in again  # asked by the resolution itself
+
+
+def test_two_clients_asking_at_once_read_a_page_and_a_metadata_once(tmp_path):
+    """The early reads have a client and a METADATA fetcher of their own; when
+    the resolution's ask for the same page or wheel meanwhile, they wait for
+    the one read in flight and take it from the cache."""
+    import threading
+
+    from stacklock.http import make_http_client
+    from stacklock.index.client import IndexClient
+    from stacklock.index.pages import link_of
+    from stacklock.metadata import MetadataFetcher
+    from stacklock.profile import IndexSpec
+    from tests.helpers.loopback import loopback
+    from tests.helpers.wheelkit import build_wheel
+
+    wheel = build_wheel(tmp_path / "wheels", "demo", "2.0", {"demo/x.py": b"1\n" * 9})
+    index = _Index(tmp_path / "wheels", [wheel])
+    box: list[str] = []
+    with loopback(index.handler(lambda: box[0])) as base:
+        box.append(base)
+        spec = IndexSpec(name="pypi", url=f"{base}/simple")
+        cache = tmp_path / "cache"
+        start = threading.Barrier(4)
+        found: list[object] = []
+
+        def read(_: int) -> None:
+            with make_http_client() as http:
+                client = IndexClient(http, cache_dir=cache)
+                start.wait()
+                rows = client.get_rows(spec, "demo")
+                found.append(rows.filenames())
+                fetcher = MetadataFetcher(http, cache_dir=cache)
+                start.wait()
+                found.append(fetcher.get(link_of(rows.row(0))).version)
+
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert [p for p, _ in index.seen].count("/simple/demo/") == 1
+    tails = [r for p, r in index.seen if p.startswith("/files/")]
+    assert tails and len(tails) == len(set(tails))  # each range read once
+    assert found.count(["demo-2.0-py3-none-any.whl"]) == 4
+    assert [str(v) for v in found if not isinstance(v, list)] == ["2.0"] * 4

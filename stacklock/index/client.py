@@ -63,6 +63,11 @@ HINT = ("point the index at a mirror with --index NAME=URL, or use the page cach
         "with --offline")
 
 
+# (index URL, project) -> its lock, process-wide (see IndexClient._memo)
+_PAGE_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_PAGE_LOCKS_GUARD = threading.Lock()
+
+
 class IndexClient:
     """Fetches and caches project pages; see the module docstring.
 
@@ -101,7 +106,6 @@ class IndexClient:
         self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
         self._lock = threading.Lock()
-        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
 
     # -- public -------------------------------------------------------------------
 
@@ -146,9 +150,12 @@ class IndexClient:
     def _memo(self, key: tuple[str, str],
               load: Callable[[], PageRows]) -> PageRows:
         """Load each page once, also when several threads ask at the same time;
-        an error is remembered and raised again."""
-        with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        an error is remembered and raised again. The lock per page is
+        process-wide: a client asking for a page another client is loading
+        (the early reads of stacklock.resolve.early) waits, then finds it in
+        the cache."""
+        with _PAGE_LOCKS_GUARD:
+            key_lock = _PAGE_LOCKS.setdefault(key, threading.Lock())
         with key_lock:
             found = self._pages.get(key)
             if found is None:

@@ -189,6 +189,12 @@ def _cache_key(link: Link) -> str:
     return "url-" + hashlib.sha256(ident).hexdigest()
 
 
+# per wheel (cache key), process-wide: a second fetcher asking for a wheel
+# another is reading waits, then finds it in the cache
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
 class MetadataFetcher:
     """Reads wheel METADATA for the resolver; safe to call from many threads.
 
@@ -214,7 +220,6 @@ class MetadataFetcher:
         self._offline = offline
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
         self._lock = threading.Lock()
-        self._key_locks: dict[str, threading.Lock] = {}
         self._memo: dict[str, WheelMetadata] = {}
         self._sdists = sdists
         self.bytes_read = 0
@@ -224,9 +229,11 @@ class MetadataFetcher:
         or of the wheel the sdist ``link`` points to will build."""
         key = _cache_key(link)
         memo = f"{key} {link.filename}"
-        with self._lock:
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:  # one fetch per wheel, however many threads ask
+        with _KEY_LOCKS_GUARD:
+            key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+        # one fetch per wheel, however many threads (or fetchers: the early
+        # reads of stacklock.resolve.early have their own) ask
+        with key_lock:
             meta = self._memo.get(memo) or self._from_cache(key, link)
             if meta is None:
                 raw = self._fetch(link)

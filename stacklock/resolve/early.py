@@ -14,10 +14,20 @@ indexes, no credentials in the URL, and no page the cache still holds fresh
 (with ``--refresh``, every one). A page the client asks for differently (an
 index the profile pins elsewhere, a netrc login, a conditional request) is
 simply asked again; nothing is asked under ``--offline`` or behind a proxy.
+
+The step after each page is known too: the METADATA of the newest version the
+requirement allows, read by range requests, as the resolver's own prefetch
+would read it first. :func:`read_first_metadata` does that in a thread per
+requirement with the resolution's own classes (index client, finder, METADATA
+fetcher) on a client of its own, and hands over through the cache: the page
+and the METADATA land there, and the resolution reads them as a warm run
+would. A requirement with a marker, an override or a constraint is left to the
+resolver; a wrong guess costs one METADATA read, kept in the cache.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,11 +40,14 @@ from stacklock.index.cache import PageCache
 from stacklock.index.local import is_local
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
-    from stacklock.profile import Profile
+    from packaging.requirements import Requirement
 
-__all__ = ["MAX_EARLY", "early_page_urls", "start_early_pages"]
+    from stacklock.profile import IndexSpec, Profile
+
+__all__ = ["MAX_EARLY", "early_page_urls", "read_first_metadata",
+           "start_early_pages"]
 
 MAX_EARLY = 8  # pages asked early at most (the profile's direct requirements)
 
@@ -48,11 +61,10 @@ def early_page_urls(profile: Profile, *, cache_dir: Path, refresh: bool,
     urls: list[str] = []
     for req in profile.requirements.packages:
         name = canonicalize_name(req.name)
-        index = next((i for i in profile.indexes if name in i.packages), None) or (
-            profile.indexes[0] if profile.indexes else None)
+        index = _index_for(profile, name)
         if index is None or index.kind == "flat" or is_local(index.url):
             continue
-        url = f"{index.url.rstrip('/')}/{name}/"
+        url = _page_url(index, name)
         if "@" in urlsplit(url).netloc or url in urls:
             continue
         if not refresh and cache.is_fresh(url, now):
@@ -83,8 +95,8 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
             profile = profile.with_index_urls(dict(index_urls))
     except Exception:  # the resolution says what is wrong, once
         return []
-    urls = early_page_urls(profile, cache_dir=cache_dir or default_cache_dir(),
-                           refresh=refresh)
+    cache_dir = cache_dir or default_cache_dir()
+    urls = early_page_urls(profile, cache_dir=cache_dir, refresh=refresh)
     if urls:
         from stacklock.httpget import fetch_early
         from stacklock.index.client import ACCEPT  # what the client sends
@@ -93,4 +105,76 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
                     user_agent=USER_AGENT,
                     timeout={"connect": CONNECT_TIMEOUT, "read": TIMEOUT,
                              "write": TIMEOUT, "pool": TIMEOUT})
+        threading.Thread(target=read_first_metadata, args=(profile, urls),
+                         kwargs={"cache_dir": cache_dir}, name="stacklock-early-walk",
+                         daemon=True).start()
     return urls
+
+
+def read_first_metadata(profile: Profile, urls: Sequence[str], *,
+                        cache_dir: Path) -> list[str]:
+    """For each requirement of ``profile`` whose page is among ``urls``, the
+    METADATA of the newest version it allows with a wheel that fits, read into
+    the cache (see the module docstring); returns the wheels' file names. Each
+    requirement has a thread, and asks only the index its early page came from;
+    one that fails is left to the resolution."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stacklock.http import make_http_client
+    from stacklock.index.client import IndexClient
+    from stacklock.index.finder import Finder
+    from stacklock.metadata import MetadataFetcher
+
+    spec = profile.requirements
+    steered = {canonicalize_name(r.name) for r in (*spec.overrides, *spec.constraints)}
+    wanted = []
+    for req in spec.packages:
+        name = canonicalize_name(req.name)
+        index = _index_for(profile, name)
+        if req.marker is None and name not in steered and index is not None and \
+                _page_url(index, name) in urls:
+            wanted.append((req, name, index))
+    if not wanted:
+        return []
+    with make_http_client() as http:
+        client = IndexClient(http, cache_dir=cache_dir)
+        fetcher = MetadataFetcher(http, cache_dir=cache_dir)
+        # one finder per index, over that index alone: no other index is asked
+        finders = {index.name: Finder(client, [index], profile.target,
+                                      exclude_newer=spec.exclude_newer,
+                                      no_build=spec.no_build_all or spec.no_build)
+                   for _, _, index in wanted}
+
+        def first(req: Requirement, name: str, index: IndexSpec) -> str | None:
+            allow = name in spec.prereleases or bool(req.specifier.prereleases)
+            for group in finders[index.name].version_groups(name):
+                if not req.specifier.contains(group.version, prereleases=allow):
+                    continue
+                judged = group.judge()
+                if judged:
+                    link = judged[0].link
+                    if not link.is_wheel:
+                        return None  # an sdist's METADATA means a build
+                    fetcher.get(link)
+                    return link.filename
+            return None
+
+        def safely(item: tuple[Requirement, str, IndexSpec]) -> str | None:
+            try:
+                return first(*item)
+            except Exception:  # the resolution meets it again and reports it
+                return None
+
+        with ThreadPoolExecutor(max_workers=len(wanted)) as pool:
+            return [f for f in pool.map(safely, wanted) if f is not None]
+
+
+def _page_url(index: IndexSpec, name: str) -> str:
+    return f"{index.url.rstrip('/')}/{name}/"
+
+
+def _index_for(profile: Profile, name: str) -> IndexSpec | None:
+    """The index a requirement's early page is asked from: the one pinning it,
+    else the first."""
+    return next((i for i in profile.indexes if name in i.packages), None) or (
+        profile.indexes[0] if profile.indexes else None)
