@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stacklock import __version__
+from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
     import ssl
@@ -57,10 +58,17 @@ def _make_ssl_context() -> ssl.SSLContext:
     else SSL_CERT_DIR, else certifi's bundle, without importing httpx."""
     import ssl
 
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    for variable, keyword in (("SSL_CERT_FILE", "cafile"), ("SSL_CERT_DIR", "capath")):
+        where = os.environ.get(variable)
+        if where:
+            try:
+                return ssl.create_default_context(**{keyword: where})
+            except (OSError, ssl.SSLError) as exc:
+                raise StacklockError(
+                    f"{variable}={where}: no CA certificates could be read "
+                    f"({exc.strerror or exc})",
+                    hint=f"point {variable} at PEM CA certificates, or unset it "
+                         "for certifi's") from None
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())

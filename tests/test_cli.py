@@ -314,3 +314,26 @@ def test_the_head_start_leaves_any_other_line_to_argparse(argv: list[str]) -> No
     from stacklock.cli.install import _early_args
 
     assert _early_args(argv[1:]) is None
+
+
+@pytest.mark.parametrize("bundle", ["missing.pem", "not-pem.pem"])
+def test_an_unreadable_ca_bundle_is_one_line_exit_2(tmp_path: Path, bundle: str) -> None:
+    """SSL_CERT_FILE naming no file, or a file with no certificate in it: one
+    line naming the variable, exit 2, no traceback from the resolution or from
+    the threads that start early, and no lock."""
+    (tmp_path / "not-pem.pem").write_text("not a certificate\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "stacklock.cli", "resolve", "pypi-small",
+         "-o", str(work / "lock.toml"), "--no-check"],
+        cwd=work, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "cache"),
+             "SSL_CERT_FILE": str(tmp_path / bundle)},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"stacklock: error: SSL_CERT_FILE={tmp_path / bundle}: ")
+    assert "Traceback" not in result.stderr
+    assert list(work.iterdir()) == []

@@ -105,10 +105,16 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
                     user_agent=USER_AGENT,
                     timeout={"connect": CONNECT_TIMEOUT, "read": TIMEOUT,
                              "write": TIMEOUT, "pool": TIMEOUT})
-        threading.Thread(target=read_first_metadata, args=(profile, urls),
-                         kwargs={"cache_dir": cache_dir}, name="stacklock-early-walk",
-                         daemon=True).start()
+        threading.Thread(target=_read_quietly, args=(profile, urls, cache_dir),
+                         name="stacklock-early-walk", daemon=True).start()
     return urls
+
+
+def _read_quietly(profile: Profile, urls: Sequence[str], cache_dir: Path) -> None:
+    try:
+        read_first_metadata(profile, urls, cache_dir=cache_dir)
+    except Exception:  # a client that cannot be made: the resolution says why
+        pass
 
 
 def read_first_metadata(profile: Profile, urls: Sequence[str], *,
