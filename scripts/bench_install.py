@@ -14,7 +14,11 @@ stacklock runs with ``--allow-no-gpu`` (no GPU here) and, unless
 reported separately when asked for.
 
     .venv/bin/python scripts/bench_install.py LOCK --python /path/to/python3.12
-        [--repeat 2] [--with-validate] [--first uv|sl] [--json]
+        [--repeat 2] [--warm N] [--with-validate] [--first uv|sl] [--json]
+
+``--warm N`` installs each tool N times warm after its cold install, alternating
+which goes first: a warm install of a big lock takes 1-2 s and moves by half a
+second from one to the next on a shared machine.
 
 A big lock (``locks/pylock.pypi-cu130.toml``: 207 wheels, 4.3 GB) needs room for
 both tools' caches at once, about 25 GB under ``$TMPDIR``; ``--repeat 1`` per
@@ -91,7 +95,7 @@ def run_stacklock(
 
 
 def bench(lock: Path, python: str, repeat: int, validate: bool,
-          first: str = "uv") -> dict[str, object]:
+          first: str = "uv", warm: int = 1) -> dict[str, object]:
     times: dict[str, list[float]] = {k: [] for k in KINDS}
     cpus: dict[str, list[float]] = {k: [] for k in KINDS}
     disk: dict[str, list[int]] = {"uv": [], "sl": []}
@@ -104,9 +108,12 @@ def bench(lock: Path, python: str, repeat: int, validate: bool,
             order.reverse()
         with tempfile.TemporaryDirectory(prefix="bench-install-") as tmp:
             root = Path(tmp)
-            for phase in ("cold", "warm"):
-                for tool in order:
-                    venv = root / f"{tool}-{phase}-venv"
+            # one cold install each, then ``warm`` warm ones each, alternating
+            rounds = [("cold", order)] + [
+                ("warm", order if i % 2 == 0 else order[::-1]) for i in range(warm)]
+            for n, (phase, tools) in enumerate(rounds):
+                for tool in tools:
+                    venv = root / f"{tool}-{phase}-{n}-venv"
                     cache = root / f"{tool}-cache"
                     if tool == "uv":
                         seconds, cpu = run_uv(lock, python, cache, venv)
@@ -141,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-validate", action="store_true")
     parser.add_argument("--first", choices=("uv", "sl"), default="uv",
                         help="which tool goes first in the first repetition")
+    parser.add_argument("--warm", type=int, default=1, metavar="N",
+                        help="warm installs per tool after each cold one, "
+                             "alternating which goes first (default 1)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     # stacklock's modules as bytecode, as after any first run: compiling them at
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     compileall.compile_dir(str(Path(stacklock.__file__).parent), quiet=1)
     load = os.getloadavg()
     result = bench(args.lock.resolve(), args.python, args.repeat, args.with_validate,
-                   args.first)
+                   args.first, warm=max(args.warm, 1))
     result["load-average"] = {"before": [round(x, 2) for x in load],
                               "after": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
