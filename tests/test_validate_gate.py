@@ -171,8 +171,12 @@ def test_crash_mid_run(python: Path, tmp_path: Path) -> None:
 
 
 SCRIPT = """
+import signal
 import sys
 from pathlib import Path
+# Ctrl-C's own handler, whatever the runner's was (a shell running the suite
+# in the background starts it with SIGINT ignored, and children inherit that)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
 from stacklock.validate.gate_preflight import check_server_args
