@@ -58,11 +58,13 @@ def _make_ssl_context() -> ssl.SSLContext:
     else SSL_CERT_DIR, else certifi's bundle, without importing httpx."""
     import ssl
 
-    for variable, keyword in (("SSL_CERT_FILE", "cafile"), ("SSL_CERT_DIR", "capath")):
+    for variable in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
         where = os.environ.get(variable)
         if where:
             try:
-                return ssl.create_default_context(**{keyword: where})
+                if variable == "SSL_CERT_FILE":
+                    return ssl.create_default_context(cafile=where)
+                return ssl.create_default_context(capath=where)
             except (OSError, ssl.SSLError) as exc:
                 raise StacklockError(
                     f"{variable}={where}: no CA certificates could be read "

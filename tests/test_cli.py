@@ -317,7 +317,8 @@ def test_the_head_start_leaves_any_other_line_to_argparse(argv: list[str]) -> No
 
 
 @pytest.mark.parametrize("bundle", ["missing.pem", "not-pem.pem"])
-def test_an_unreadable_ca_bundle_is_one_line_exit_2(tmp_path: Path, bundle: str) -> None:
+def test_an_unreadable_ca_bundle_is_one_line_exit_2(tmp_path: Path,
+                                                    bundle: str) -> None:
     """SSL_CERT_FILE naming no file, or a file with no certificate in it: one
     line naming the variable, exit 2, no traceback from the resolution or from
     the threads that start early, and no lock."""

@@ -3,11 +3,12 @@
 A cold ``stacklock resolve`` spends its first ~0.2 s starting the interpreter
 and importing the resolver, packaging and httpx before the resolver's first
 request; on a small set (torch + torchvision + torchaudio, ~0.5 s in all) that
-is most of uv's whole run. The first pages the resolution needs are known before any of that: the
-project page of each requirement the profile names, on the index it will be read
-from. :func:`start_early_pages` sends those GETs in threads right away
-(:func:`stacklock.httpget.fetch_early`); the index client's request for the same
-URL with the same headers takes the answer instead of asking again.
+is most of uv's whole run. The first pages the resolution needs are known
+before any of that: the project page of each requirement the profile names, on
+the index it will be read from. :func:`start_early_pages` sends those GETs in
+threads right away (:func:`stacklock.httpget.fetch_early`); the index client's
+request for the same URL with the same headers takes the answer instead of
+asking again.
 
 Only what the client would send unchanged is asked early: remote simple
 indexes, no credentials in the URL, and no page the cache still holds fresh
