@@ -76,6 +76,49 @@ def test_credentials_and_many_requirements(tmp_path):
     assert urls[0] == "https://pypi.org/simple/p0/"
 
 
+def test_the_first_metadata_is_read_early_except_under_refresh(tmp_path):
+    """The thread that reads each requirement's first METADATA starts with the
+    early pages, and not under --refresh (whose resolution takes no page from
+    the cache). Without --refresh the index holds its answers until the
+    threads were counted."""
+    import threading
+
+    from stacklock.httpget import _early
+    from tests.helpers.loopback import loopback
+
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format, *args):
+            pass
+
+        def do_GET(self):
+            release.wait(30)
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    with loopback(Handler) as base:
+        release.set()
+        for refresh in (True, False):
+            if not refresh:  # held, so the thread is still there to be counted
+                release.clear()
+            before = {t.ident for t in threading.enumerate()}
+            urls = start_early_pages(
+                str(_profile(tmp_path)), offline=False, refresh=refresh,
+                index_urls={"pypi": f"{base}/simple", "pytorch": f"{base}/whl"},
+                cache_dir=tmp_path / f"cache-{refresh}")
+            assert f"{base}/simple/sgl-kernel/" in urls
+            walkers = [t for t in threading.enumerate() if t.ident not in before
+                       and t.name == "stacklock-early-walk"]
+            assert len(walkers) == (0 if refresh else 1)
+            release.set()
+            for walker in walkers:
+                walker.join(timeout=30)
+                assert not walker.is_alive()
+    _early.clear()
+
+
 def test_nothing_under_offline_a_proxy_or_a_broken_profile(tmp_path, monkeypatch):
     path = str(_profile(tmp_path))
     assert start_early_pages(path, index_urls={}, offline=True, refresh=False,

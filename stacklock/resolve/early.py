@@ -23,7 +23,9 @@ requirement with the resolution's own classes (index client, finder, METADATA
 fetcher) on a client of its own, and hands over through the cache: the page
 and the METADATA land there, and the resolution reads them as a warm run
 would. A requirement with a marker, an override or a constraint is left to the
-resolver; a wrong guess costs one METADATA read, kept in the cache.
+resolver; a wrong guess costs one METADATA read, kept in the cache. Under
+``--refresh`` only the pages are asked early: the resolution asks for every
+page again rather than take one from the cache.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from packaging.requirements import Requirement
+    from packaging.utils import NormalizedName
 
     from stacklock.profile import IndexSpec, Profile
 
@@ -106,8 +109,9 @@ def start_early_pages(profile_name: str, *, index_urls: Mapping[str, str],
                     user_agent=USER_AGENT,
                     timeout={"connect": CONNECT_TIMEOUT, "read": TIMEOUT,
                              "write": TIMEOUT, "pool": TIMEOUT})
-        threading.Thread(target=_read_quietly, args=(profile, urls, cache_dir),
-                         name="stacklock-early-walk", daemon=True).start()
+        if not refresh:  # a refreshing resolution asks for every page again
+            threading.Thread(target=_read_quietly, args=(profile, urls, cache_dir),
+                             name="stacklock-early-walk", daemon=True).start()
     return urls
 
 
@@ -131,6 +135,7 @@ def read_first_metadata(profile: Profile, urls: Sequence[str], *,
     from stacklock.index.client import IndexClient
     from stacklock.index.finder import Finder
     from stacklock.metadata import MetadataFetcher
+    from stacklock.resolve.source import candidates_of, first_fit
 
     spec = profile.requirements
     steered = {canonicalize_name(r.name) for r in (*spec.overrides, *spec.constraints)}
@@ -152,21 +157,17 @@ def read_first_metadata(profile: Profile, urls: Sequence[str], *,
                                       no_build=spec.no_build_all or spec.no_build)
                    for _, _, index in wanted}
 
-        def first(req: Requirement, name: str, index: IndexSpec) -> str | None:
-            allow = name in spec.prereleases or bool(req.specifier.prereleases)
-            for group in finders[index.name].version_groups(name):
-                if not req.specifier.contains(group.version, prereleases=allow):
-                    continue
-                judged = group.judge()
-                if judged:
-                    link = judged[0].link
-                    if not link.is_wheel:
-                        return None  # an sdist's METADATA means a build
-                    fetcher.get(link)
-                    return link.filename
-            return None
+        def first(req: Requirement, name: NormalizedName, index: IndexSpec
+                  ) -> str | None:
+            best = first_fit(candidates_of(finders[index.name], name), req.specifier,
+                             allow_prereleases=name in spec.prereleases)
+            if best is None or not best.best.link.is_wheel:
+                return None  # nothing fits, or an sdist: its METADATA means a build
+            fetcher.get(best.best.link)
+            return best.best.link.filename
 
-        def safely(item: tuple[Requirement, str, IndexSpec]) -> str | None:
+        def safely(item: tuple[Requirement, NormalizedName, IndexSpec]
+                   ) -> str | None:
             try:
                 return first(*item)
             except Exception:  # the resolution meets it again and reports it

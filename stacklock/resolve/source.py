@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from packaging.requirements import Requirement as PepRequirement
     from packaging.specifiers import SpecifierSet
 
-__all__ = ["PackageSource", "SourceStats", "few_collections"]
+__all__ = ["PackageSource", "SourceStats", "candidates_of", "few_collections",
+           "first_fit"]
 
 GC_THRESHOLD = 100_000  # gen-0 allocations between collections while resolving
 
@@ -66,6 +67,24 @@ def few_collections() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*before)
+
+
+def candidates_of(finder: Any, name: NormalizedName) -> list[Candidate]:
+    """The versions ``finder`` (a :class:`stacklock.index.finder.Finder`) has of
+    ``name`` as candidates, newest first, their files judged when first asked."""
+    return [Candidate(name=name, version=g.version, files=g, index=g.index.name)
+            for g in finder.version_groups(name)]
+
+
+def first_fit(found: Iterable[Candidate], specifier: SpecifierSet, *,
+              allow_prereleases: bool = False) -> Candidate | None:
+    """The newest of ``found`` that ``specifier`` allows and that has a
+    compatible file: the one the resolver tries first, so the one speculation
+    reads (pre-releases where the profile allows them or the specifier names
+    one)."""
+    allow = allow_prereleases or bool(specifier.prereleases)
+    return next((c for c in found if specifier.contains(c.version, prereleases=allow)
+                 and c.evaluations), None)
 
 
 class _Job:
@@ -208,9 +227,7 @@ class PackageSource:
             found = self.candidates(name)
         except Exception:  # the resolver asks again and reports it
             return
-        allow = name in self._prereleases or bool(spec.prereleases)
-        best = next((c for c in found if spec.contains(c.version, prereleases=allow)
-                     and c.evaluations), None)
+        best = first_fit(found, spec, allow_prereleases=name in self._prereleases)
         if best is None:
             return
         with self._lock:
@@ -262,10 +279,9 @@ class PackageSource:
             pass
 
     def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
-        groups = self._finder.version_groups(name)
+        found = candidates_of(self._finder, name)
         self._count("pages")
-        return [Candidate(name=name, version=g.version, files=g, index=g.index.name)
-                for g in groups]
+        return found
 
     def _load_metadata(self, link: Any) -> Any:
         meta = self._fetcher.get(link)
