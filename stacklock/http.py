@@ -1,9 +1,10 @@
 """The HTTP client every network verb shares, and the one retry policy.
 
-One ``httpx.Client`` per run (one connection pool), made here and passed down to
-whatever talks to an index, NVIDIA or a file host. It is a
+One client per run (one connection pool), made here and passed down to whatever
+talks to an index, NVIDIA or a file host. It is a
 :class:`stacklock.httpget.PooledClient`: the GETs a resolution sends by the
-hundred go straight to its httpcore pool (:mod:`stacklock.httpget`). One SSL
+hundred go straight to its own pool (:mod:`stacklock.httpget`,
+:mod:`stacklock.httppool`), and anything else to an ``httpx.Client``. One SSL
 context serves the run (:func:`ssl_context`); loading its CA bundle (20-40 ms) can
 start early in a thread, beside the imports of a verb (:func:`prepare_ssl_context`):
 loading certificates leaves the interpreter lock free. Every loop that retries a
@@ -124,31 +125,43 @@ def ssl_context() -> ssl.SSLContext:
 
 def make_http_client(*, timeout: float = TIMEOUT, **kwargs: Any) -> httpx.Client:
     """The one client a run shares: pooled, redirects followed, a per-request
-    timeout (connect 10 s), and a User-Agent naming stacklock. httpx is imported
-    here, by the first run that talks to the network (a warm install never does).
-    Where the environment names a proxy, :mod:`stacklock.httpget` leaves the
-    sending to httpx, which honours it."""
-    import httpcore
-    import httpx
+    timeout (connect 10 s), and a User-Agent naming stacklock. Its GETs go
+    through :mod:`stacklock.httppool` (:func:`stacklock.httpget.get`); the
+    ``httpx.Client`` beside it, for streamed downloads, is made (and httpx
+    imported) at its first use, which a resolution from a PyPI-like index never
+    reaches. Where the environment names a proxy, or ``kwargs`` give a
+    transport, everything goes through httpx, which honours them."""
+    import ssl
 
     from stacklock.httpget import PooledClient
 
-    kwargs.setdefault("timeout", httpx.Timeout(timeout, connect=CONNECT_TIMEOUT))
-    kwargs.setdefault("follow_redirects", True)
-    kwargs.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
-    kwargs.setdefault("headers", {"User-Agent": USER_AGENT})
+    headers = kwargs.setdefault("headers", {"User-Agent": USER_AGENT})
+    pooled = not proxied() and "transport" not in kwargs and "mounts" not in kwargs \
+        and "proxy" not in kwargs
     if "verify" not in kwargs and "transport" not in kwargs:
         kwargs["verify"] = ssl_context()
     context = kwargs.get("verify")
     pool = None
-    if not proxied() and "transport" not in kwargs and "mounts" not in kwargs \
-            and "proxy" not in kwargs and hasattr(context, "wrap_socket"):
-        from stacklock.hostnames import CachingBackend
+    if pooled and isinstance(context, ssl.SSLContext):
+        from stacklock.httppool import ConnectionPool
 
-        pool = httpcore.ConnectionPool(ssl_context=context,
-                                       max_connections=MAX_CONNECTIONS,
-                                       network_backend=CachingBackend())
-    return PooledClient(pool=pool, **kwargs)
+        pool = ConnectionPool(context, max_idle=MAX_CONNECTIONS)
+
+    def make_client() -> httpx.Client:
+        import httpx
+
+        options = dict(kwargs)
+        options.setdefault("timeout", httpx.Timeout(timeout, connect=CONNECT_TIMEOUT))
+        options.setdefault("follow_redirects", True)
+        options.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
+        return httpx.Client(**options)
+
+    if not any(name.lower() == "accept" for name in headers):
+        headers = {"Accept": "*/*", **headers}  # httpx's default
+    return PooledClient(pool=pool, headers=headers,
+                        make_client=make_client,
+                        timeout={"connect": CONNECT_TIMEOUT, "read": timeout,
+                                 "write": timeout, "pool": timeout})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,16 +2,17 @@
 
 A cold resolution of sglang sends ~420 GETs (173 index pages, 83 MB in all, and
 ~250 range reads of wheel tails). Through ``httpx.Client`` each costs ~0.3 ms of
-CPU in the client and transport layers before httpcore sends it, and every 16 KB
-TLS record of a body passes through httpx's stream wrappers and decoders: 1.3 s of
-CPU for those 420 requests on a 2-core machine, against 0.95 s straight through
-httpcore, the connection pool httpx itself sends with. So :func:`get` sends
-through the httpcore pool of a :class:`PooledClient` (what
-:func:`stacklock.http.make_http_client` makes), following redirects, setting
-Basic auth and decoding gzip/deflate itself, and answers with a :class:`Reply`.
-Given any other ``httpx.Client`` (the ``MockTransport`` of a test, a client behind
-a proxy) it asks that client and answers with the same :class:`Reply`, so callers
-do not know which path ran. Failures raise httpx's exceptions either way.
+CPU in the client and transport layers before the request is sent, and every
+16 KB TLS record of a body passes through httpx's stream wrappers and decoders;
+importing httpx and httpcore costs ~60 ms before the first request. So
+:func:`get` sends through the :class:`stacklock.httppool.ConnectionPool` of a
+:class:`PooledClient` (what :func:`stacklock.http.make_http_client` makes),
+following redirects, setting Basic auth and decoding gzip/deflate itself, and
+answers with a :class:`Reply`. Given any other ``httpx.Client`` (the
+``MockTransport`` of a test), or a :class:`PooledClient` without a pool (the
+environment names a proxy), it asks the httpx client and answers with the same
+:class:`Reply`, so callers do not know which path ran. Failures raise httpx's
+exceptions either way.
 """
 
 from __future__ import annotations
@@ -19,40 +20,99 @@ from __future__ import annotations
 import base64
 import threading
 import zlib
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-import httpcore
-import httpx
-
-from stacklock.hostnames import CachingBackend
+from stacklock._lazy import lazy_module
+from stacklock.httppool import ConnectionPool
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
-__all__ = ["MAX_REDIRECTS", "PooledClient", "Reply", "fetch_early", "get"]
+    import httpx
+    from httpx import Client as _ClientBase
+else:
+    _ClientBase = object
+    httpx = lazy_module("httpx")
+
+__all__ = ["MAX_REDIRECTS", "Headers", "PooledClient", "Reply", "fetch_early", "get"]
 
 MAX_REDIRECTS = 20  # httpx's default
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
-class PooledClient(httpx.Client):
-    """An ``httpx.Client`` that also carries the httpcore ``pool`` :func:`get`
-    sends through (sharing the client's SSL context); ``pool`` is None where the
-    environment names a proxy, and :func:`get` then asks the client."""
+class PooledClient(_ClientBase):
+    """What :func:`stacklock.http.make_http_client` makes: the
+    :class:`ConnectionPool` :func:`get` sends through (``pool``; None where the
+    environment names a proxy or a transport is given), with the client's
+    default headers and timeouts, and an ``httpx.Client`` for everything else
+    (streamed downloads), made by ``make_client`` at its first use: a
+    resolution that only reads pages and METADATA never imports httpx. Any
+    attribute this class lacks is the httpx client's."""
 
-    def __init__(self, *, pool: httpcore.ConnectionPool | None,
-                 **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, *, pool: ConnectionPool | None,
+                 headers: Mapping[str, str], timeout: Mapping[str, float | None],
+                 make_client: Callable[[], httpx.Client]) -> None:
         self.pool = pool
+        self.base_headers = tuple(headers.items())
+        self.timeouts = dict(timeout)
+        self._make_client = make_client
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+        if pool is None:
+            self._client = make_client()
+
+    def httpx_client(self) -> httpx.Client:
+        """The httpx client, made now if this is its first use."""
+        with self._client_lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not made yet, or not this class's
+            raise AttributeError(name)
+        return getattr(self.httpx_client(), name)
+
+    def __enter__(self) -> PooledClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> None:
-        super().close()
+        if self._client is not None:
+            self._client.close()
         if self.pool is not None:
             self.pool.close()
+
+
+class Headers(Mapping[str, str]):
+    """Response headers: names case-insensitive, a repeated one's values
+    joined by ", " (as httpx joins them)."""
+
+    def __init__(self, lines: Iterable[tuple[str, str]]) -> None:
+        found: dict[str, str] = {}
+        for name, value in lines:
+            key = name.lower()
+            found[key] = f"{found[key]}, {value}" if key in found else value
+        self._found = found
+
+    def __getitem__(self, name: str) -> str:
+        return self._found[name.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found)
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._found!r})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,7 +123,7 @@ class Reply:
 
     url: str
     status_code: int
-    headers: httpx.Headers
+    headers: Headers
     content: bytes
     history: tuple[str, ...] = ()
     wire_bytes: int = 0
@@ -73,7 +133,7 @@ class Reply:
         if self.status_code < 400:
             return
         request = httpx.Request("GET", self.url)
-        response = httpx.Response(self.status_code, headers=self.headers,
+        response = httpx.Response(self.status_code, headers=dict(self.headers),
                                   request=request)
         kind = "Client" if self.status_code < 500 else "Server"
         raise httpx.HTTPStatusError(
@@ -92,15 +152,16 @@ def get(
     """GET ``url``, redirects followed; ``basic`` is (login, password) for
     Basic auth (URL user info is used when given). ``read_body(status)`` False
     leaves the body unread (a range read answered 200: the whole file)."""
-    pool = getattr(http, "pool", None)
-    if pool is None:
+    if not isinstance(http, PooledClient):
         return _via_client(http, url, headers or {}, basic, read_body)
+    if http.pool is None:
+        return _via_client(http.httpx_client(), url, headers or {}, basic, read_body)
     if basic is None and read_body is None and _early:
         early = _take_early(url, headers or {})
         if early is not None:
             return early
-    return _via_pool(pool, url, headers or {}, basic, read_body,
-                     base=http.headers.items(), timeout=http.timeout.as_dict())
+    return _via_pool(http.pool, url, headers or {}, basic, read_body,
+                     base=http.base_headers, timeout=http.timeouts)
 
 
 # -- GETs sent before the client exists ----------------------------------------
@@ -125,8 +186,7 @@ def fetch_early(urls: Sequence[str], headers: Mapping[str, str], *,
 
         def one(url: str = url, future: Future[Reply] = future) -> None:
             try:
-                with httpcore.ConnectionPool(ssl_context=context(),
-                                             network_backend=CachingBackend()) as pool:
+                with ConnectionPool(context()) as pool:
                     future.set_result(_via_pool(
                         pool, url, headers, None, None,
                         base=(("User-Agent", user_agent),), timeout=timeout))
@@ -162,58 +222,57 @@ def _via_client(http: httpx.Client, url: str, headers: Mapping[str, str],
         wanted = read_body is None or read_body(response.status_code)
         body = response.read() if wanted else b""
         return Reply(url=str(response.url), status_code=response.status_code,
-                     headers=response.headers, content=body,
+                     headers=Headers(response.headers.multi_items()), content=body,
                      history=tuple(str(r.url) for r in response.history),
                      wire_bytes=response.num_bytes_downloaded)
 
 
-def _via_pool(pool: httpcore.ConnectionPool, url: str,
+def _via_pool(pool: ConnectionPool, url: str,
               headers: Mapping[str, str], basic: tuple[str, str] | None,
               read_body: Callable[[int], bool] | None, *,
               base: Iterable[tuple[str, str]], timeout: Mapping[str, float | None]
               ) -> Reply:
     url, basic = _split_userinfo(url, basic)
-    defaults = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in base
-                if k.lower() not in ("accept-encoding", "connection")]
     own = {k.lower(): v for k, v in headers.items()}
     own.setdefault("accept-encoding", "gzip, deflate")
-    sent = [(k, v) for k, v in defaults if k.decode("latin-1").lower() not in own]
-    sent += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in own.items()]
+    skipped = {*own, "accept-encoding", "connection"}
+    sent = [(k, v) for k, v in base if k.lower() not in skipped]
+    sent += list(own.items())
     auth = None if basic is None else (
-        b"authorization",
-        b"Basic " + base64.b64encode(f"{basic[0]}:{basic[1]}".encode()))
-    extensions = {"timeout": dict(timeout)}
+        "Authorization",
+        "Basic " + base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode())
     history: list[str] = []
     origin = _origin(url)
+    location: str | None = None
+
+    def wanted(status: int, lines: list[tuple[str, str]]) -> bool:
+        nonlocal location
+        location = next((v for k, v in lines if k.lower() == "location"), None)
+        if status in _REDIRECTS and location:
+            return False
+        return read_body is None or read_body(status)
+
     while True:
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         request_headers = sent + ([auth] if auth and _origin(url) == origin else [])
         try:
-            with pool.stream("GET", url, headers=request_headers,
-                             extensions=extensions) as response:
-                status = response.status
-                answer = httpx.Headers(response.headers)
-                location = answer.get("location")
-                if status in _REDIRECTS and location:
-                    body = b""
-                elif read_body is not None and not read_body(status):
-                    body = b""
-                else:
-                    body = b"".join(response.iter_stream())
-        except httpcore.UnsupportedProtocol as exc:
-            raise httpx.UnsupportedProtocol(str(exc)) from exc
-        except (httpcore.TimeoutException, httpcore.NetworkError,
-                httpcore.ProtocolError, httpcore.ProxyError) as exc:
-            kind = getattr(httpx, type(exc).__name__, httpx.TransportError)
-            raise kind(str(exc) or type(exc).__name__) from exc
+            port = parts.port
+        except ValueError as exc:
+            raise httpx.InvalidURL(str(exc)) from None
+        answer = pool.get(parts.scheme, parts.hostname or "", port, target,
+                          request_headers, timeout=timeout, wanted=wanted)
+        status = answer.status
         if status in _REDIRECTS and location:
             if len(history) >= MAX_REDIRECTS:
                 raise httpx.TooManyRedirects("Exceeded maximum allowed redirects.")
             history.append(url)
             url = urljoin(url, location)
             continue
-        return Reply(url=url, status_code=status, headers=answer,
-                     content=_decode(body, answer.get("content-encoding", "")),
-                     history=tuple(history), wire_bytes=len(body))
+        found = Headers(answer.headers)
+        return Reply(url=url, status_code=status, headers=found,
+                     content=_decode(answer.body, found.get("content-encoding", "")),
+                     history=tuple(history), wire_bytes=len(answer.body))
 
 
 def _split_userinfo(url: str, basic: tuple[str, str] | None

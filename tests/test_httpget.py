@@ -1,7 +1,7 @@
-"""stacklock.httpget against a real loopback HTTP server: the httpcore path of a
-PooledClient and the plain-httpx path give the same answers (redirects, Basic
-auth, gzip, range reads left unread, errors), and each raises httpx's
-exceptions. The server is http.server in a thread; nothing is mocked."""
+"""stacklock.httpget against a real loopback HTTP server: the pool path of a
+PooledClient (stacklock.httppool) and the plain-httpx path give the same answers
+(redirects, Basic auth, gzip, range reads left unread, errors), and each raises
+httpx's exceptions. The server is http.server in a thread; nothing is mocked."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def base() -> Iterator[str]:
 
 @pytest.fixture(params=["pool", "httpx"])
 def http(request, monkeypatch) -> Iterator[httpx.Client]:
-    """The client make_http_client makes (httpcore pool) and, with a proxy named
+    """The client make_http_client makes (its own pool) and, with a proxy named
     in the environment, the same client without one (httpx sends)."""
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY",
                  "HTTPS_PROXY", "ALL_PROXY"):
@@ -169,9 +169,11 @@ def test_truncated_body_is_a_transport_error(base, http):
 
 
 def test_timeout_is_httpx_timeout(base, http):
-    http.timeout = httpx.Timeout(0.2)
-    with pytest.raises(httpx.ReadTimeout):
-        get(http, f"{base}/slow")
+    # the fixture's environment (proxy or not) holds for this client too
+    with make_http_client(timeout=0.2) as quick:
+        assert (quick.pool is None) == (http.pool is None)
+        with pytest.raises(httpx.ReadTimeout):
+            get(quick, f"{base}/slow")
 
 
 def test_refused_connection_is_httpx_connect_error(http):

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
 from packaging.utils import canonicalize_name
 
 from stacklock import httpget
+from stacklock._lazy import lazy_module
 from stacklock.errors import IndexError_
 from stacklock.http import RETRY_STATUS, Retry
 from stacklock.index.cache import PageCache, freshness, read_rows
@@ -43,8 +43,12 @@ from stacklock.urls import redact_text, redact_url, strip_credentials
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    import httpx
+
     from stacklock.httpget import Reply
     from stacklock.profile import IndexSpec
+else:
+    httpx = lazy_module("httpx")
 
 __all__ = ["ACCEPT", "IndexClient"]
 

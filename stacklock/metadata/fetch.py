@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import (
@@ -34,7 +33,9 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from stacklock import httpget
 from stacklock._fs import atomic_write_bytes
+from stacklock._lazy import lazy_module
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
 from stacklock.index.links import parse_filename
 from stacklock.metadata import remote_zip
@@ -43,9 +44,14 @@ from stacklock.store import ArtifactStore, describe_http_error
 from stacklock.urls import redact_url, strip_credentials
 
 if TYPE_CHECKING:
+    import httpx
+
     from stacklock.http import Retry
+    from stacklock.httpget import Reply
     from stacklock.index.pages import Link
     from stacklock.metadata.sdist import SdistReader
+else:
+    httpx = lazy_module("httpx")
 
 __all__ = [
     "MetadataFetcher",
@@ -348,12 +354,12 @@ class MetadataFetcher:
             return None
         return remote_zip.read_dist_info_metadata(reader, link.filename)
 
-    def _get(self, url: str) -> httpx.Response:
+    def _get(self, url: str) -> Reply:
         """GET with a few retries on connection errors and 5xx."""
         for attempt in self._retry:
             last = self._retry.is_last(attempt)
             try:
-                response = self._http.get(url)
+                response = httpget.get(self._http, url)
             except httpx.TransportError:
                 if last:
                     raise

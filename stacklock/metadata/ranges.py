@@ -11,16 +11,19 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import httpx
-
 from stacklock import httpget
+from stacklock._lazy import lazy_module
 from stacklock.errors import ZipReadError
 from stacklock.http import Retry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import httpx
+
     from stacklock.httpget import Reply
+else:
+    httpx = lazy_module("httpx")
 
 __all__ = ["RANGE_RETRY", "RangeReader"]
 

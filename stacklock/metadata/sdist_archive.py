@@ -19,8 +19,7 @@ import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
-import httpx
-
+from stacklock._lazy import lazy_module
 from stacklock.errors import ZipReadError
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
@@ -29,7 +28,11 @@ from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
+    import httpx
+
     from stacklock.http import Retry
+else:
+    httpx = lazy_module("httpx")
 
 __all__ = ["ARCHIVE_ERRORS", "FIRST_READ", "ForwardReader", "read_remote_pkg_info"]
 
