@@ -12,6 +12,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from packaging.utils import NormalizedName, canonicalize_name
 
@@ -151,9 +152,29 @@ class Profile:
                 raise ProfileError(
                     f"--index {name}=...: no index named {name!r} in the profile",
                     path=self.path, hint="one of " + ", ".join(sorted(known)))
+        for name, url in urls.items():
+            problem = _url_problem(url)
+            if problem:
+                raise ProfileError(f"--index {name}={url}: {problem}", path=self.path,
+                                   hint="e.g. --index pypi=https://host:8443/simple")
         indexes = tuple(replace(i, url=urls[i.name].rstrip("/")) if i.name in urls
                         else i for i in self.indexes)
         return replace(self, indexes=indexes)
+
+
+def _url_problem(url: str) -> str | None:
+    """What is wrong with an http(s) index URL (a bad port, no host), None when
+    nothing is; a folder or another scheme is judged where it is read."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return None
+    if not parts.hostname:
+        return "no host name"
+    try:
+        parts.port  # noqa: B018 (parsed on access)
+    except ValueError as exc:
+        return f"bad port ({exc})"
+    return None
 
 
 def _parse_indexes(raw: Any, r: TableReader) -> tuple[IndexSpec, ...]:
@@ -174,6 +195,10 @@ def _parse_indexes(raw: Any, r: TableReader) -> tuple[IndexSpec, ...]:
                              hint='only the index named "pypi" may omit url')
             url = PYPI_URL
         url = r.string(url, f"{key}.url").rstrip("/")
+        problem = _url_problem(url)
+        if problem:
+            raise r.fail(f"{key}.url", f"{url}: {problem}",
+                         hint="an https:// or http:// URL, a file:// URL or a folder")
         kind = r.string(entry.get("kind", "simple"), f"{key}.kind")
         if kind not in _INDEX_KINDS:
             raise r.fail(f"{key}.kind", f"kind {kind!r} is not one of {_INDEX_KINDS}")

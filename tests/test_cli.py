@@ -338,3 +338,22 @@ def test_an_unreadable_ca_bundle_is_one_line_exit_2(tmp_path: Path,
     assert lines[0].startswith(f"stacklock: error: SSL_CERT_FILE={tmp_path / bundle}: ")
     assert "Traceback" not in result.stderr
     assert list(work.iterdir()) == []
+
+
+def test_an_index_url_with_a_bad_port_is_one_line_exit_2(tmp_path: Path) -> None:
+    """A port out of range in --index was a traceback from deep in the HTTP
+    layer: now one line naming the option, exit 2, and no lock."""
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "stacklock.cli", "resolve", "pypi-small",
+         "-o", str(work / "lock.toml"), "--no-check",
+         "--index", "pypi=https://pypi.org:99999/simple"],
+        cwd=work, capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "cache")},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "--index pypi=https://pypi.org:99999/simple: bad port" in lines[0]
+    assert list(work.iterdir()) == []

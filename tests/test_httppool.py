@@ -76,6 +76,11 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
             self.wfile.write(b"0\r\n\r\n")
             self.served += 1
+        elif self.path.startswith("/simple/"):  # sends the client to a bad port
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:99999/simple/x/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif self.path == "/big":
             self.send_response(200)
             self.send_header("Content-Length", "1000")
@@ -197,3 +202,14 @@ def test_gets_import_neither_httpx_nor_httpcore(base):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "b'/streamed'", "True"]
+
+
+def test_a_redirect_to_a_bad_port_is_an_index_error(base, tmp_path):
+    from stacklock.errors import IndexError_
+    from stacklock.index.client import IndexClient
+    from stacklock.profile import IndexSpec
+
+    with make_http_client(timeout=5.0) as http:
+        client = IndexClient(http, cache_dir=tmp_path)
+        with pytest.raises(IndexError_, match="unsupported URL: Port out of range"):
+            client.get_links(IndexSpec(name="m", url=f"{base}/simple"), "x")

@@ -115,6 +115,12 @@ def test_full_schema_parses() -> None:
         ({**MINIMAL, "validate": {"probes": {"sizes": ["42 parsecs"]}}},
          "validate.probes.sizes[0]"),
         ({**MINIMAL, "target": {"python": 3.12}}, "target.python"),
+        ({**MINIMAL, "index": [{"name": "pypi", "url": "https://pypi.org:70000/simple"}]},
+         "index[0].url"),
+        ({**MINIMAL, "index": [{"name": "m", "url": "https://host:abc/simple"}]},
+         "index[0].url"),
+        ({**MINIMAL, "index": [{"name": "m", "url": "https:///simple"}]},
+         "index[0].url"),
     ],
 )
 def test_bad_input_names_the_key(data: dict, key: str) -> None:
@@ -238,6 +244,11 @@ def test_index_override_points_a_named_index_at_a_mirror() -> None:
     assert mirrored.indexes[0].url == "http://127.0.0.1:9/simple"
     with pytest.raises(ProfileError, match="no index named 'nope'"):
         profile.with_index_urls({"nope": "http://x"})
+    with pytest.raises(ProfileError, match=r"--index pypi=http://h:99999/s: bad port"):
+        profile.with_index_urls({"pypi": "http://h:99999/s"})
+    # a folder or a file:// URL is judged where it is read, not here
+    assert profile.with_index_urls({"pypi": "/srv/wheels"}).indexes[0].url == \
+        "/srv/wheels"
 
 
 def test_builtin_profiles_all_load() -> None:

@@ -355,7 +355,7 @@ class IndexClient:
                     hint="check the index URL (with or without a trailing "
                          "slash), or point the index at a mirror with "
                          "--index NAME=URL") from None
-            except httpx.UnsupportedProtocol as exc:
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
                 message = redact_text(str(exc), url=url)
                 raise IndexError_(f"unsupported URL: {message}",
                                   index=index.name, url=shown,
