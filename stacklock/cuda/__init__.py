@@ -6,7 +6,9 @@ against NVIDIA when NVIDIA can be reached.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from stacklock._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from stacklock.cuda.catalog import (
@@ -54,13 +56,7 @@ _MODULES = {
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is not None:
-        import importlib
-
-        return getattr(importlib.import_module(f"stacklock.cuda.{module}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
 
 __all__ = [
     "Catalog",

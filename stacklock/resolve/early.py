@@ -1,9 +1,9 @@
 """The profile's own project pages, asked for while the resolver still imports.
 
-A cold ``stacklock resolve`` spends its first ~0.2 s starting the interpreter
-and importing the resolver, packaging and httpx before the resolver's first
-request; on a small set (torch + torchvision + torchaudio, ~0.5 s in all) that
-is most of uv's whole run. The first pages the resolution needs are known
+A cold ``stacklock resolve`` spends its first ~0.15 s starting the interpreter
+and importing the resolver and packaging before the resolver's first request;
+on a small set (torch + torchvision + torchaudio, ~0.4 s in all) that is more
+than a third of the run. The first pages the resolution needs are known
 before any of that: the project page of each requirement the profile names, on
 the index it will be read from. :func:`start_early_pages` sends those GETs in
 threads right away (:func:`stacklock.httpget.fetch_early`); the index client's
