@@ -29,13 +29,11 @@ and callers never parse messages.
 
 from __future__ import annotations
 
-# not typing.TYPE_CHECKING: the command line's start should not pay for importing typing
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
-
-    from stacklock.install.preflight import Problem
 
 __all__ = [
     "CudaError",
@@ -185,9 +183,10 @@ class InstallError(StacklockError):
 
 
 class PreflightError(InstallError):
-    """Preflight found problems; nothing was changed. ``problems`` lists them."""
+    """Preflight found problems; nothing was changed. ``problems`` lists them
+    (:class:`stacklock.install.preflight.Problem`, each one line as text)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: Sequence[object]) -> None:
         lines = "\n".join(f"  {p}" for p in problems)
         super().__init__(f"preflight failed, nothing was changed:\n{lines}")
         self.problems = problems

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.errors import ProfileError
-from stacklock.tables import TableReader
+from stacklock.tablereader import TableReader
 from stacklock.target import Target
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
@@ -313,7 +313,7 @@ def parse_profile(
     check = r.table(data.get("check", {}), "check", _KEYS["check"])
     validate = data.get("validate", {})
     if validate != {}:  # checked now; an empty table is always valid
-        from stacklock.validate.config import parse_validate_config
+        from stacklock.validation import parse_validate_config
 
         parse_validate_config(validate, path=path, prefix="validate")
     return Profile(

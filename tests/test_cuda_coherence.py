@@ -306,7 +306,7 @@ def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
 def test_lock_without_a_cuda_entry_records_the_allowance_at_the_top(allowed_stack):
     from dataclasses import replace
 
-    from stacklock.lock import make_lock
+    from stacklock.resolve.lockfile import make_lock
 
     res = allowed_stack[0].resolution
     stack = make_lock(replace(res, cuda_entry=None)).stack

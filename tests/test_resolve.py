@@ -18,9 +18,10 @@ from packaging.version import Version
 
 from stacklock.errors import ResolutionError
 from stacklock.http import make_http_client
-from stacklock.lock import load_lock, make_lock, render_lock
+from stacklock.lock import load_lock, render_lock
 from stacklock.profile import load_profile
 from stacklock.resolve import AppliedOverride, resolve_profile
+from stacklock.resolve.lockfile import make_lock
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.cassette import Layered, ReplayTransport
 

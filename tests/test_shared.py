@@ -9,7 +9,7 @@ import pytest
 
 from stacklock._fs import file_digest
 from stacklock.http import Retry
-from stacklock.tables import parse_rfc3339
+from stacklock.tablereader import parse_rfc3339
 from stacklock.urls import redact_text, redact_url, strip_credentials
 
 

@@ -9,8 +9,12 @@ import pytest
 
 from stacklock.errors import ProfileError
 from stacklock.lock import load_lock
-from stacklock.validate.config import parse_validate_config, shown_env
-from stacklock.validate.probes import DEFAULT_SIZES, parse_size
+from stacklock.validation import (
+    DEFAULT_SIZES,
+    parse_size,
+    parse_validate_config,
+    shown_env,
+)
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
 from stacklock.validate.gate_preflight import check_server_args
-from stacklock.validate.probes import NO_MULTICAST
+from stacklock.validation import NO_MULTICAST, GateConfig
 from tests.helpers.wheelkit import make_venv
 
 FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
@@ -177,10 +176,10 @@ from pathlib import Path
 # Ctrl-C's own handler, whatever the runner's was (a shell running the suite
 # in the background starts it with SIGINT ignored, and children inherit that)
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from stacklock.validate.config import GateConfig
+from stacklock.validation import GateConfig
 from stacklock.validate.gate import run_gate, server_env
 from stacklock.validate.gate_preflight import check_server_args
-from stacklock.validate.probes import NO_MULTICAST
+from stacklock.validation import NO_MULTICAST
 config = GateConfig(engine="sglang", model="m", server_args=("--fake-mode", "slow"),
                     output_tokens=4, concurrency=(1,), rounds=1)
 run_gate(config, python=Path(sys.argv[1]), log_dir=Path(sys.argv[2]))

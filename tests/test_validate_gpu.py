@@ -10,7 +10,6 @@ import pytest
 
 from stacklock.errors import ValidateError
 from stacklock.lock import Lock, load_lock
-from stacklock.validate.config import ProbeConfig
 from stacklock.validate.gpuchecks import (
     check_driver_runs_toolkit,
     check_probes,
@@ -18,6 +17,7 @@ from stacklock.validate.gpuchecks import (
 )
 from stacklock.validate.probes import ProbeResult, _merge, probe_env, run_gpu_probes
 from stacklock.validate.report import ValidateResult
+from stacklock.validation import ProbeConfig
 from tests.helpers.wheelkit import make_venv
 
 H200 = Path(__file__).parent / "data" / "validate" / "h200"

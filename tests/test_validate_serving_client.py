@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import pytest
 
-from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate
 from stacklock.validate.serving_client import (
     read_accept_length,
@@ -28,6 +27,7 @@ from stacklock.validate.serving_client import (
     stream_request,
 )
 from stacklock.validate.sglang_server import SglangServer
+from stacklock.validation import GateConfig
 from tests.data.validate.fake_sglang.sglang.launch_server import parse, serve
 
 FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"

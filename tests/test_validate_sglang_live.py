@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.validate.config import GateConfig
 from stacklock.validate.gate import run_gate, server_env
 from stacklock.validate.gate_preflight import check_server_args
+from stacklock.validation import GateConfig
 
 pytestmark = pytest.mark.live
 

@@ -20,7 +20,8 @@ from stacklock.errors import ProfileError
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.profile import IndexSpec, RequirementsSpec, parse_profile
-from stacklock.variants import choose_variants, parse_gpu_variants, pin_variants
+from stacklock.resolve.variants import choose_variants, pin_variants
+from stacklock.variants import parse_gpu_variants
 from tests.helpers.data import REAL
 
 CU130 = REAL / "flashinfer-ai-whl-cu130" / "cu130"

@@ -14,7 +14,7 @@ from stacklock.errors import ProfileError, StacklockError
 from stacklock.http import make_http_client
 from stacklock.index import IndexClient, find_links, render_links
 from stacklock.profile import IndexSpec
-from stacklock.tables import parse_rfc3339
+from stacklock.tablereader import parse_rfc3339
 from stacklock.target import Target
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
-from stacklock.tables import parse_rfc3339
+from stacklock.tablereader import parse_rfc3339
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:

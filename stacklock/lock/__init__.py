@@ -1,8 +1,9 @@
 """The lock: a PEP 751 ``pylock.<profile>.toml`` plus stacklock's own tables.
 
 One model (:class:`Lock`, over ``packaging.pylock``), one reader
-(:func:`load_lock` / :func:`parse_lock`), one writer (:func:`render_lock` /
-:func:`dump_lock`), and :func:`make_lock` from a resolution. ``[tool.stacklock]``
+(:func:`load_lock` / :func:`parse_lock`) and one writer (:func:`render_lock` /
+:func:`dump_lock`); making a lock from a resolution is the resolver's
+(:mod:`stacklock.resolve.lockfile`). ``[tool.stacklock]``
 is read once into typed tables (:class:`StackInfo`, :class:`CudaEntry`,
 :class:`SnapshotInfo`, :class:`PackageTool`) whose errors name the file and key.
 """
@@ -25,7 +26,6 @@ from stacklock.lock.tables import (
 )
 
 if TYPE_CHECKING:
-    from stacklock.lock.make import default_lock_path, make_lock
     from stacklock.lock.write import dump_lock, render_lock
 
 __all__ = [
@@ -39,10 +39,8 @@ __all__ = [
     "PackageTool",
     "SnapshotInfo",
     "StackInfo",
-    "default_lock_path",
     "dump_lock",
     "load_lock",
-    "make_lock",
     "parse_lock",
     "parse_lock_document",
     "render_lock",
@@ -51,13 +49,12 @@ __all__ = [
 ]
 
 
-_LAZY = {"default_lock_path": "make", "make_lock": "make",
-         "dump_lock": "write", "render_lock": "write"}
+_LAZY = {"dump_lock": "write", "render_lock": "write"}
 
 
 def __getattr__(name: str) -> Any:
-    """The writers load on first use: ``make_lock`` imports the resolver and
-    ``dump_lock`` tomlkit, which readers of a lock (install, validate) never need."""
+    """The writers load on first use: ``dump_lock`` imports tomlkit, which
+    readers of a lock (install, validate) never need."""
     if name in _LAZY:
         import importlib
 

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 
     from packaging.requirements import Requirement
 
-    from stacklock.resolve.rules import AppliedOverride
 
 __all__ = [
     "LOCK_VERSION",
+    "AppliedOverride",
     "CudaEntry",
     "CudaNote",
     "FoundToolkit",
@@ -48,12 +48,28 @@ def _check_validate(table: Mapping[str, object], *, path: str | None, key: str
     """``[tool.stacklock.validate]`` read as validate will read it, so a lock
     edited by hand is refused when it is loaded, not when validate runs. Imported
     here: only a lock with the table pays for the config module (and probes)."""
-    from stacklock.validate.config import parse_validate_config
+    from stacklock.validation import parse_validate_config
 
     try:
         parse_validate_config(table, path=path, prefix=key)
     except ProfileError as exc:
         raise LockError(exc.message, hint=exc.hint) from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppliedOverride:
+    """An override the resolution applied: ``package``'s requirement
+    ``original`` was replaced by ``override``; ``package`` is None for the
+    profile's own requirement."""
+
+    package: str | None
+    original: str
+    override: str
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"package": self.package or "profile"}
+        out.update(original=self.original, override=self.override)
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -255,7 +271,6 @@ def _overrides_applied(t: LockTable) -> tuple[AppliedOverride, ...]:
         return ()
     # the resolver's model: imported only for a lock that records overrides, so
     # that reading a lock (install, validate) does not load the resolver
-    from stacklock.resolve.rules import AppliedOverride
 
     return tuple(
         AppliedOverride(

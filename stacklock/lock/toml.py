@@ -1,7 +1,7 @@
 """The TOML side of a lock's tables: the values they hold, and reading them.
 
 :class:`LockTable` reads one table of a lock through the shared
-:class:`~stacklock.tables.TableReader` (the same type checks and messages as a
+:class:`~stacklock.tablereader.TableReader` (the same type checks and messages as a
 profile's), but its errors are :class:`LockError`: the lock is what is wrong.
 """
 
@@ -12,7 +12,7 @@ from datetime import date, datetime, time
 from typing import TYPE_CHECKING
 
 from stacklock.errors import LockError
-from stacklock.tables import TableReader
+from stacklock.tablereader import TableReader
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

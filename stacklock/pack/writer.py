@@ -34,7 +34,7 @@ from stacklock.lock import CudaEntry, wheel_sha256
 from stacklock.pack.format import MANIFEST, Manifest, Member
 from stacklock.pack.tools import make_self_wheel, resolve_tools, zip_entry
 from stacklock.store import ArtifactStore
-from stacklock.tables import parse_rfc3339
+from stacklock.tablereader import parse_rfc3339
 
 if TYPE_CHECKING:
     from collections.abc import Callable

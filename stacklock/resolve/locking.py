@@ -87,7 +87,8 @@ def lock_profile(
         raise_for_findings(native)
     # the lock's writers (tomlkit, packaging.pylock: ~20 ms of imports) load
     # here, not before the first request
-    from stacklock.lock import make_lock, render_lock
+    from stacklock.lock import render_lock
+    from stacklock.resolve.lockfile import make_lock
 
     with few_collections():
         text = render_lock(make_lock(resolution, path=path))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -31,61 +31,25 @@ from stacklock.resolve.engine import PinMemoResolver
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.provider import StackProvider
-from stacklock.resolve.rules import AppliedOverride, Rules
+from stacklock.resolve.result import Resolution, ResolvedPackage
+from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource, SourceStats
+from stacklock.resolve.variants import choose_variants, pin_variants
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
-from stacklock.variants import VariantChoice, choose_variants, pin_variants
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
 
     import httpx
-    from packaging.version import Version
 
-    from stacklock.cuda.coherence import CoherenceFinding
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
 
 __all__ = ["Resolution", "ResolvedPackage", "resolve_profile"]
 
 MAX_ROUNDS = 5000
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResolvedPackage:
-    name: NormalizedName
-    version: Version
-    index_name: str
-    index_url: str  # credentials stripped
-    dependencies: tuple[NormalizedName, ...]
-    wheel: LockedWheel
-    requires_dist: tuple[str, ...] = ()
-    cuda: str | None = None
-    build: str | None = None  # why it is built from its sdist on install
-
-    @property
-    def is_sdist(self) -> bool:
-        return not self.wheel.filename.endswith(".whl")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Resolution:
-    profile: Profile
-    packages: tuple[ResolvedPackage, ...]
-    overrides: tuple[AppliedOverride, ...] = ()
-    cuda_entry: dict[str, Any] | None = None
-    coherence: tuple[CoherenceFinding, ...] = ()
-    variants: tuple[VariantChoice, ...] = ()
-    seconds: float = 0.0
-    stats: SourceStats = field(default_factory=SourceStats)
-    # URL -> sha256 of each index page read (None: the index had none), for
-    # stacklock.resolve.memo
-    pages_read: Mapping[str, str | None] = field(default_factory=dict)
-
-    def pins(self) -> dict[str, str]:
-        return {p.name: str(p.version) for p in self.packages}
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]

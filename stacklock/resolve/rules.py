@@ -11,12 +11,12 @@ which package's requirement was changed, from what, to what.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 
+from stacklock.lock.tables import AppliedOverride
 from stacklock.resolve.model import Requirement
 
 if TYPE_CHECKING:
@@ -33,21 +33,6 @@ def requirement_text(req: PepRequirement) -> str:
     """``name[extras]specifier`` without the marker (already evaluated)."""
     extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
     return f"{req.name}{extras}{req.specifier}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class AppliedOverride:
-    """``package``'s requirement ``original`` was replaced by ``override``;
-    ``package`` is None for the profile's own requirement."""
-
-    package: str | None
-    original: str
-    override: str
-
-    def to_dict(self) -> dict[str, str]:
-        out = {"package": self.package or "profile"}
-        out.update(original=self.original, override=self.override)
-        return out
 
 
 class Rules:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from stacklock.profile import Profile
-    from stacklock.resolve.resolution import ResolvedPackage
+    from stacklock.resolve.result import ResolvedPackage
 
 __all__ = ["annotate", "extra_requirements", "lock_entry"]
 

@@ -3,9 +3,8 @@ throughput gate, with a JSON/Markdown/PNG report.
 
 ``validate(lock, venv=...)`` (:mod:`stacklock.validate.run`) returns a
 :class:`ValidateResult`; ``result.ok`` is the verdict. The names below load on first
-use (PEP 562): loading a profile imports :mod:`stacklock.validate.config` to check
-its ``[validate]`` table, and that must not pull in the checks, the gate and the
-report (httpx, matplotlib).
+use (PEP 562). The ``[validate]`` table itself is a shared model
+(:mod:`stacklock.validation`): profiles and locks read it without this verb.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stacklock.validate.checks import CheckResult
-    from stacklock.validate.config import ValidateConfig, parse_validate_config
     from stacklock.validate.gate import GateResult
     from stacklock.validate.probes import ProbeResult
     from stacklock.validate.report import ValidateResult, render_markdown, render_text
@@ -30,9 +28,7 @@ _WHERE = {
     "CheckResult": "checks",
     "GateResult": "gate",
     "ProbeResult": "probes",
-    "ValidateConfig": "config",
     "ValidateResult": "report",
-    "parse_validate_config": "config",
     "read_distributions": "run",
     "render_markdown": "report",
     "render_text": "report",
@@ -53,9 +49,7 @@ __all__ = [
     "CheckResult",
     "GateResult",
     "ProbeResult",
-    "ValidateConfig",
     "ValidateResult",
-    "parse_validate_config",
     "read_distributions",
     "render_markdown",
     "render_text",

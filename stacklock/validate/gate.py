@@ -25,9 +25,7 @@ import httpx
 
 from stacklock.errors import ServerError
 from stacklock.validate.checks import FAIL, MEASURED, PASS, SKIP, CheckResult
-from stacklock.validate.config import shown_env
 from stacklock.validate.gate_preflight import check_server_args
-from stacklock.validate.probes import NO_MULTICAST
 from stacklock.validate.serving_client import (
     LevelResult,
     read_accept_length,
@@ -39,11 +37,12 @@ from stacklock.validate.sglang_server import (
     server_env,
     tail,
 )
+from stacklock.validation import NO_MULTICAST, shown_env
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from stacklock.validate.config import GateConfig
+    from stacklock.validation import GateConfig
 
 __all__ = ["GateResult", "PhaseResult", "SglangServer", "run_gate",
            "server_env"]  # the last two re-exported from sglang_server

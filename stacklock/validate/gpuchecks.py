@@ -25,8 +25,8 @@ from stacklock.validate.toolkit import major_minor as _major_minor
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
-    from stacklock.validate.config import ProbeConfig
     from stacklock.validate.probes import ProbeResult
+    from stacklock.validation import ProbeConfig
 
 __all__ = [
     "check_driver_runs_toolkit",

@@ -29,6 +29,7 @@ from typing import Any
 
 from stacklock.errors import ValidateError
 from stacklock.runner import free_port
+from stacklock.validation import DEFAULT_SIZES, KB, NO_MULTICAST, parse_size
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -45,30 +46,6 @@ __all__ = [
 ]
 
 PROBE_SCRIPT = Path(__file__).resolve().parent / "_probe_script.py"
-NO_MULTICAST = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
-KB = 1024
-DEFAULT_SIZES = (4 * KB, 8 * KB, 16 * KB, 32 * KB, 42 * KB, 64 * KB, 128 * KB,
-                 256 * KB, 512 * KB, 1024 * KB, 2048 * KB, 4096 * KB)
-
-
-def parse_size(text: str | int) -> int:
-    """``"42KB"`` -> 43008, ``"4MB"`` -> 4194304, ``4096`` -> 4096 (KB = 1024 bytes)."""
-    if isinstance(text, int):
-        return text
-    raw = text.strip().upper().removesuffix("B")
-    scale = {"K": KB, "M": KB * KB}.get(raw[-1:], 1)
-    digits = raw[:-1] if scale != 1 else raw
-    try:
-        value = float(digits)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a size like 42KB or 4MB") from None
-    return int(value * scale)
-
-
 def format_size(size: int) -> str:
     if size >= KB * KB and size % (KB * KB) == 0:
         return f"{size // (KB * KB)} MB"

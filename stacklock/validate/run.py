@@ -23,7 +23,6 @@ from stacklock.validate.checks import (
     check_uv_pip_check,
     check_wheel_hashes,
 )
-from stacklock.validate.config import ValidateConfig, parse_validate_config
 from stacklock.validate.gate import run_gate
 from stacklock.validate.gpuchecks import (
     check_driver_runs_toolkit,
@@ -43,6 +42,7 @@ from stacklock.validate.report import (
     write_report,
 )
 from stacklock.validate.toolkit import check_toolkit
+from stacklock.validation import ValidateConfig, parse_validate_config
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock

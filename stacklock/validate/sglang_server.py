@@ -18,13 +18,13 @@ import httpx
 
 from stacklock.errors import ServerError
 from stacklock.runner import free_port
-from stacklock.validate.probes import NO_MULTICAST
+from stacklock.validation import NO_MULTICAST
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from stacklock.validate.config import GateConfig
+    from stacklock.validation import GateConfig
 
 __all__ = ["SglangServer", "server_env", "tail"]
 

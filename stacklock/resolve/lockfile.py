@@ -25,14 +25,14 @@ from stacklock.lock.tables import (
     StackInfo,
 )
 from stacklock.lock.toml import LockTable
-from stacklock.profile import BUILTIN_DIR, default_lock_path
+from stacklock.profile import BUILTIN_DIR
 from stacklock.resolve.rules import requirement_text
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
-    from stacklock.resolve.resolution import Resolution, ResolvedPackage
+    from stacklock.resolve.result import Resolution, ResolvedPackage
 
-__all__ = ["default_lock_path", "make_lock"]
+__all__ = ["make_lock"]
 
 
 def _profile_source(path: str | None, name: str) -> str:

@@ -32,10 +32,42 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from stacklock.tables import TableReader
-from stacklock.validate.probes import DEFAULT_SIZES, NO_MULTICAST, parse_size
+from stacklock.tablereader import TableReader
 
-__all__ = ["GateConfig", "ProbeConfig", "ValidateConfig", "parse_validate_config"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "NO_MULTICAST",
+    "GateConfig",
+    "ProbeConfig",
+    "ValidateConfig",
+    "parse_size",
+    "parse_validate_config",
+]
+
+# the environment that switches NVLink multicast off (every probe's; the gate's
+# only when the profile says multicast = false)
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+KB = 1024
+DEFAULT_SIZES = (4 * KB, 8 * KB, 16 * KB, 32 * KB, 42 * KB, 64 * KB, 128 * KB,
+                 256 * KB, 512 * KB, 1024 * KB, 2048 * KB, 4096 * KB)
+
+
+def parse_size(text: str | int) -> int:
+    """``"42KB"`` -> 43008, ``"4MB"`` -> 4194304, ``4096`` -> 4096 (KB = 1024 bytes)."""
+    if isinstance(text, int):
+        return text
+    raw = text.strip().upper().removesuffix("B")
+    scale = {"K": KB, "M": KB * KB}.get(raw[-1:], 1)
+    digits = raw[:-1] if scale != 1 else raw
+    try:
+        value = float(digits)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size like 42KB or 4MB") from None
+    return int(value * scale)
 
 _TOP = {"imports", "min-gpus", "probes", "gate"}
 _PROBES = {"enabled", "sizes", "iters", "matmul-n", "max-allreduce-us",
