@@ -206,7 +206,7 @@ class Finder:
             for i in sdists:
                 if sdist_version_text(names[i]) in spelt:  # type: ignore[arg-type]
                     continue
-                parsed = parse_filename(names[i])  # type: ignore[arg-type]
+                parsed = parse_filename(names[i])
                 if isinstance(parsed, str) or parsed[1] not in with_wheel:
                     row = page.row(i)
                     if row[REASON] is None:

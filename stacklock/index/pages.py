@@ -204,7 +204,7 @@ def _attr(tag: Any, name: str) -> str | None:
     value = tag.get(name)
     if isinstance(value, list):  # bs4 splits multi-valued attributes; none of ours
         value = " ".join(value)
-    return value
+    return None if value is None else str(value)
 
 
 def rows_from_html(content: bytes, base_url: str) -> PageRows:

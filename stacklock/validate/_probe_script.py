@@ -29,6 +29,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Any
 
 NO_MULTICAST = {
     "NCCL_NVLS_ENABLE": "0",
@@ -173,7 +174,7 @@ def _sglang_args(argvs: list[list[str]]) -> dict[str, object]:
             "results": results}
 
 
-def _time_allreduce(torch, dist, tensor, iters: int, warmup: int,
+def _time_allreduce(torch: Any, dist: Any, tensor: Any, iters: int, warmup: int,
                     graph: bool) -> float:
     """Mean microseconds per all-reduce of ``tensor``, in place."""
     stream = torch.cuda.Stream()
@@ -206,10 +207,11 @@ def _time_allreduce(torch, dist, tensor, iters: int, warmup: int,
             dist.all_reduce(tensor)
         end.record()
     torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000.0 / iters
+    return float(start.elapsed_time(end)) * 1000.0 / iters
 
 
-def _allreduce_row(torch, dist, args: argparse.Namespace, size: int) -> dict:
+def _allreduce_row(torch: Any, dist: Any, args: argparse.Namespace, size: int
+                   ) -> dict[str, object]:
     """One size: a checked sum first, then the timing on zeros, whose sum stays zero
     however often it repeats (ones would grow by the world size each time and leave
     bf16's range), then a check that the tensor is still finite."""
@@ -229,7 +231,7 @@ def _allreduce_row(torch, dist, args: argparse.Namespace, size: int) -> dict:
     return row
 
 
-def _matmul_tflops(torch, n: int, iters: int) -> float:
+def _matmul_tflops(torch: Any, n: int, iters: int) -> float:
     a = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
     for _ in range(3):
@@ -241,7 +243,7 @@ def _matmul_tflops(torch, n: int, iters: int) -> float:
         torch.matmul(a, b)
     end.record()
     torch.cuda.synchronize()
-    seconds = start.elapsed_time(end) / 1000.0 / iters
+    seconds = float(start.elapsed_time(end)) / 1000.0 / iters
     return 2.0 * n**3 / seconds / 1e12
 
 
