@@ -24,7 +24,9 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
+import stat
 import sys
 import tempfile
 import zipfile
@@ -54,6 +56,12 @@ __all__ = [
 FORMAT = 1
 MANIFEST = "manifest.json"
 KINDS = ("lock", "wheel", "tool", "runfile")
+FOLDERS = {"lock": "lock", "wheel": "wheels", "tool": "tools", "runfile": "toolkit"}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# a file name the pack may carry: no separator, no leading dot (so not . or ..)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,254}")
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+)+")
+_PLATFORM = re.compile(r"[a-z0-9_]{1,64}")
 _CHUNK = 1 << 20
 
 
@@ -76,13 +84,48 @@ class Member:
                 "sha256": self.sha256, "offset": self.offset}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Member:
-        member = cls(path=str(data["path"]), kind=str(data["kind"]),
-                     size=int(data["size"]), sha256=str(data["sha256"]),
-                     offset=int(data["offset"]))
-        if member.kind not in KINDS or len(member.sha256) != 64:
-            raise ValueError(f"member {member.path}: kind or sha256")
-        return member
+    def from_dict(cls, data: Any, where: str = "member") -> Member:
+        """Every field checked before anything uses it: a manifest travels by
+        hand and is hostile until proven otherwise. ``path`` is
+        ``<folder of its kind>/<plain file name>``, ``sha256`` 64 lower-case hex
+        digits (it names files in the store), ``size`` and ``offset`` whole
+        numbers >= 0."""
+        if not isinstance(data, dict):
+            raise ValueError(f"{where}: not an object")
+        unknown = sorted(set(data) - {"path", "kind", "size", "sha256", "offset"})
+        if unknown:
+            raise ValueError(f"{where}: unknown key {unknown[0]!r}")
+        kind = _text(data, "kind", where)
+        if kind not in KINDS:
+            raise ValueError(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+        path = _text(data, "path", where)
+        folder, _, name = path.partition("/")
+        if folder != FOLDERS[kind] or not _NAME.fullmatch(name):
+            raise ValueError(
+                f"{where}.path: {path!r} is not {FOLDERS[kind]}/<file name> (a "
+                "plain name: letters, digits and ._+-, no folders)")
+        sha256 = _text(data, "sha256", where)
+        if not _SHA256.fullmatch(sha256):
+            raise ValueError(f"{where}.sha256: {sha256[:80]!r} is not 64 lower-case "
+                             "hex digits")
+        return cls(path=path, kind=kind, size=_count(data, "size", where),
+                   sha256=sha256, offset=_count(data, "offset", where))
+
+
+def _text(data: Mapping[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}.{key}: expected a string, found "
+                         f"{type(value).__name__}")
+    return value
+
+
+def _count(data: Mapping[str, Any], key: str, where: str) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{where}.{key}: expected a whole number >= 0, found "
+                         f"{value!r}")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,26 +156,78 @@ class Manifest:
                 "members": [m.to_dict() for m in self.members]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+    def from_dict(cls, data: Any) -> Manifest:
+        """The manifest, every field checked (see :meth:`Member.from_dict`): one
+        lock, unique paths, members that lie inside the payload one after the
+        other without overlapping."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         if data.get("format") != FORMAT:
             raise ValueError(f"format {data.get('format')!r}, this reader knows "
                              f"{FORMAT}")
+        raw_members = data.get("members")
+        if not isinstance(raw_members, list):
+            raise ValueError("members: expected a list")
+        members = tuple(Member.from_dict(m, f"members[{i}]")
+                        for i, m in enumerate(raw_members))
         manifest = cls(
-            stacklock=str(data["stacklock"]), lock_sha256=str(data["lock-sha256"]),
-            python=str(data["python"]), platform=str(data["platform"]),
-            glibc=str(data["glibc"]) if data.get("glibc") else None,
-            toolkit=str(data["toolkit"]) if data.get("toolkit") else None,
-            payload_size=int(data["payload-size"]),
-            members=tuple(Member.from_dict(m) for m in data["members"]))
+            stacklock=_text(data, "stacklock", "manifest"),
+            lock_sha256=_text(data, "lock-sha256", "manifest"),
+            python=_checked(data, "python", _VERSION),
+            platform=_checked(data, "platform", _PLATFORM),
+            glibc=_optional(data, "glibc", _VERSION),
+            toolkit=_optional(data, "toolkit", _VERSION),
+            payload_size=_count(data, "payload-size", "manifest"),
+            members=members)
         locks = manifest.of_kind("lock")
         if len(locks) != 1 or locks[0].sha256 != manifest.lock_sha256:
             raise ValueError("exactly one lock, with the manifest's lock-sha256")
+        paths = [m.path for m in members]
+        if len(set(paths)) != len(paths):
+            twice = sorted(p for p in set(paths) if paths.count(p) > 1)[0]
+            raise ValueError(f"members: {twice} is listed twice")
+        _check_spans(members, manifest.payload_size)
         return manifest
 
 
+def _check_spans(members: tuple[Member, ...], payload_size: int) -> None:
+    """Each member's bytes inside the payload, none overlapping another's; two
+    members with the same sha256 may share one span (the writer stores equal
+    files once)."""
+    end = 0
+    last: Member | None = None
+    for i, member in sorted(enumerate(members), key=lambda im: im[1].offset):
+        same = last is not None and (last.offset, last.size, last.sha256) == (
+            member.offset, member.size, member.sha256)
+        if (member.offset < end and not same) or \
+                member.offset + member.size > payload_size:
+            raise ValueError(
+                f"members[{i}] ({member.path}): bytes {member.offset}.."
+                f"{member.offset + member.size} overlap another member or lie "
+                f"outside the {payload_size}-byte payload")
+        end = max(end, member.offset + member.size)
+        last = member
+
+
+def _optional(data: Mapping[str, Any], key: str, pattern: re.Pattern[str]
+              ) -> str | None:
+    return None if data.get(key) is None else _checked(data, key, pattern)
+
+
+def _checked(data: Mapping[str, Any], key: str, pattern: re.Pattern[str]) -> str:
+    value = _text(data, key, "manifest")
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{key}: {value[:80]!r} is not of the form a pack "
+                         "carries")
+    return value
+
+
 def is_pack(path: str | os.PathLike[str]) -> bool:
-    """Does ``path`` end in a zip that holds a pack manifest? (Never raises.)"""
+    """Does ``path`` end in a zip that holds a pack manifest? (Never raises, and
+    never opens anything but a regular file: a FIFO would block.)"""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
         with zipfile.ZipFile(path) as zf:
             return MANIFEST in zf.namelist() and "__main__.py" in zf.namelist()
     except (OSError, zipfile.BadZipFile, ValueError):
@@ -155,7 +250,7 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
             "pack` printed") from None
     try:
         manifest = Manifest.from_dict(json.loads(raw))
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, RecursionError) as exc:  # json's errors are ValueErrors
         raise PackError(f"{pack}: {MANIFEST}: {exc}",
                         hint="make the pack again with `stacklock pack`") from None
     ends = [m.offset + m.size for m in manifest.members]

@@ -13,12 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.markers import default_environment
+
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import StacklockError
+from stacklock.errors import PackError, StacklockError
 from stacklock.install import InstallResult, install_lock
 from stacklock.install.layout import VenvLayout
+from stacklock.install.plan import applicable
 from stacklock.install.preflight import toolkit_installed
 from stacklock.install.read import read_installable
+from stacklock.lock import wheel_sha256
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
     Manifest,
@@ -35,7 +39,13 @@ if TYPE_CHECKING:
     from stacklock.lock import Lock
     from stacklock.validate.report import ValidateResult
 
-__all__ = ["PackInstallResult", "install_pack", "render_pack_install", "venv_matches"]
+__all__ = [
+    "PackInstallResult",
+    "check_carried",
+    "install_pack",
+    "render_pack_install",
+    "venv_matches",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +98,36 @@ def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
         os.replace(scratch / "lock", lock_to)
 
 
+def check_carried(lock: Lock, manifest: Manifest, pack: Path, *,
+                  toolkit_prefix: Path | None) -> None:
+    """Refuse a pack that lacks a file its lock installs: a pack install never
+    reaches for the network. Every package whose marker holds on the node (the
+    lock's target, else this host) needs one of its files in the pack; the
+    runfile may be missing only where its toolkit is installed already."""
+    carried = {m.sha256 for m in manifest.members}
+    env = (lock.target.marker_environment() if lock.target is not None
+           else {k: str(v) for k, v in default_environment().items()})
+    for pkg in applicable(lock, env):
+        files = pkg.files
+        if not any((sha := wheel_sha256(f)) and sha in carried for f in files):
+            names = ", ".join(f.filename for f in files) or "no file"
+            raise PackError(
+                f"{pack}: the lock installs {pkg.name} {pkg.version} ({names}) but "
+                "the pack does not carry it; nothing installed (a pack install "
+                "never downloads)",
+                hint="make the pack again with `stacklock pack` from this lock")
+    cuda = lock.cuda
+    if cuda is None or cuda.source != "runfile" or manifest.of_kind("runfile"):
+        return
+    prefix = toolkit_prefix or Path(cuda.prefix or "")
+    if not toolkit_installed(prefix, cuda.version):
+        raise PackError(
+            f"{pack}: the lock installs the CUDA {cuda.version} toolkit "
+            f"({cuda.runfile}) at {prefix}, which the pack does not carry (packed "
+            "with --no-toolkit) and which is not installed there; nothing installed",
+            hint="install the toolkit first, or pack without --no-toolkit")
+
+
 def venv_matches(lock: Lock, venv: Path, *, toolkit_prefix: Path | None) -> bool:
     """Does ``venv`` hold exactly the lock (names, versions, wheel hashes) and is
     its runfile toolkit, if any, in place?"""
@@ -133,6 +173,7 @@ def install_pack(
     lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
     unpack_verified(pack, manifest, store, lock_to=lock, on_bytes=on_bytes)
     locked = read_installable(lock)
+    check_carried(locked, manifest, pack, toolkit_prefix=toolkit_prefix)
     skipped = venv_matches(locked, venv, toolkit_prefix=toolkit_prefix)
     installed = None
     if not skipped:

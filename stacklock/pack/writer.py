@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from stacklock.lock import Lock
     from stacklock.target import Target
 
-__all__ = ["PackItem", "PackPlan", "PackResult", "plan_pack", "render_pack",
-           "write_pack"]
+__all__ = ["PackItem", "PackPlan", "PackResult", "pack_target", "plan_pack",
+           "render_pack", "write_pack"]
 
 _LEGACY_GLIBC = {"manylinux1": (2, 5), "manylinux2010": (2, 12),
                  "manylinux2014": (2, 17)}
@@ -107,7 +107,7 @@ def glibc_floor(filenames: list[str]) -> str | None:
     return ".".join(map(str, max(floors))) if floors else None
 
 
-def _target(lock: Lock) -> Target:
+def pack_target(lock: Lock) -> Target:
     if lock.target is None:
         raise LockError(f"{lock.path}: no [tool.stacklock] target: a pack needs to "
                         "know the node's Python and platform",
@@ -248,7 +248,7 @@ def plan_pack(
 ) -> PackPlan:
     """The lock's files for its target, plus stacklock and uv resolved for it."""
     lock = read_installable(Path(lock_path))
-    target = _target(lock)
+    target = pack_target(lock)
     items = plan_items(lock, target, no_toolkit=no_toolkit)
     if on_status is not None:
         on_status("resolving stacklock and uv for the target")
