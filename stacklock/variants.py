@@ -12,7 +12,7 @@ which project serves which architecture, as data::
 
 This module holds the declaration (:class:`GpuVariants`, read from the profile)
 and the choice the lock records (:class:`VariantChoice`); the resolver makes the
-choice (:mod:`stacklock.resolve.variants`).
+choice (:mod:`stacklock.resolve.variant_choice`).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from stacklock.errors import ProfileError
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.profile import IndexSpec, RequirementsSpec, parse_profile
-from stacklock.resolve.variants import choose_variants, pin_variants
+from stacklock.resolve.variant_choice import choose_variants, pin_variants
 from stacklock.variants import parse_gpu_variants
 from tests.helpers.data import REAL
 

@@ -34,7 +34,7 @@ from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource, SourceStats
-from stacklock.resolve.variants import choose_variants, pin_variants
+from stacklock.resolve.variant_choice import choose_variants, pin_variants
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
