@@ -22,7 +22,7 @@ from stacklock.target import Target
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
     from packaging.requirements import Requirement
@@ -31,18 +31,29 @@ __all__ = [
     "PYPI_URL",
     "CheckSpec",
     "CudaSpec",
+    "FoundProfile",
     "IndexSpec",
     "Profile",
     "RequirementsSpec",
     "default_lock_path",
     "find_profile_path",
+    "find_profiles",
     "list_profiles",
     "load_profile",
     "parse_profile",
 ]
 
 PYPI_URL = "https://pypi.org/simple"
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "profiles"
+def _builtin_dir() -> Path:
+    """The built-in profiles: inside the installed package (the wheel carries the
+    checkout's ``profiles/`` as ``stacklock/profiles/``), else the checkout's own
+    folder (an editable install, or a run from the source tree)."""
+    packaged = Path(__file__).resolve().parent / "profiles"
+    return packaged if packaged.is_dir() else packaged.parent.parent / "profiles"
+
+
+BUILTIN_DIR = _builtin_dir()
+LOCAL_DIR = Path("profiles")  # the working directory's, which wins over a built-in
 
 _TOP_KEYS = {
     "profile", "target", "index", "requirements", "cuda", "check", "validate",
@@ -343,24 +354,28 @@ def _merge(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
 
 
 def find_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Path:
-    """A path to an existing file, or a built-in profile's name."""
+    """A path to an existing file, or a profile's name: ``profiles/NAME.toml`` of
+    the working directory when there is one, else the built-in one (or only
+    ``profiles_dir``'s, when given)."""
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
         if not candidate.is_file():
             raise ProfileError(
                 f"profile file {name_or_path} does not exist",
-                hint="stacklock profiles lists the built-in ones",
+                hint="stacklock profiles lists the ones found by name",
             )
         return candidate
-    folder = profiles_dir or BUILTIN_DIR
-    path = folder / f"{name_or_path}.toml"
-    if not path.is_file():
-        known = ", ".join(list_profiles(folder)) or "none"
-        raise ProfileError(
-            f"no profile named {name_or_path!r} in {folder}",
-            hint=f"one of: {known}, or a path to a .toml file",
-        )
-    return path
+    folders = [profiles_dir] if profiles_dir is not None else [LOCAL_DIR, BUILTIN_DIR]
+    for folder in folders:
+        path = folder / f"{name_or_path}.toml"
+        if path.is_file():
+            return path
+    known = ", ".join(sorted({p.name for p in find_profiles(folders)})) or "none"
+    where = " or ".join(str(f) for f in folders)
+    raise ProfileError(
+        f"no profile named {name_or_path!r} in {where}",
+        hint=f"one of: {known}, or a path to a .toml file",
+    )
 
 
 def default_lock_path(profile: str) -> Path:
@@ -368,9 +383,37 @@ def default_lock_path(profile: str) -> Path:
     return Path("locks") / f"pylock.{profile}.toml"
 
 
+@dataclass(frozen=True, kw_only=True)
+class FoundProfile:
+    """A profile found by name: where it is and whether it is a built-in one or
+    the working directory's (which then hides the built-in one of its name)."""
+
+    name: str
+    path: Path
+    origin: str  # "local" or "built-in"
+
+
+def find_profiles(folders: Sequence[Path] | None = None) -> list[FoundProfile]:
+    """Every profile a name finds, sorted by name; the first folder that has a
+    name wins (default: the working directory's ``profiles/``, then the
+    built-in ones)."""
+    if folders is None:
+        folders = [LOCAL_DIR, BUILTIN_DIR]
+    found: dict[str, FoundProfile] = {}
+    builtin = BUILTIN_DIR.resolve()
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        origin = "built-in" if folder.resolve() == builtin else "local"
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.stem, FoundProfile(name=path.stem, path=path,
+                                                     origin=origin))
+    return [found[name] for name in sorted(found)]
+
+
 def list_profiles(folder: Path | None = None) -> list[str]:
-    folder = folder or BUILTIN_DIR
-    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+    """The names :func:`find_profile_path` finds (only ``folder``'s, if given)."""
+    return [p.name for p in find_profiles(None if folder is None else [folder])]
 
 
 def _read_toml(path: Path) -> tuple[dict[str, Any], bytes]:

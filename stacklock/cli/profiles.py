@@ -1,11 +1,11 @@
-"""``stacklock profiles``: the built-in profiles."""
+"""``stacklock profiles``: the profiles a name finds, built-in and local."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
-from stacklock.profile import list_profiles, load_profile
+from stacklock.profile import find_profiles, load_profile
 
 if TYPE_CHECKING:
     import argparse
@@ -15,13 +15,14 @@ __all__ = ["profiles"]
 
 def profiles(args: argparse.Namespace) -> int:
     rows = []
-    for name in list_profiles():
-        profile = load_profile(name)
-        rows.append({"name": name, "description": profile.description})
+    for found in find_profiles():
+        profile = load_profile(str(found.path))
+        rows.append({"name": found.name, "origin": found.origin,
+                     "path": str(found.path), "description": profile.description})
     if args.json:
         print_json(rows)
     else:
         width = max((len(r["name"]) for r in rows), default=0)
         for row in rows:
-            print(f"{row['name']:<{width}}  {row['description']}")
+            print(f"{row['name']:<{width}}  {row['origin']:<8}  {row['description']}")
     return 0
