@@ -113,6 +113,10 @@ def test_the_stacklock_wheel_is_a_valid_wheel_of_this_code():
     assert name == "stacklock-0.1.0-py3-none-any.whl"
     assert "Requires-Dist: uv>=0.9" in meta and "pytest" not in meta
     assert "stacklock/pack/boot.py,sha256=" in record
+    # matplotlib only with the plots extra, as in stacklock's own metadata
+    assert "Provides-Extra: plots" in meta
+    matplotlib = [ln for ln in meta.splitlines() if "matplotlib" in ln]
+    assert matplotlib == ["Requires-Dist: matplotlib>=3.8; extra == 'plots'"]
 
 
 def test_an_altered_wheel_is_refused_and_the_store_is_left_as_it_was(

@@ -4,10 +4,11 @@ air-gapped way: ``python3 PACK install`` inside a network namespace with no netw
 3.12 and /usr/bin:/bin only (no stacklock, no uv). The venv's own python is the
 oracle for what got installed.
 
-The pack carries stacklock's own requirements, about 60 MB of wheels (numpy,
-matplotlib, pillow, uv); they are downloaded once into a cache that outlives the
-run ($STACKLOCK_PACK_TEST_CACHE, else ~/.cache/stacklock-pack-tests): the point of
-these tests is an install from real, complete wheels.
+The pack carries stacklock's own requirements (uv the largest), and with
+``--with-plots`` matplotlib and numpy too; they are downloaded once into a cache
+that outlives the run ($STACKLOCK_PACK_TEST_CACHE, else
+~/.cache/stacklock-pack-tests): the point of these tests is an install from real,
+complete wheels.
 """
 
 from __future__ import annotations
@@ -170,3 +171,21 @@ def test_pack_list_and_same_bytes_again(small_pack: Path, tmp_path: Path,
     assert isinstance(plan, PackPlan) and not (tmp_path / "never.pack").exists()
     assert plan.size == small_pack.stat().st_size
     assert main(["pack", "--list", str(LOCK)]) == 2
+
+
+def test_plots_only_with_the_flag(small_pack: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]):
+    """matplotlib (and numpy with it) is carried only by a pack made with
+    --with-plots; the lock's files and the rest of the tools are the same."""
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(CACHE))
+    out = tmp_path / "plots.pack"
+    code = main(["pack", str(LOCK), "-o", str(out), "--with-plots", "--json"])
+    assert code == 0, capsys.readouterr().err
+    plain = {m.path for m in read_manifest(small_pack).members}
+    plots = {m.path for m in read_manifest(out).members}
+    added = {p.split("/")[1].split("-")[0].lower() for p in plots - plain}
+    assert not any(p.startswith(("tools/matplotlib-", "tools/numpy-")) for p in plain)
+    assert {"matplotlib", "numpy"} <= added
+    assert plain < plots  # nothing of the plain pack is left out
+    assert all(p.startswith("tools/") for p in plots - plain)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.lock import load_lock
+from stacklock.lock import Lock, load_lock
 from stacklock.validate import read_distributions
 from stacklock.validate.checks import (
     check_distributions,
@@ -40,21 +40,60 @@ def _pair(folder: Path) -> tuple[Path, Path]:
     return app, helper
 
 
-def test_installed_venv_matches_its_lock(tmp_path: Path, cache: Path) -> None:
+def _tinypkg_installed(tmp_path: Path) -> tuple[Path, Lock, dict]:
+    """A wheel built here, installed by uv into a fresh venv: the wheel, its
+    lock, and what the venv's python reports installed."""
     wheel = build_wheel(tmp_path / "w", "tinypkg", "0.3.1",
                         {"tinypkg/__init__.py": b"X = 3\n", "tinypkg/data.txt": b"d"})
     python = make_venv(tmp_path / "venv")
     uv_install(python, wheel)
     lock = load_lock(write_lock(tmp_path / "pylock.toml", [wheel]))
-    dists = read_distributions(python)
+    return wheel, lock, read_distributions(python)
+
+
+def test_installed_venv_matches_its_lock(tmp_path: Path, cache: Path) -> None:
+    wheel, lock, dists = _tinypkg_installed(tmp_path)
     result = check_distributions(lock, dists)
     assert result.status == "pass", result.reason
     assert result.details["installed"] == 1
-    assert check_wheel_hashes(lock, dists).status == "skip"  # not in the cache yet
+    # not in the artifact cache: the files against the RECORD uv wrote
+    intact = check_wheel_hashes(lock, dists)
+    assert intact.status == "pass", intact.reason
+    assert intact.details["intact"] == ["tinypkg"] and intact.details["verified"] == []
+    assert intact.reason == "1 match the RECORD written at install"
     store_wheel(cache, wheel)
     hashes = check_wheel_hashes(lock, dists)
     assert hashes.status == "pass", hashes.reason
-    assert hashes.details["verified"] == ["tinypkg"]
+    assert hashes.details["verified"] == ["tinypkg"] and hashes.details["intact"] == []
+
+
+def test_a_file_changed_after_install_is_caught(tmp_path: Path, cache: Path) -> None:
+    """With the locked wheel in the artifact cache and without it, the file's
+    bytes are what is checked, not the RECORD's text."""
+    wheel, lock, dists = _tinypkg_installed(tmp_path)
+    dist_info = Path(dists["distributions"][0]["dist_info"])
+    (dist_info.parent / "tinypkg" / "data.txt").write_bytes(b"e")
+    plain = check_wheel_hashes(lock, dists)
+    assert plain.status == "fail"
+    assert plain.reason == ("tinypkg: 1 files differ from the RECORD written at "
+                            "install (first: tinypkg/data.txt)")
+    store_wheel(cache, wheel)
+    traced = check_wheel_hashes(lock, dists)
+    assert traced.status == "fail"
+    assert traced.details["mismatched"] == [
+        f"tinypkg: 1 files differ from {wheel.name} (first: tinypkg/data.txt)"]
+    (dist_info.parent / "tinypkg" / "__init__.py").unlink()
+    assert "2 files differ" in check_wheel_hashes(lock, dists).reason
+
+
+def test_without_a_record_nothing_is_checked(tmp_path: Path, cache: Path) -> None:
+    _, lock, dists = _tinypkg_installed(tmp_path)
+    (Path(dists["distributions"][0]["dist_info"]) / "RECORD").unlink()
+    result = check_wheel_hashes(lock, dists)
+    assert result.status == "skip"
+    assert result.details["no_record"] == ["tinypkg"]
+    assert result.notes == ("1 cannot be checked (no RECORD, or the sdist is not in "
+                            "the artifact cache): tinypkg",)
 
 
 def test_another_build_of_the_same_version_is_caught(tmp_path: Path,

@@ -4,9 +4,12 @@ all-reduce is skipped with its reason, the matmul measured)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from stacklock.validate.report import (
+    PLOTS_HINT,
     ValidateResult,
     render_markdown,
     render_text,
@@ -75,3 +78,49 @@ def test_every_check_skipped_is_not_a_pass() -> None:
                                 f"{len(skipped)} skipped")
     assert lines[-1] == "every check was skipped: see the reasons above"
     assert real.verdict == data["verdict"]  # the recorded verdict still reads back
+
+
+def _with_allreduce() -> ValidateResult:
+    """The real report with all-reduce rows (as a 2-GPU node gives): a plot to draw."""
+    data, _ = _real()
+    data["probes"]["allreduce"] = [
+        {"bytes": 1 << k, "eager_us": 20.0 + k, "graph_us": 8.0 + k}
+        for k in range(10, 20, 3)]
+    return ValidateResult.from_dict(data)
+
+
+def test_write_report_plots_with_matplotlib(tmp_path: Path) -> None:
+    files = [Path(f) for f in write_report(_with_allreduce(), tmp_path)]
+    assert [f.name for f in files] == ["report.json", "report.md", "allreduce.png"]
+    assert files[2].read_bytes().startswith(b"\x89PNG")
+    assert PLOTS_HINT not in files[1].read_text()
+
+
+_WITHOUT_MATPLOTLIB = """
+import json, sys
+from pathlib import Path
+
+sys.modules["matplotlib"] = None  # Python's own block: import raises, find_spec is None
+from tests.test_validate_report import _with_allreduce
+from stacklock.validate.report import has_matplotlib, write_report
+files = write_report(_with_allreduce(), Path(sys.argv[1]))
+print(json.dumps({"files": files, "has": has_matplotlib(),
+                  "loaded": sorted(m for m in sys.modules if "matplotlib" in m
+                                   and sys.modules[m] is not None)}))
+"""
+
+
+def test_write_report_without_matplotlib(tmp_path: Path) -> None:
+    """matplotlib not importable (blocked in ``sys.modules``, as for an install
+    without the plots extra): the report without plots, one line why."""
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_MATPLOTLIB, str(tmp_path)],
+                          capture_output=True, text=True, check=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    out = json.loads(proc.stdout)
+    assert out["has"] is False and out["loaded"] == []
+    assert [Path(f).name for f in out["files"]] == ["report.json", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "report.md"]
+    md = (tmp_path / "report.md").read_text()
+    assert md == render_markdown(_with_allreduce()) + f"\n{PLOTS_HINT}\n"
+    assert md.splitlines()[-1] == ("plots need matplotlib: "
+                                   "pip install 'stacklock[plots]'")

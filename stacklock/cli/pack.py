@@ -36,7 +36,8 @@ def pack(args: argparse.Namespace) -> int:
         enabled=sys.stderr.isatty() and not args.json, status="packing")
     with live:
         result = write_pack(args.target, args.output or "", no_toolkit=args.no_toolkit,
-                            dry_run=args.dry_run, on_status=on_status,
+                            with_plots=args.with_plots, dry_run=args.dry_run,
+                            on_status=on_status,
                             on_download=on_download)
     print_json(result.to_dict()) if args.json else print(render_pack(result))
     return 0

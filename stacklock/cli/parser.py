@@ -166,6 +166,9 @@ def _add_pack(sub: _Sub) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="where to write the pack")
     p.add_argument("--no-toolkit", action="store_true",
                    help="leave the CUDA runfile out")
+    p.add_argument("--with-plots", action="store_true",
+                   help="carry matplotlib (~60 MB with numpy) so that validate on "
+                   "the node draws its report's plots")
     p.add_argument("--list", action="store_true",
                    help="show what a pack holds, sizes and target")
     p.add_argument("--dry-run", action="store_true",

@@ -1,6 +1,8 @@
 """The tools a pack carries so that a node with only Python can install it:
 stacklock itself (as a wheel made from the running code) and everything it
-requires, uv included, resolved by stacklock for the lock's target."""
+requires, uv included, resolved by stacklock for the lock's target. matplotlib
+(the ``plots`` extra, with numpy ~60 MB) comes only when asked for: without it
+the node's validate report is written without its plots."""
 
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ if TYPE_CHECKING:
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.target import Target
 
-__all__ = ["ZIP_TIME", "make_self_wheel", "resolve_tools", "zip_entry"]
+__all__ = ["PLOTS_EXTRA", "ZIP_TIME", "make_self_wheel", "resolve_tools", "zip_entry"]
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: fixed bytes
+PLOTS_EXTRA = "plots"
 
 
 def zip_entry(zf: zipfile.ZipFile, name: str, data: bytes, *,
@@ -46,12 +49,18 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + digest.decode()
 
 
-def _requirements() -> list[str]:
-    """stacklock's own Requires-Dist, extras left out (tests, linters)."""
+def _requirements(extra: str = "") -> list[str]:
+    """stacklock's own Requires-Dist: those it always needs, or (``extra``) the
+    ones only that extra adds, without their ``extra == ...`` marker."""
     out = []
     for text in metadata.requires("stacklock") or ():
         req = Requirement(text)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
+        always = req.marker is None or req.marker.evaluate({"extra": ""})
+        if not extra and always:
+            out.append(str(req))
+        elif extra and not always and req.marker is not None \
+                and req.marker.evaluate({"extra": extra}):
+            req.marker = None
             out.append(str(req))
     return sorted(out)
 
@@ -69,7 +78,10 @@ def make_self_wheel() -> tuple[str, bytes]:
     dist = f"stacklock-{version}.dist-info"
     meta = ["Metadata-Version: 2.1", "Name: stacklock", f"Version: {version}",
             "Requires-Python: >=3.11",
-            *(f"Requires-Dist: {r}" for r in _requirements())]
+            *(f"Requires-Dist: {r}" for r in _requirements()),
+            f"Provides-Extra: {PLOTS_EXTRA}",
+            *(f"Requires-Dist: {r}; extra == '{PLOTS_EXTRA}'"
+              for r in _requirements(PLOTS_EXTRA))]
     files[f"{dist}/METADATA"] = ("\n".join(meta) + "\n").encode()
     files[f"{dist}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: stacklock pack\n"
                               b"Root-Is-Purelib: true\nTag: py3-none-any\n")
@@ -92,11 +104,14 @@ def resolve_tools(
     http: httpx.Client | None = None,
     cache_dir: Path | None = None,
     exclude_newer: datetime | None = None,
+    with_plots: bool = False,
     on_status: Callable[[str], None] | None = None,
 ) -> list[LockedWheel]:
     """One wheel per project stacklock needs at run time, for ``target``: the
-    same resolver and hash rules as any lock (PyPI, sha256 for each wheel)."""
-    requirements: dict[str, object] = {"packages": _requirements()}
+    same resolver and hash rules as any lock (PyPI, sha256 for each wheel);
+    ``with_plots`` adds the ``plots`` extra (matplotlib) for the report's plots."""
+    packages = _requirements() + (_requirements(PLOTS_EXTRA) if with_plots else [])
+    requirements: dict[str, object] = {"packages": packages}
     if exclude_newer is not None:
         requirements["exclude-newer"] = exclude_newer
     profile = parse_profile({"target": target.to_dict(), "requirements": requirements},

@@ -242,18 +242,21 @@ def plan_pack(
     lock_path: str | Path,
     *,
     no_toolkit: bool = False,
+    with_plots: bool = False,
     http: httpx.Client,
     cache: Path,
     on_status: Callable[[str], None] | None = None,
 ) -> PackPlan:
-    """The lock's files for its target, plus stacklock and uv resolved for it."""
+    """The lock's files for its target, plus stacklock and uv resolved for it
+    (and matplotlib, for the validate report's plots, ``with_plots``)."""
     lock = read_installable(Path(lock_path))
     target = pack_target(lock)
     items = plan_items(lock, target, no_toolkit=no_toolkit)
     if on_status is not None:
         on_status("resolving stacklock and uv for the target")
     for wheel in resolve_tools(target, http=http, cache_dir=cache,
-                               exclude_newer=_exclude_newer(lock)):
+                               exclude_newer=_exclude_newer(lock),
+                               with_plots=with_plots):
         items.append(PackItem(path=f"tools/{wheel.filename}", kind="tool",
                               url=wheel.url, sha256=wheel.sha256, size=wheel.size))
     name, data = make_self_wheel()
@@ -273,6 +276,7 @@ def write_pack(
     output: str | Path,
     *,
     no_toolkit: bool = False,
+    with_plots: bool = False,
     dry_run: bool = False,
     http: httpx.Client | None = None,
     cache: Path | None = None,
@@ -286,8 +290,8 @@ def write_pack(
         check_writable(output, example=f"{Path(lock_path).stem}.pack")
     own_http = http or make_http_client(timeout=60.0)
     try:
-        plan = plan_pack(lock_path, no_toolkit=no_toolkit, http=own_http,
-                         cache=cache, on_status=on_status)
+        plan = plan_pack(lock_path, no_toolkit=no_toolkit, with_plots=with_plots,
+                         http=own_http, cache=cache, on_status=on_status)
         if dry_run:
             return plan
         files = _fetch(list(plan.items), store=ArtifactStore(cache / "artifacts"),

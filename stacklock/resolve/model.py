@@ -42,6 +42,7 @@ def make_identifier(name: str, extras: Iterable[str] = ()) -> str:
     return f"{norm}[{','.join(ordered)}]" if ordered else norm
 
 
+@functools.cache  # asked on every round; a resolution has a few hundred identifiers
 def parse_identifier(identifier: str) -> tuple[NormalizedName, frozenset[str]]:
     name, _, rest = identifier.partition("[")
     extras = frozenset(e for e in rest.rstrip("]").split(",") if e)
@@ -66,10 +67,30 @@ class Requirement:
         # asked by resolvelib on every round for every requirement and candidate
         return make_identifier(self.name, self.extras)
 
-    @property
+    @functools.cached_property
+    def _answers(self) -> dict[Version, bool]:
+        return {}
+
+    def is_satisfied_by(self, version: Version) -> bool:
+        """Whether the specifier takes ``version``, pre-releases included (which
+        are offered is decided when matching). resolvelib asks it for every pin
+        on every round (~50,000 times for sglang), mostly again: remembered."""
+        answers = self._answers
+        found = answers.get(version)
+        if found is None:
+            found = answers[version] = self.specifier.contains(version,
+                                                               prereleases=True)
+        return found
+
+    @functools.cached_property
     def is_pinned(self) -> bool:
         return any(s.operator in ("==", "===") and "*" not in s.version
                    for s in self.specifier)
+
+    @functools.cached_property
+    def specifier_text(self) -> str:
+        """The specifier as text: all that decides which versions it takes."""
+        return str(self.specifier)
 
     def describe(self) -> str:
         who = self.parent or "the profile"
@@ -115,6 +136,10 @@ class Candidate:
         return isinstance(other, Candidate) and self.key == other.key
 
     def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def _hash(self) -> int:
         return hash(self.key)
 
     def __repr__(self) -> str:

@@ -57,23 +57,17 @@ READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
 
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
-    # get_preference reads the identifier and the requirements on it, nothing
-    # else: the resolver may remember its answer per criterion
-    # (stacklock.resolve.engine)
-    preference_reads_only_requirements = True
-
     def __init__(self, source: PackageSource, rules: Rules) -> None:
         self.source = source
         self.rules = rules
         # (name, the requirements' specifiers) -> the candidates that match
         self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
-        # id(requirement) -> (the requirement, kept alive so its id stays its
-        # own; whether it pins; its specifier as text)
-        self._facts: dict[int, tuple[Requirement, bool, str]] = {}
-        # (id(requirement), id(candidate)) -> (both, kept alive; the answer)
-        self._satisfied: dict[tuple[int, int], tuple[Requirement, Candidate, bool]] = {}
         # identifier -> the candidates last offered for it (prefetch_after)
         self._offered: dict[str, list[Candidate]] = {}
+        # (identifier, ids of the requirements on it) -> (those requirements,
+        # kept alive so the ids stay theirs; the preference)
+        self._preferences: dict[tuple[Any, ...],
+                                tuple[tuple[Requirement, ...], Any]] = {}
 
     def identify(self, requirement_or_candidate: Requirement | Candidate) -> str:
         return requirement_or_candidate.identifier
@@ -86,12 +80,16 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         information: Mapping[str, Iterator[RequirementInformation[Any, Any]]],
         backtrack_causes: Sequence[RequirementInformation[Any, Any]],
     ) -> Any:
-        reqs = [info.requirement for info in information[identifier]]
-        name, extras = parse_identifier(identifier)
-        pinned = any(self._fact(r)[1] for r in reqs) or name in self.rules.overrides
-        direct = any(r.parent is None for r in reqs)
-        return (not pinned, bool(extras), len(self._matching(name, reqs)),
-                not direct, identifier)
+        # resolvelib asks again for each unpinned project on every round (~7,000
+        # times for sglang), mostly with the same requirements: remembered per
+        # set of requirement objects. Equal requirements give equal answers, so
+        # a tuple that compares equal is as good as the same objects.
+        reqs = tuple(info.requirement for info in information[identifier])
+        key = (identifier, *map(id, reqs))
+        found = self._preferences.get(key)
+        if found is None or found[0] != reqs:
+            found = self._preferences[key] = (reqs, self._preference(identifier, reqs))
+        return found[1]
 
     def narrow_requirement_selection(
         self,
@@ -129,15 +127,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return newest_first
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
-        # resolvelib asks this for every pin on every round (~100k times for
-        # sglang); the answers repeat, so remember them per pair of objects.
-        key = (id(requirement), id(candidate))
-        entry = self._satisfied.get(key)
-        if entry is None or entry[0] is not requirement or entry[1] is not candidate:
-            entry = self._satisfied[key] = (
-                requirement, candidate,
-                requirement.specifier.contains(candidate.version, prereleases=True))
-        return entry[2]
+        return requirement.is_satisfied_by(candidate.version)
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
         meta = self.source.metadata(candidate)
@@ -162,17 +152,18 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
 
     # -- helpers --------------------------------------------------------------------
 
-    def _fact(self, req: Requirement) -> tuple[Requirement, bool, str]:
-        facts = self._facts.get(id(req))
-        if facts is None or facts[0] is not req:
-            facts = self._facts[id(req)] = (req, req.is_pinned, str(req.specifier))
-        return facts
+    def _preference(self, identifier: str, reqs: Sequence[Requirement]) -> Any:
+        name, extras = parse_identifier(identifier)
+        pinned = any(r.is_pinned for r in reqs) or name in self.rules.overrides
+        direct = any(r.parent is None for r in reqs)
+        return (not pinned, bool(extras), len(self._matching(name, reqs)),
+                not direct, identifier)
 
     def _matching(self, name: str, reqs: Sequence[Requirement]) -> list[Candidate]:
         """The candidates every one of ``reqs`` allows, remembered per set of
         specifiers (get_preference and find_matches ask the same again and
         again; the text of a SpecifierSet says all that decides the answer)."""
-        key = (name, tuple(sorted(self._fact(r)[2] for r in reqs)))
+        key = (name, tuple(sorted(r.specifier_text for r in reqs)))
         found = self._matches.get(key)
         if found is None:
             found = self._matches[key] = self._match(name, reqs)

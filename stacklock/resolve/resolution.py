@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
 from packaging.utils import NormalizedName, canonicalize_name
-from resolvelib import BaseReporter, ResolutionImpossible, ResolutionTooDeep
+from resolvelib import (
+    BaseReporter,
+    ResolutionImpossible,
+    ResolutionTooDeep,
+    Resolver,
+)
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import ResolutionError
@@ -27,7 +32,6 @@ from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import make_build_setup
 from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
-from stacklock.resolve.engine import PinMemoResolver
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.provider import StackProvider
@@ -176,7 +180,7 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
          ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
     """Run resolvelib; return the base candidates and each one's dependencies
     (the dependencies of ``name[extra]`` belong to ``name``)."""
-    resolver = PinMemoResolver(provider, _Reporter(provider))
+    resolver = Resolver(provider, _Reporter(provider))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:

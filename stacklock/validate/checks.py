@@ -4,17 +4,20 @@ one-line reason, so a failing validate says which layer is wrong.
 What uv really records (checked with uv 0.13): ``INSTALLER`` ("uv"), ``RECORD`` (a
 sha256 per installed file) and, for direct URLs only, ``direct_url.json`` with an
 empty ``archive_info``. No wheel hash survives an install, so the wheel-hash check
-compares the installed ``RECORD`` with the ``RECORD`` inside the locked wheel, found by
-its sha256 in the artifact cache or, for the wheels uv downloaded and checked against
-the lock, in uv's cache (:mod:`~stacklock.validate.uv_cache`): equal entries mean the
-files came from that wheel.
+hashes the installed files against a ``RECORD``: the one inside the locked wheel
+where the artifact cache holds it by its sha256, else the one uv wrote at install
+(uv checked the wheel against the locked sha256 then; see check_wheel_hashes).
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import re
 import subprocess
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +30,6 @@ from stacklock import runner
 from stacklock._fs import cache_dir, file_digest
 from stacklock.lock import wheel_sha256
 from stacklock.store import ArtifactStore
-from stacklock.validate.uv_cache import find_uv_archives, uv_cache_dir
 
 if TYPE_CHECKING:
     from packaging.pylock import PackageSdist
@@ -51,6 +53,7 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 # a number reported with no threshold to judge it: never a pass, never a failure
 MEASURED = "measured"
 STATUSES = (PASS, FAIL, SKIP, MEASURED)
+HASH_WORKERS = 8  # files hashed at once by the wheel-hashes check
 BOOTSTRAP = {"pip", "setuptools", "wheel"}   # seeded by `uv venv --seed`: noted only
 # The driver's user-space library: installed with the kernel driver, never by a
 # wheel (libcudart, the toolkit's runtime, is another library and comes in wheels).
@@ -138,119 +141,169 @@ def _artifact_path(sha256: str) -> Path | None:
     return ArtifactStore(cache_dir() / "artifacts").path_for(sha256)
 
 
-class _WheelLocator:
-    """Where a locked wheel's bytes (or uv's unpacking of them) are: the artifact
-    store first, else uv's cache, looked through once for the whole lock."""
-
-    def __init__(self, lock: Lock) -> None:
-        self._lock = lock
-        self._uv: dict[str, Path] | None = None
-
-    def __call__(self, sha256: str) -> Path | None:
-        stored = _artifact_path(sha256)
-        if stored is not None:
-            return stored
-        if self._uv is None:
-            wanted = {h: w.filename for p in self._lock.packages
-                      for w in p.wheels if (h := wheel_sha256(w))}
-            cache = uv_cache_dir()
-            self._uv = find_uv_archives(cache, wanted) if cache else {}
-        return self._uv.get(sha256)
-
-
 def _record(text: str) -> dict[str, str]:
+    """RECORD's ``path -> algorithm=digest`` (entries without a hash left out)."""
     out = {}
-    for line in text.splitlines():
-        parts = line.rsplit(",", 2)
-        if len(parts) == 3 and parts[1]:
-            out[parts[0]] = parts[1]
+    for row in csv.reader(text.splitlines()):
+        if len(row) == 3 and row[1]:
+            out[row[0]] = row[1]
     return out
 
 
-def _wheel_record(wheel: Path) -> str:
-    """The RECORD inside a wheel: a ``.whl`` in the artifact store, or the
-    folder uv unpacked it into (which keeps the wheel's RECORD as it was)."""
-    if wheel.is_dir():
-        return next(wheel.glob("*.dist-info/RECORD")).read_text(encoding="utf-8")
+def _wheel_record(wheel: Path) -> dict[str, str]:
+    """The RECORD inside a ``.whl`` (its own, as the wheel was built), less the
+    ``*.data`` files an installer moves elsewhere and RECORD itself."""
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist()
                     if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
-        return zf.read(name).decode("utf-8")
+        entries = _record(zf.read(name).decode("utf-8"))
+    return {path: digest for path, digest in entries.items()
+            if ".data/" not in path and not path.endswith(".dist-info/RECORD")}
 
 
-def _compare_record(wheel: Path, dist_info: Path) -> list[str]:
-    """Paths whose installed hash differs from the wheel's RECORD (``*.data`` and
-    RECORD itself are rewritten by installers and left out)."""
-    installed = _record((dist_info / "RECORD").read_text(encoding="utf-8"))
-    expected = _record(_wheel_record(wheel))
-    return sorted(
-        path for path, digest in expected.items()
-        if ".data/" not in path and not path.endswith(".dist-info/RECORD")
-        and installed.get(path) != digest
-    )
+def _installed_record(dist_info: Path) -> dict[str, str] | None:
+    """The RECORD the installer wrote (PEP 376/627: one hash per installed file);
+    None when there is none."""
+    try:
+        text = (dist_info / "RECORD").read_text(encoding="utf-8")
+    except OSError:
+        return None
+    return {path: digest for path, digest in _record(text).items()
+            if not path.endswith(".dist-info/RECORD")}
+
+
+def _file_matches(path: Path, expected: str) -> bool:
+    """Whether the file hashes to RECORD's ``algorithm=urlsafe-base64`` digest."""
+    algorithm, _, digest = expected.partition("=")
+    if algorithm not in hashlib.algorithms_guaranteed:
+        return False
+    try:
+        with path.open("rb") as fh:
+            found = hashlib.file_digest(fh, algorithm).digest()
+    except OSError:  # gone, or not readable
+        return False
+    return base64.urlsafe_b64encode(found).rstrip(b"=").decode() == digest
+
+
+def _differing(root: Path, expected: dict[str, str],
+               pool: ThreadPoolExecutor) -> list[str]:
+    """The paths (relative to ``root``, the folder holding the dist-info) whose
+    file does not hash to ``expected``; hashed on ``pool`` (hashlib lets go of
+    the GIL: the files of a GPU stack run to gigabytes)."""
+    paths = sorted(expected)
+    same = pool.map(lambda p: _file_matches(root / p, expected[p]), paths)
+    return [p for p, ok in zip(paths, same, strict=True) if not ok]
+
+
+@dataclass
+class _Tally:
+    verified: list[str] = field(default_factory=list)     # the locked wheel's RECORD
+    intact: list[str] = field(default_factory=list)       # the installed RECORD
+    mismatched: list[str] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)   # no RECORD to check with
+    not_uv: list[str] = field(default_factory=list)
+    built: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"verified": self.verified, "intact": self.intact,
+                "mismatched": self.mismatched, "no_record": self.unrecorded,
+                "other_installer": self.not_uv, "built_from_source": self.built}
+
+
+def _check_wheel(name: str, pkg: Any, dist_info: Path, tally: _Tally,
+                 pool: ThreadPoolExecutor) -> None:
+    """One installed wheel: its files against the RECORD of the locked wheel when
+    the artifact store holds it (traced to the locked sha256), else against the
+    RECORD written when it was installed (unchanged since)."""
+    stored = [(w.filename, p) for w in pkg.wheels
+              if (h := wheel_sha256(w)) and (p := _artifact_path(h)) is not None]
+    results = [(filename, _differing(dist_info.parent, _wheel_record(path), pool))
+               for filename, path in stored]
+    if any(not diff for _, diff in results):
+        tally.verified.append(name)
+        return
+    if results:
+        filename, diff = results[0]
+        tally.mismatched.append(f"{name}: {len(diff)} files differ from {filename} "
+                                f"(first: {diff[0]})")
+        return
+    record = _installed_record(dist_info)
+    if not record:
+        tally.unrecorded.append(name)
+        return
+    diff = _differing(dist_info.parent, record, pool)
+    if diff:
+        tally.mismatched.append(f"{name}: {len(diff)} files differ from the RECORD "
+                                f"written at install (first: {diff[0]})")
+    else:
+        tally.intact.append(name)
 
 
 def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
-    """Installed files came from the locked wheel (by RECORD), where it is cached;
-    a distribution built from a locked sdist is named, and the sdist in the cache
-    is checked against the locked sha256 instead."""
+    """Every installed file is the one its wheel holds, by the sha256 in RECORD.
+
+    No wheel hash survives an install, and uv keeps the sha256 it checked only in
+    its own cache's private format, so a distribution is traced to the locked
+    sha256 where stacklock's artifact store holds that wheel: each installed file
+    hashes to the wheel's own RECORD. Otherwise each file is hashed against the
+    RECORD the installer wrote (PEP 376/627): the files are as installed, and uv
+    checked the wheel against the locked sha256 when it installed it
+    (``--require-hashes``; INSTALLER names uv, other installers are noted). A
+    distribution built from a locked sdist is named, and the sdist in the
+    artifact store is checked against the locked sha256 instead."""
     installed = _installed(dists)
-    locate = _WheelLocator(lock)
-    verified: list[str] = []
-    mismatched: list[str] = []
+    tally = _Tally()
     uncached: list[str] = []
-    not_uv: list[str] = []
-    built: list[str] = []
-    for name, pkg in sorted(lock.by_name.items()):
-        dist = installed.get(name)
-        if dist is None or not dist.get("dist_info"):
-            continue
-        if not _same_version(dist["version"], pkg.version):
-            continue  # the distributions check reports it
-        if dist.get("installer") not in (None, "uv"):
-            not_uv.append(f"{name} ({dist['installer']})")
-        if pkg.sdist is not None:
-            _check_sdist(name, pkg.sdist, built=built, mismatched=mismatched,
-                         uncached=uncached)
-            continue
-        wheels = [(w.filename, h) for w in pkg.wheels if (h := wheel_sha256(w))]
-        paths = [(f, p) for f, h in wheels if (p := locate(h)) is not None]
-        if not paths:
-            uncached.append(name)
-            continue
-        results = {f: _compare_record(p, Path(dist["dist_info"])) for f, p in paths}
-        if any(not diff for diff in results.values()):
-            verified.append(name)
-        else:
-            filename, diff = next(iter(results.items()))
-            mismatched.append(f"{name}: {len(diff)} files differ from {filename} "
-                              f"(first: {diff[0]})")
-    details = {"verified": verified, "mismatched": mismatched,
-               "not_in_artifact_cache": uncached, "other_installer": not_uv,
-               "built_from_source": built}
+    with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
+        for name, pkg in sorted(lock.by_name.items()):
+            dist = installed.get(name)
+            if dist is None or not dist.get("dist_info"):
+                continue
+            if not _same_version(dist["version"], pkg.version):
+                continue  # the distributions check reports it
+            if dist.get("installer") not in (None, "uv"):
+                tally.not_uv.append(f"{name} ({dist['installer']})")
+            if pkg.sdist is not None:
+                _check_sdist(name, pkg.sdist, built=tally.built,
+                             mismatched=tally.mismatched, uncached=uncached)
+                continue
+            _check_wheel(name, pkg, Path(dist["dist_info"]), tally, pool)
+    details = {**tally.to_dict(), "sdist_not_in_artifact_cache": uncached}
     notes = []
-    if built:
+    if tally.built:
         notes.append("built from source on install (sdist sha256 checked): "
-                     + ", ".join(built))
-    if uncached:
-        notes.append(f"{len(uncached)} wheels in neither the artifact cache nor uv's "
-                     "cache; uv keeps no wheel hash in dist-info, so they cannot be "
-                     "traced to a hash")
-    if not_uv:
-        notes.append("installed by another tool: " + ", ".join(not_uv[:5]))
-    if mismatched:
+                     + ", ".join(tally.built))
+    if tally.intact:
+        notes.append(f"{len(tally.intact)} wheels not in the artifact cache: their "
+                     "files match the RECORD written at install (uv checked each "
+                     "wheel's sha256 then)")
+    if tally.unrecorded or uncached:
+        gone = tally.unrecorded + uncached
+        notes.append(f"{len(gone)} cannot be checked (no RECORD, or the sdist is "
+                     f"not in the artifact cache): {', '.join(gone[:5])}")
+    if tally.not_uv:
+        notes.append("installed by another tool: " + ", ".join(tally.not_uv[:5]))
+    if tally.mismatched:
         return CheckResult(name="wheel-hashes", status=FAIL,
-                           reason="; ".join(mismatched[:3]), notes=tuple(notes),
+                           reason="; ".join(tally.mismatched[:3]), notes=tuple(notes),
                            details=details)
-    if not verified and not built:
+    if not (tally.verified or tally.intact or tally.built):
         return CheckResult(name="wheel-hashes", status=SKIP,
-                           reason="no locked wheel is in the artifact cache or uv's "
-                           "cache to compare RECORD with", notes=tuple(notes),
+                           reason="no installed distribution of the lock could "
+                           "be checked against a RECORD", notes=tuple(notes),
                            details=details)
     return CheckResult(name="wheel-hashes", status=PASS,
-                       reason=f"{len(verified)} distributions match the RECORD of the "
-                       f"wheel with the locked sha256{_built_text(built)}",
-                       notes=tuple(notes), details=details)
+                       reason=_passed_text(tally), notes=tuple(notes), details=details)
+
+
+def _passed_text(tally: _Tally) -> str:
+    parts = []
+    if tally.verified:
+        parts.append(f"{len(tally.verified)} distributions match the RECORD of the "
+                     "wheel with the locked sha256")
+    if tally.intact:
+        parts.append(f"{len(tally.intact)} match the RECORD written at install")
+    return ", ".join(parts) + _built_text(tally.built)
 
 
 def _built_text(built: list[str]) -> str:

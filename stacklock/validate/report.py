@@ -1,6 +1,9 @@
 """The validation report: ``report.json`` (everything), ``report.md`` (a summary to
 read or paste) and ``throughput.png`` (output tok/s against concurrency, baseline vs
 speculative: where the lines cross is the load above which speculation stops paying).
+
+The plots need matplotlib (with numpy, ~60 MB), the ``plots`` extra: without it
+the report is written all the same, and report.md says in one line how to get them.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ from stacklock.validate.gate import GateResult
 from stacklock.validate.probes import ProbeResult
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["REPORT_VERSION", "ValidateResult", "count_statuses", "plot_allreduce",
-           "plot_throughput", "render_markdown", "render_text", "write_report"]
+__all__ = ["PLOTS_HINT", "REPORT_VERSION", "ValidateResult", "count_statuses",
+           "has_matplotlib", "plot_allreduce", "plot_throughput", "render_markdown",
+           "render_text", "write_report"]
 
 REPORT_VERSION = 2  # 2: "measured" checks, per-chunk and per-token ITL, warm-up
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "measured": "measured"}
 NOTHING_CHECKED = "nothing checked"
+PLOTS_HINT = "plots need matplotlib: pip install 'stacklock[plots]'"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,22 +273,36 @@ def plot_allreduce(probes: ProbeResult, path: Path) -> Path | None:
     return _save(fig, ax, path)
 
 
+def has_matplotlib() -> bool:
+    """Whether matplotlib (the ``plots`` extra) is installed here. Found but
+    broken is not hidden: plotting then fails as loudly as any other error."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def write_report(result: ValidateResult, folder: Path) -> tuple[str, ...]:
     """report.json, report.md, allreduce.png (with probes) and throughput.png (with
-    a gate) in ``folder``."""
+    a gate) in ``folder``; the plots only where matplotlib can be imported, else
+    report.md ends with :data:`PLOTS_HINT`."""
     import json
 
+    plots: list[tuple[Callable[[Any, Path], Path | None], Any, str]] = []
+    if result.probes is not None and result.probes.allreduce:
+        plots.append((plot_allreduce, result.probes, "allreduce.png"))
+    if result.gate is not None and any(p.levels for p in result.gate.phases):
+        plots.append((plot_throughput, result.gate, "throughput.png"))
+    can_plot = not plots or has_matplotlib()
+    markdown = render_markdown(result)
+    if not can_plot:
+        markdown += f"\n{PLOTS_HINT}\n"
     text = json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n"
     written = [
         atomic_write_text(folder / "report.json", text),
-        atomic_write_text(folder / "report.md", render_markdown(result)),
+        atomic_write_text(folder / "report.md", markdown),
     ]
-    if result.probes is not None:
-        png = plot_allreduce(result.probes, folder / "allreduce.png")
-        if png is not None:
-            written.append(png)
-    if result.gate is not None:
-        png = plot_throughput(result.gate, folder / "throughput.png")
+    for plot, data, name in plots if can_plot else ():
+        png = plot(data, folder / name)
         if png is not None:
             written.append(png)
     return tuple(str(p) for p in written)
