@@ -8,7 +8,12 @@ from one repetition to the next. Prints, per set: whether the pins are identical
 CPU time (user + system) of each tool, steadier than wall time on a busy machine,
 and the load average before the first set.
 
-    .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--set NAME]
+    .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--group everyday]
+        [--set NAME] [--no-check] [--baseline PYTHON]
+
+The sets live in scripts/resolve_sets.toml (groups "gpu" and "everyday").
+``--baseline PYTHON`` times a second stacklock (``PYTHON -m stacklock.cli``, e.g.
+the venv of an older checkout) in the same run, beside this one and uv.
 
 Talks to real PyPI (https://pypi.org/simple); needs the ``uv`` next to the
 interpreter or on PATH. uv runs with ``UV_PYTHON_DOWNLOADS=never``: where no
@@ -16,8 +21,8 @@ CPython 3.12 is installed it would otherwise spend seconds trying to download on
 before resolving, which is not resolver time; a CPython 3.12 (``--uv-python PATH``,
 else a working ``python3.12`` on PATH) is given as ``--python`` so uv spends no time
 discovering interpreters, the target still being ``--python-version 3.12``.
-stacklock runs with ``--no-check``: the native check of
-the locked wheels' ELF files is work uv does not do (``stacklock check`` times it).
+stacklock runs with the flags a user runs (the native check included, work
+uv does not do); ``--no-check`` measures the resolver alone.
 """
 
 from __future__ import annotations
@@ -40,20 +45,17 @@ from packaging.utils import canonicalize_name
 
 import stacklock
 
-SETS: dict[str, list[str]] = {
-    "sglang-0.5.9": ["sglang==0.5.9"],
-    "cuda13-torch-2.11": ["torch==2.11.0", "torchvision", "torchaudio"],
-    "vllm": ["vllm"],
-    "transformers-accelerate-torch": ["transformers", "accelerate", "torch"],
-    "jax-cuda13": ["jax[cuda13]"],
-    "torch-vision-audio": ["torch", "torchvision", "torchaudio"],
-}
+GROUPS: dict[str, dict[str, list[str]]] = tomllib.loads(
+    (Path(__file__).with_name("resolve_sets.toml")).read_text())
+SETS = {name: reqs for group in GROUPS.values() for name, reqs in group.items()}
 # vllm takes nvidia-cutlass-dsl, whose CUDA 12 libraries ride along with torch's
 # CUDA 13: stacklock refuses such a mix unless the profile allows it (uv does not
 # check), so the bench's profile allows it.
 ALLOW_MIXED: dict[str, list[str]] = {"vllm": ["nvidia-cutlass-dsl-libs-cu12"]}
 PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
 UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
+FLAGS: list[str] = []  # stacklock resolve's extra flags (--no-check)
+BASELINE: list[str] = []  # the baseline stacklock's interpreter, if any
 
 
 def find_python(given: str | None) -> str | None:
@@ -91,7 +93,8 @@ def run_uv(reqs: list[str], cache: Path, work: Path, _allow: list[str]
     return seconds, cpu, pins
 
 
-def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str]
+def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
+                  command: list[str] | None = None
                   ) -> tuple[float, float, dict[str, str]]:
     profile = work / "bench.toml"
     quoted = ", ".join(json.dumps(r) for r in reqs)
@@ -103,8 +106,9 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str]
         + mixed)
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
-    seconds, cpu = timed([*stacklock_command(), "resolve", str(profile), "-o", str(out),
-                           "--json", "--no-check"], env=env, stdout=subprocess.DEVNULL)
+    seconds, cpu = timed([*(command or stacklock_command()), "resolve", str(profile),
+                          "-o", str(out), "--json", *FLAGS], env=env,
+                         stdout=subprocess.DEVNULL)
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
@@ -118,15 +122,23 @@ def diff(ours: dict[str, str], uv: dict[str, str]) -> list[str]:
     return out
 
 
+def run_baseline(reqs: list[str], cache: Path, work: Path, allow: list[str]
+                 ) -> tuple[float, float, dict[str, str]]:
+    return run_stacklock(reqs, cache, work, allow,
+                         command=[BASELINE[0], "-m", "stacklock.cli"])
+
+
 def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
-    kinds = ("uv-cold", "sl-cold", "uv-warm", "sl-warm")
+    tools = {"uv": run_uv, "sl": run_stacklock}
+    if BASELINE:
+        tools["base"] = run_baseline
+    kinds = [f"{t}-{phase}" for phase in ("cold", "warm") for t in tools]
     times: dict[str, list[float]] = {k: [] for k in kinds}
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     pins: dict[str, dict[str, str]] = {}
-    tools = {"uv": run_uv, "sl": run_stacklock}
     allow = ALLOW_MIXED.get(name, [])
     for rep in range(repeat):
-        order = ["uv", "sl"] if rep % 2 == 0 else ["sl", "uv"]
+        order = list(tools) if rep % 2 == 0 else list(reversed(tools))
         with tempfile.TemporaryDirectory(prefix="bench-resolve-") as tmp:
             root = Path(tmp)
             for tool in order:
@@ -143,7 +155,10 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
                 cpus[f"{tool}-warm"].append(cpu)
     med = {k: statistics.median(v) for k, v in times.items()}
     differences = diff(pins["sl"], pins["uv"])
-    return {
+    extra = {} if not BASELINE else {
+        "baseline-cold-ratio": round(med["base-cold"] / med["uv-cold"], 2),
+        "baseline-warm-ratio": round(med["base-warm"] / med["uv-warm"], 2)}
+    return {**extra,
         "set": name, "requirements": reqs, "packages": len(pins["sl"]),
         "identical": not differences, "differences": differences,
         "seconds": {k: round(v, 2) for k, v in med.items()},
@@ -158,18 +173,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--set", action="append", choices=sorted(SETS))
+    parser.add_argument("--group", choices=sorted(GROUPS),
+                        help="the sets of one group of scripts/resolve_sets.toml")
+    parser.add_argument("--no-check", action="store_true",
+                        help="resolve with --no-check (the resolver alone)")
+    parser.add_argument("--baseline", metavar="PYTHON",
+                        help="also time PYTHON -m stacklock.cli (an older checkout)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--uv-python", metavar="PATH",
                         help=f"a CPython {PYTHON} for uv's --python")
     args = parser.parse_args(argv)
     found = find_python(args.uv_python)
     UV_PYTHON[:] = [found] if found else []
+    FLAGS[:] = ["--no-check"] if args.no_check else []
+    BASELINE[:] = [args.baseline] if args.baseline else []
     # stacklock's modules as bytecode, as after any first run (Python writes it
     # on import unless PYTHONDONTWRITEBYTECODE is set): compiling ~100 modules
     # at every start is not resolver time
     compileall.compile_dir(str(Path(stacklock.__file__).parent), quiet=1)
     load = os.getloadavg()
-    results = [bench(n, SETS[n], args.repeat) for n in (args.set or list(SETS))]
+    names = args.set or list(GROUPS[args.group] if args.group else SETS)
+    results = [bench(n, SETS[n], args.repeat) for n in names]
     # stacklock is Python: its CPU time follows the interpreter's build (a
     # CPython built without PGO/LTO, as pyenv builds by default, runs it ~30%
     # slower than a distribution's), so the report names the interpreter
@@ -189,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    {line}")
         print(f"    cold: stacklock {s['sl-cold']:.2f} s, uv {s['uv-cold']:.2f} s, "
               f"ratio {r['cold-ratio']}")
+        if BASELINE:
+            print(f"    baseline: cold {s['base-cold']:.2f} s (ratio "
+                  f"{r['baseline-cold-ratio']}), warm {s['base-warm']:.2f} s (ratio "
+                  f"{r['baseline-warm-ratio']})")
         print(f"    warm: stacklock {s['sl-warm']:.2f} s, uv {s['uv-warm']:.2f} s, "
               f"ratio {r['warm-ratio']}")
         c = r["cpu-seconds"]
@@ -198,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['uv-warm']:.2f} s")
     cold = [float(r["cold-ratio"]) for r in results]  # type: ignore[arg-type]
     warm = [float(r["warm-ratio"]) for r in results]  # type: ignore[arg-type]
+    if BASELINE:
+        base = [float(r["baseline-cold-ratio"]) for r in results]  # type: ignore[arg-type]
+        print(f"baseline cold ratio: median {statistics.median(base):.2f}, worst "
+              f"{max(base):.2f}")
+    print(f"flags: {' '.join(FLAGS) or '(defaults)'}")
     print(f"cold ratio: median {statistics.median(cold):.2f}, worst {max(cold):.2f}; "
           f"warm ratio: median {statistics.median(warm):.2f}, worst {max(warm):.2f}; "
           f"pins identical on {sum(bool(r['identical']) for r in results)} of "

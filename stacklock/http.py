@@ -1,199 +1,403 @@
-"""The HTTP client every network verb shares, and the one retry policy.
+"""The one HTTP client module: making the client, credentials, limits, and the one
+retry policy. Everything stacklock fetches (index pages, METADATA files and range
+reads, sdists, downloads, NVIDIA's pages) goes through an ``httpx.Client`` made
+by :func:`make_http_client` and, for a whole body, through :func:`get`.
 
-One client per run (one connection pool), made here and passed down to whatever
-talks to an index, NVIDIA or a file host. It is a
-:class:`stacklock.httpget.PooledClient`: the GETs a resolution sends by the
-hundred go straight to its own pool (:mod:`stacklock.httpget`,
-:mod:`stacklock.httppool`), and anything else to an ``httpx.Client``. One SSL
-context serves the run (:func:`ssl_context`); loading its CA bundle (20-40 ms) can
-start early in a thread, beside the imports of a verb (:func:`prepare_ssl_context`):
-loading certificates leaves the interpreter lock free. Every loop that retries a
-transient failure (index pages, range reads, METADATA files, downloads) draws its
-attempts from a :class:`Retry`: the same backoff everywhere, and a ``sleep`` (and
-``clock``) that tests replace so retries cost no time.
+- **The client**: redirects followed, a User-Agent naming stacklock, timeouts per
+  read and per connect, a bounded connection pool. Proxies (``HTTPS_PROXY``,
+  ``NO_PROXY``) and CA certificates (``SSL_CERT_FILE``, ``SSL_CERT_DIR``) come
+  from the environment, as httpx reads them; an unreadable CA setting is one line.
+- **Credentials** (:class:`Credentials`): Basic auth for every request to an
+  index's origin (scheme, host, port): from the index URL's user info, from
+  ``STACKLOCK_INDEX_<NAME>_USERNAME`` / ``_PASSWORD``, or from netrc for the
+  request's host. Never sent to another origin (httpx drops the header on a
+  redirect to another host), never written anywhere.
+- **Limits** (:class:`Limits`): a cap on a body's decoded size and a deadline per
+  request (not per read: a server that drips one byte at a time is cut off).
+- **Retries** (:class:`Retry`, :func:`transient`): one classifier decides what is
+  worth another attempt (connection errors, timeouts, resets, 408, 429, 5xx);
+  capped exponential backoff with jitter; ``Retry-After`` honoured, capped.
 """
 
 from __future__ import annotations
 
+import email.utils
+import netrc
 import os
+import random
+import re
+import ssl
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+from urllib.parse import unquote
+
+import httpx
 
 from stacklock import __version__
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
-    import ssl
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Generator, Iterable, Mapping
 
-    import httpx
-
-__all__ = ["CONNECT_TIMEOUT", "RETRY_STATUS", "TIMEOUT", "USER_AGENT", "Retry",
-           "make_http_client", "prepare_ssl_context", "proxied", "ssl_context"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "RETRY_STATUS",
+    "TIMEOUT",
+    "USER_AGENT",
+    "BodyTooLarge",
+    "Credentials",
+    "DeadlineExceeded",
+    "Limits",
+    "RetriesExhausted",
+    "Retry",
+    "get",
+    "make_http_client",
+    "retry_after",
+    "transient",
+]
 
 # statuses worth asking again for: rate limits and server-side trouble
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-
-
-# Connections a run's client keeps open, and so the resolver's prefetch threads
-# (stacklock.resolve.source). More is not faster: the threads share one
-# interpreter lock, and each connection costs a TLS handshake (~1.5 ms of CPU).
-# The 76 GETs of a cold torch + torchvision + torchaudio resolution, replayed on
-# 1, 4, 8 and 24 threads, cost 110, 139, 177 and 195 ms of CPU. Resolving that
-# set with 8 or 10 connections took 0.60-0.63 s against 0.68 s with 16 (and 24
-# threads), medians of 16-20 interleaved runs; sglang 2.25-2.34 s against 2.37 s.
+# Connections a run's client keeps open, and so the resolver's prefetch threads.
 MAX_CONNECTIONS = 10
 TIMEOUT = 30.0  # seconds a request may wait to read, write or get a connection
 CONNECT_TIMEOUT = 10.0  # seconds to connect
 USER_AGENT = f"stacklock/{__version__}"
-# what makes httpx send through a proxy; stacklock's own pool then stays unused
-_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
-_ssl_job: tuple[threading.Thread | None, list[Any]] | None = None
-_ssl_lock = threading.Lock()
+T = TypeVar("T")
 
 
-def _make_ssl_context() -> ssl.SSLContext:
-    """httpx's default context (``httpx.create_ssl_context()``): SSL_CERT_FILE,
-    else SSL_CERT_DIR, else certifi's bundle, without importing httpx."""
-    import ssl
+# -- limits ---------------------------------------------------------------------
 
-    for variable in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
-        where = os.environ.get(variable)
-        if where:
+
+class BodyTooLarge(httpx.TransportError):
+    """A body decoded past :attr:`Limits.max_bytes` (a gzip bomb, a wrong URL)."""
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """A request still unfinished at its deadline (a server that drips)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """What one whole-body request may cost: ``max_bytes`` decoded, ``deadline``
+    seconds from sending it to the last byte. The defaults come from
+    ``STACKLOCK_MAX_BODY_BYTES`` and ``STACKLOCK_HTTP_TIMEOUT`` where set."""
+
+    max_bytes: int = 64 << 20
+    deadline: float = 120.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Limits:
+        out = cls()
+        for variable, key, kind in (("STACKLOCK_MAX_BODY_BYTES", "max_bytes", int),
+                                    ("STACKLOCK_HTTP_TIMEOUT", "deadline", float)):
+            text = environ.get(variable)
+            if not text:
+                continue
             try:
-                if variable == "SSL_CERT_FILE":
-                    return ssl.create_default_context(cafile=where)
-                return ssl.create_default_context(capath=where)
-            except (OSError, ssl.SSLError) as exc:
-                raise StacklockError(
-                    f"{variable}={where}: no CA certificates could be read "
-                    f"({exc.strerror or exc})",
-                    hint=f"point {variable} at PEM CA certificates, or unset it "
-                         "for certifi's") from None
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
+                value = kind(text)
+            except ValueError:
+                value = -1
+            if value <= 0:
+                raise StacklockError(f"{variable}={text}: expected a number > 0",
+                                     hint=f"unset {variable} for the default "
+                                          f"({getattr(out, key)})")
+            out = cls(**{**out.__dict__, key: value})
+        return out
 
 
-def proxied() -> bool:
-    """Whether the environment names a proxy (httpx would send through it)."""
-    return any(os.environ.get(v) or os.environ.get(v.upper())
-               for v in _PROXY_VARIABLES)
+# -- retries --------------------------------------------------------------------
 
 
-def prepare_ssl_context() -> None:
-    """Start making the run's SSL context in a thread; :func:`ssl_context`
-    waits for it (and makes it itself when this was never called)."""
-    global _ssl_job
-    with _ssl_lock:
-        if _ssl_job is not None:
-            return
-        box: list[Any] = []
+class RetriesExhausted(httpx.HTTPError):
+    """Every attempt met a transient failure; ``problem`` says the last one,
+    ``attempts`` how many were made, ``response`` the last answer (if any)."""
 
-        def work() -> None:
-            try:
-                box.append(_make_ssl_context())
-            except BaseException as exc:  # raised again where it is taken
-                box.append(exc)
-
-        thread = threading.Thread(target=work, name="stacklock-ssl", daemon=True)
-        thread.start()
-        _ssl_job = (thread, box)
+    def __init__(self, problem: str, *, attempts: int,
+                 response: httpx.Response | None = None) -> None:
+        super().__init__(f"{problem} (after {attempts} attempt(s))")
+        self.problem = problem
+        self.attempts = attempts
+        self.response = response
 
 
-def ssl_context() -> ssl.SSLContext:
-    """The run's one SSL context: the one :func:`prepare_ssl_context` started
-    (waited for), else made now. Shared: the early page fetches
-    (:mod:`stacklock.resolve.early`) and the client use the same."""
-    global _ssl_job
-    with _ssl_lock:
-        job = _ssl_job
-        if job is None:
-            _ssl_job = job = (None, [_make_ssl_context()])  # type: ignore[assignment]
-    if job[0] is not None:
-        job[0].join()
-    found = job[1][0]
-    if isinstance(found, BaseException):
-        with _ssl_lock:  # a later call tries again
-            if _ssl_job is job:
-                _ssl_job = None
-        raise found
-    return found  # type: ignore[no-any-return]
+def transient(outcome: BaseException | httpx.Response) -> str | None:
+    """The one classifier: why ``outcome`` (an answer or an exception) is worth
+    another attempt, or None when it is not."""
+    if isinstance(outcome, httpx.HTTPStatusError):  # raise_for_status()'s
+        outcome = outcome.response
+    if isinstance(outcome, httpx.Response):
+        code = outcome.status_code
+        return f"HTTP {code}" if code in RETRY_STATUS else None
+    if isinstance(outcome, (DeadlineExceeded, BodyTooLarge, httpx.UnsupportedProtocol,
+                            httpx.LocalProtocolError)):
+        return None
+    if isinstance(outcome, httpx.TimeoutException):
+        return f"timed out ({type(outcome).__name__})"
+    if isinstance(outcome, (httpx.TransportError, httpx.DecodingError)):
+        return f"{type(outcome).__name__}: {outcome}"
+    return None
 
 
-def make_http_client(*, timeout: float = TIMEOUT, **kwargs: Any) -> httpx.Client:
-    """The one client a run shares: pooled, redirects followed, a per-request
-    timeout (connect 10 s), and a User-Agent naming stacklock. Its GETs go
-    through :mod:`stacklock.httppool` (:func:`stacklock.httpget.get`); the
-    ``httpx.Client`` beside it, for streamed downloads, is made (and httpx
-    imported) at its first use, which a resolution from a PyPI-like index never
-    reaches. Where the environment names a proxy, or ``kwargs`` give a
-    transport, everything goes through httpx, which honours them."""
-    import ssl
-
-    from stacklock.httpget import PooledClient
-
-    headers = kwargs.setdefault("headers", {"User-Agent": USER_AGENT})
-    pooled = not proxied() and "transport" not in kwargs and "mounts" not in kwargs \
-        and "proxy" not in kwargs
-    if "verify" not in kwargs and "transport" not in kwargs:
-        kwargs["verify"] = ssl_context()
-    context = kwargs.get("verify")
-    pool = None
-    if pooled and isinstance(context, ssl.SSLContext):
-        from stacklock.httppool import ConnectionPool
-
-        pool = ConnectionPool(context, max_idle=MAX_CONNECTIONS)
-
-    def make_client() -> httpx.Client:
-        import httpx
-
-        options = dict(kwargs)
-        options.setdefault("timeout", httpx.Timeout(timeout, connect=CONNECT_TIMEOUT))
-        options.setdefault("follow_redirects", True)
-        options.setdefault("limits", httpx.Limits(max_connections=MAX_CONNECTIONS))
-        return httpx.Client(**options)
-
-    if not any(name.lower() == "accept" for name in headers):
-        headers = {"Accept": "*/*", **headers}  # httpx's default
-    return PooledClient(pool=pool, headers=headers,
-                        make_client=make_client,
-                        timeout={"connect": CONNECT_TIMEOUT, "read": timeout,
-                                 "write": timeout, "pool": timeout})
+def retry_after(response: httpx.Response, *, now: float | None = None
+                ) -> float | None:
+    """Seconds the server asks to wait (``Retry-After``: seconds or an HTTP
+    date), None when it says nothing usable."""
+    value = response.headers.get("retry-after", "").strip()
+    if not value:
+        return None
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 @dataclass(frozen=True, kw_only=True)
 class Retry:
     """How often to try and how long to wait in between: ``backoff`` seconds
     before the second attempt, doubling after that, never more than
-    ``max_delay``. ``total`` (seconds, by ``clock``) ends the attempts early
-    when the next wait would pass it."""
+    ``max_delay``, each wait stretched or shrunk by up to ``jitter`` (a
+    fraction) so that parallel clients do not retry in step. A ``Retry-After``
+    answer is honoured up to ``max_retry_after``. ``total`` (seconds, by
+    ``clock``) ends the attempts early when the next wait would pass it.
+    ``sleep``, ``clock`` and ``random`` are what tests replace."""
 
     attempts: int = 3
-    backoff: float = 0.4
-    max_delay: float = 2.0
+    backoff: float = 0.5
+    max_delay: float = 8.0
+    max_retry_after: float = 60.0
+    jitter: float = 0.25
     total: float | None = None
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    random: Callable[[], float] = field(default=random.random)
 
-    def delay(self, attempt: int) -> float:
-        """The wait before attempt number ``attempt`` (2, 3, ...)."""
-        return min(self.backoff * 2 ** (attempt - 2), self.max_delay)
+    def delay(self, attempt: int, asked: float | None = None) -> float:
+        """The wait before attempt number ``attempt`` (2, 3, ...); ``asked``:
+        what the server's ``Retry-After`` said."""
+        wait = float(min(self.backoff * 2 ** (attempt - 2), self.max_delay))
+        wait *= 1 + self.jitter * (2 * self.random() - 1)
+        if asked is not None:
+            wait = max(wait, min(asked, self.max_retry_after))
+        return wait
 
-    def __iter__(self) -> Iterator[int]:
-        """Attempt numbers 1, 2, ..., waiting before each but the first. It stops
-        early (a number below ``attempts`` was the last) when ``total`` would
-        be passed; the loop's body decides what is worth another attempt."""
+    def call(self, attempt: Callable[[int], T]) -> T:
+        """``attempt(n)`` for n = 1, 2, ... until it returns an answer or raises
+        an error that :func:`transient` does not retry; a transient outcome on the
+        last attempt raises :class:`RetriesExhausted` (from the last error)."""
         deadline = None if self.total is None else self.clock() + self.total
-        for attempt in range(1, max(1, self.attempts) + 1):
-            if attempt > 1:
-                delay = self.delay(attempt)
-                if deadline is not None and self.clock() + delay > deadline:
-                    return
-                self.sleep(delay)
-            yield attempt
+        n = 1
+        while True:
+            response: httpx.Response | None = None
+            try:
+                result = attempt(n)
+            except Exception as exc:
+                reason = transient(exc)
+                if reason is None:
+                    raise
+                failure: BaseException | None = exc
+                asked = None
+            else:
+                if not isinstance(result, httpx.Response):
+                    return result
+                reason = transient(result)
+                if reason is None:
+                    return result
+                failure, response, asked = None, result, retry_after(result)
+            wait = self.delay(n + 1, asked)
+            late = deadline is not None and self.clock() + wait > deadline
+            if n >= self.attempts or late:
+                if late:
+                    reason += f"; gave up within the {self.total:g} s allowed"
+                raise RetriesExhausted(reason, attempts=n,
+                                       response=response) from failure
+            self.sleep(wait)
+            n += 1
 
-    def is_last(self, attempt: int) -> bool:
-        return attempt >= self.attempts
+
+# -- credentials ----------------------------------------------------------------
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    port = url.port or {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, port
+
+
+def _env_name(index: str) -> str:
+    return re.sub(r"[^A-Z0-9]", "_", index.upper())
+
+
+class Credentials(httpx.Auth):
+    """Basic credentials for the origins of a run's indexes, and netrc's.
+
+    For a request that carries none: the request URL's own user info, else the
+    index whose origin (scheme, host, port) it goes to (its URL's user info, or
+    ``STACKLOCK_INDEX_<NAME>_USERNAME`` / ``_PASSWORD``), else netrc's entry for
+    the host (``$NETRC`` or ``~/.netrc``). Thread-safe; nothing is logged."""
+
+    def __init__(self, indexes: Iterable[tuple[str, str]] = (), *,
+                 netrc_file: Path | None = None,
+                 environ: Mapping[str, str] = os.environ) -> None:
+        self._by_origin: dict[tuple[str, str, int | None], tuple[str, str]] = {}
+        self._environ = environ
+        self._netrc_file = netrc_file
+        self._netrc: netrc.netrc | bool | None = False  # False: not read yet
+        self._lock = threading.Lock()
+        for name, url in indexes:
+            self.add_index(name, url)
+
+    def add_index(self, name: str, url: str) -> None:
+        """Remember the credentials of index ``name`` at ``url``, if any."""
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL:
+            return  # the index client reports a bad URL with its profile key
+        if parsed.scheme not in ("http", "https"):
+            return
+        user = self._environ.get(f"STACKLOCK_INDEX_{_env_name(name)}_USERNAME")
+        password = self._environ.get(f"STACKLOCK_INDEX_{_env_name(name)}_PASSWORD")
+        if parsed.username or parsed.password:
+            found = (unquote(parsed.username), unquote(parsed.password))
+        elif user is not None or password is not None:
+            found = (user or "", password or "")
+        else:
+            return
+        with self._lock:
+            self._by_origin.setdefault(_origin(parsed), found)
+
+    def lookup(self, url: httpx.URL) -> tuple[str, str] | None:
+        """The credentials a request to ``url`` carries, if any."""
+        if url.username or url.password:
+            return unquote(url.username), unquote(url.password)
+        with self._lock:
+            found = self._by_origin.get(_origin(url))
+        return found if found is not None else self._from_netrc(url.host)
+
+    def _from_netrc(self, host: str) -> tuple[str, str] | None:
+        with self._lock:
+            if self._netrc is False:
+                self._netrc = self._read_netrc()
+            table = self._netrc
+        if not isinstance(table, netrc.netrc) or not host:
+            return None
+        entry = table.authenticators(host)
+        if not entry:
+            return None
+        return entry[0] or "", entry[2] or ""
+
+    def _read_netrc(self) -> netrc.netrc | None:
+        path = self._netrc_file or Path(
+            self._environ.get("NETRC") or Path.home() / ".netrc")
+        try:
+            return netrc.netrc(str(path)) if Path(path).is_file() else None
+        except (OSError, netrc.NetrcParseError) as exc:
+            raise StacklockError(f"{path}: unreadable netrc ({exc})",
+                                 hint="fix the file, or point NETRC at another "
+                                      "one") from None
+
+    def auth_flow(self, request: httpx.Request
+                  ) -> Generator[httpx.Request, httpx.Response, None]:
+        found = None if "authorization" in request.headers else self.lookup(
+            request.url)
+        if found is None:
+            yield request
+            return
+        yield from httpx.BasicAuth(*found).auth_flow(request)
+
+
+# -- the client -----------------------------------------------------------------
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's own (SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's bundle),
+    with an unreadable setting turned into one line."""
+    try:
+        return httpx.create_ssl_context(trust_env=True)
+    except (OSError, ssl.SSLError) as exc:
+        variable = "SSL_CERT_FILE" if os.environ.get("SSL_CERT_FILE") else \
+            "SSL_CERT_DIR"
+        where = os.environ.get(variable, "")
+        raise StacklockError(
+            f"{variable}={where}: no CA certificates could be read "
+            f"({getattr(exc, 'strerror', None) or exc})",
+            hint=f"point {variable} at PEM CA certificates, or unset it for "
+                 "certifi's") from None
+
+
+def make_http_client(*, timeout: float = TIMEOUT,
+                     credentials: Credentials | None = None,
+                     transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The one client a run shares; ``credentials`` default to netrc's alone.
+    ``transport`` is a test's (a ``MockTransport``)."""
+    return httpx.Client(
+        headers={"User-Agent": USER_AGENT},
+        timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
+        limits=httpx.Limits(max_connections=MAX_CONNECTIONS,
+                            max_keepalive_connections=MAX_CONNECTIONS),
+        follow_redirects=True,
+        auth=credentials if credentials is not None else Credentials(),
+        verify=True if transport is not None else _ssl_context(),
+        transport=transport,
+        trust_env=True,
+    )
+
+
+def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+        read_body: Callable[[int], bool] | None = None) -> httpx.Response:
+    """GET ``url`` and read its body within ``limits`` (default: from the
+    environment); returns the answer with ``content`` set. ``read_body(status)``
+    False leaves the body unread (a range read answered 200: the whole file).
+    Raises httpx's errors, :class:`BodyTooLarge` and :class:`DeadlineExceeded`."""
+    limits = limits or Limits.from_env()
+    ends = time.monotonic() + limits.deadline
+    request = http.build_request("GET", url, headers=headers,
+                                 timeout=_within(http.timeout, limits.deadline))
+    response = http.send(request, stream=True, follow_redirects=True)
+    try:
+        if read_body is not None and not read_body(response.status_code):
+            return response
+        body = bytearray()
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > limits.max_bytes:
+                raise BodyTooLarge(
+                    f"the body passed {limits.max_bytes} bytes decoded "
+                    "(STACKLOCK_MAX_BODY_BYTES raises the cap)", request=request)
+            if time.monotonic() > ends:
+                raise DeadlineExceeded(
+                    f"still reading after {limits.deadline:g} s "
+                    "(STACKLOCK_HTTP_TIMEOUT raises the deadline)", request=request)
+        # a connection that closes early raises on its own; this catches an
+        # answer cut short by what sits in front of it (identity bodies only:
+        # an encoded one's length is not the decoded body's)
+        declared = response.headers.get("content-length", "")
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        got = len(body)
+        if encoding in ("", "identity") and declared.isdigit() and \
+                got < int(declared):
+            raise httpx.RemoteProtocolError(  # what a real connection raises
+                f"truncated body: {got} of {declared} bytes", request=request)
+    finally:
+        response.close()
+    kept = [(k, v) for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length",
+                                 "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=kept, content=bytes(body),
+                          request=response.request, history=response.history)
+
+
+def _within(timeout: httpx.Timeout, deadline: float) -> httpx.Timeout:
+    """The client's timeouts, none longer than the deadline."""
+    def cap(value: float | None) -> float:
+        return deadline if value is None else min(value, deadline)
+
+    return httpx.Timeout(connect=cap(timeout.connect), read=cap(timeout.read),
+                         write=cap(timeout.write), pool=cap(timeout.pool))

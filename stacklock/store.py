@@ -3,6 +3,9 @@
 Layout under ``root`` (normally ``<cache>/artifacts``)::
 
     sha256/ab/<hex>        the files, named by the sha256 of their bytes
+    sha256/ab/<hex>.ok     "<size> <mtime_ns> <inode>" of the file when its bytes
+                           were last hashed: a file whose stat differs is hashed
+                           again before it is handed out, and dropped on a mismatch
     urls/ab/<key>          per URL: "<sha256>\\n<url without credentials>\\n"
     tmp/<key>.part         a download in progress, kept so it can resume
     tmp/<key>.lock         held (flock) while a process downloads that URL
@@ -20,30 +23,31 @@ import fcntl
 import hashlib
 import os
 import re
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
+
 from stacklock._fs import atomic_write_text, file_digest
 from stacklock.errors import DownloadError, HashMismatchError
-from stacklock.http import RETRY_STATUS, Retry
+from stacklock.http import DeadlineExceeded, Limits, RetriesExhausted, Retry
 from stacklock.urls import redact_text, redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    import httpx
-
 __all__ = ["ArtifactStore", "describe_http_error"]
 
 _CHUNK = 1 << 20
 DOWNLOAD_RETRY = Retry(attempts=4)  # a cut download resumes, so try once more
+# a download's deadline: the request deadline plus its size at this rate
+_SLOWEST = 256 * 1024  # bytes per second
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def describe_http_error(exc: httpx.HTTPError) -> str:
     """A one-line cause for an error message, with no credentials in it."""
-    import httpx  # imported where the network is used: store lookups need none
-
     if isinstance(exc, httpx.HTTPStatusError):
         return f"HTTP {exc.response.status_code}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -75,12 +79,27 @@ class ArtifactStore:
         return self.root / "sha256" / sha256[:2] / sha256
 
     def path_for(self, sha256: str) -> Path | None:
-        """The stored file with this sha256, or None."""
+        """The stored file with this sha256, or None. A file changed since its
+        bytes were last hashed (a flipped byte, a truncation) is hashed again;
+        one whose bytes no longer match is removed, so it is fetched again."""
         sha256 = sha256.lower()
         if not _HEX64.match(sha256):
             return None
         path = self._blob(sha256)
-        return path if path.is_file() else None
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        seal = path.with_name(f"{sha256}.ok")
+        with contextlib.suppress(OSError):
+            if seal.read_text("ascii") == _signature(stat):
+                return path
+        if file_digest(path) != sha256:
+            path.unlink(missing_ok=True)
+            seal.unlink(missing_ok=True)
+            return None
+        _seal(path)
+        return path
 
     def has(self, sha256: str) -> bool:
         return self.path_for(sha256) is not None
@@ -91,6 +110,7 @@ class ArtifactStore:
         blob = self._blob(sha256.lower())
         blob.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, blob)
+        _seal(blob)
         return blob
 
     def sha256_for_url(self, url: str) -> str | None:
@@ -142,6 +162,7 @@ class ArtifactStore:
             blob = self._blob(sha)
             blob.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, blob)
+            _seal(blob)
             self._remember(url, sha)
             return blob, sha
 
@@ -175,36 +196,27 @@ class ArtifactStore:
         progress: Callable[[int, int | None], None] | None,
     ) -> str:
         """Fill ``part`` with the whole body (resuming) and return its sha256."""
-        import httpx
-
         shown = redact_url(url)
-        last_error = "no attempt made"
-        for _attempt in self.retry:
-            try:
-                finished = self._attempt(http, url, part, size=size, progress=progress)
-            except httpx.HTTPStatusError as exc:
-                status = exc.response.status_code
-                if status < 500 and status not in RETRY_STATUS:
-                    raise DownloadError(
-                        f"HTTP {status}", url=shown, hint="check the URL and its access"
-                    ) from exc
-                last_error = f"HTTP {status}"
-                continue
-            except httpx.TooManyRedirects as exc:
-                raise DownloadError("redirect loop: the server sends the file "
-                                    "round in a circle", url=shown,
-                                    hint="check the URL and the index") from exc
-            except httpx.HTTPError as exc:
-                last_error = describe_http_error(exc)
-                continue
-            if finished is not None:
-                return finished
-            last_error = "connection closed before the whole body arrived"
-        raise DownloadError(
-            f"download failed after {self.retry.attempts} attempts ({last_error})",
-            url=shown,
-            hint="run the command again: the partial file is kept and resumed",
-        )
+        try:
+            return self.retry.call(lambda _n: self._attempt(
+                http, url, part, size=size, progress=progress))
+        except httpx.TooManyRedirects as exc:
+            raise DownloadError("redirect loop: the server sends the file "
+                                "round in a circle", url=shown,
+                                hint="check the URL and the index") from exc
+        except RetriesExhausted as exc:
+            raise DownloadError(
+                f"download failed after {exc.attempts} attempts "
+                f"({redact_text(exc.problem)})", url=shown,
+                hint="run the command again: the partial file is kept and resumed",
+            ) from exc
+        except httpx.HTTPStatusError as exc:
+            raise DownloadError(f"HTTP {exc.response.status_code}", url=shown,
+                                hint="check the URL and its access") from exc
+        except httpx.HTTPError as exc:
+            raise DownloadError(describe_http_error(exc), url=shown,
+                                hint="run the command again: the partial file is "
+                                     "kept and resumed") from exc
 
     def _attempt(
         self,
@@ -214,10 +226,9 @@ class ArtifactStore:
         *,
         size: int | None,
         progress: Callable[[int, int | None], None] | None,
-    ) -> str | None:
-        """One request; returns the sha256 when the body is complete, else None."""
-        import httpx
-
+    ) -> str:
+        """One request; returns the sha256 of the whole body. A cut connection
+        raises (a transient error: the next attempt resumes from ``part``)."""
         have = part.stat().st_size if part.is_file() else 0
         if size is not None and have > size:
             part.unlink()
@@ -225,6 +236,8 @@ class ArtifactStore:
         headers = {"Accept-Encoding": "identity"}
         if have:
             headers["Range"] = f"bytes={have}-"
+        deadline = Limits.from_env().deadline + (size or 0) / _SLOWEST
+        ends = time.monotonic() + deadline
         with http.stream("GET", url, headers=headers) as response:
             content_range = response.headers.get("content-range")
             whole = have in (size, _range_total(content_range))
@@ -234,7 +247,9 @@ class ArtifactStore:
             resumed = response.status_code == 206
             if resumed and _range_start(content_range) != have:
                 part.unlink()  # a range we did not ask for: start over
-                return None
+                raise httpx.RemoteProtocolError(
+                    f"asked for bytes {have}-, got {content_range}",
+                    request=response.request)
             total = size
             length = response.headers.get("content-length", "")
             if total is None and length.isdigit():
@@ -245,25 +260,40 @@ class ArtifactStore:
                     for chunk in iter(lambda: fh.read(_CHUNK), b""):
                         digest.update(chunk)
                 done = fh.tell()
-                try:
-                    for chunk in response.iter_bytes():
-                        fh.write(chunk)
-                        digest.update(chunk)
-                        done += len(chunk)
-                        if progress is not None:
-                            progress(done, total)
-                except (httpx.ReadError, httpx.RemoteProtocolError, httpx.ReadTimeout):
-                    return None  # cut: keep what arrived, the next attempt resumes
-        if total is not None and done < total:
-            return None
+                for chunk in response.iter_bytes():
+                    fh.write(chunk)  # a cut keeps what arrived
+                    digest.update(chunk)
+                    done += len(chunk)
+                    if total is not None and done > total:
+                        break
+                    if progress is not None:
+                        progress(done, total)
+                    if time.monotonic() > ends:
+                        raise DeadlineExceeded(
+                            f"still downloading after {deadline:.0f} s; the "
+                            "partial file is kept", request=response.request)
         if total is not None and done > total:
             part.unlink()
             raise DownloadError(
-                f"got {done} bytes, expected {total}",
+                f"got more than the {total} bytes expected",
                 url=redact_url(url),
                 hint="the file changed upstream; re-resolve with --refresh",
             )
+        if total is not None and done < total:
+            raise httpx.RemoteProtocolError(
+                f"connection closed after {done} of {total} bytes",
+                request=response.request)
         return digest.hexdigest()
+
+
+def _signature(stat: os.stat_result) -> str:
+    return f"{stat.st_size} {stat.st_mtime_ns} {stat.st_ino}"
+
+
+def _seal(blob: Path) -> None:
+    """Record that ``blob``'s bytes were hashed as they are now (its stat)."""
+    with contextlib.suppress(OSError):  # a read-only store still serves
+        atomic_write_text(blob.with_name(f"{blob.name}.ok"), _signature(blob.stat()))
 
 
 @contextlib.contextmanager

@@ -60,12 +60,12 @@ def make_client(tmp_path):
     def make(transport, **kwargs):
         if callable(transport) and not isinstance(transport, httpx.BaseTransport):
             transport = httpx.MockTransport(transport)
-        http = httpx.Client(transport=transport)
+        http = httpx.Client(transport=transport, auth=kwargs.pop("auth", None))
         made.append(http)
         slept: list[float] = []
         kwargs.setdefault("cache_dir", tmp_path / "cache")
-        kwargs.setdefault("netrc_file", tmp_path / "no-netrc")
-        kwargs["retry"] = replace(kwargs.get("retry", PAGE_RETRY), sleep=slept.append)
+        kwargs["retry"] = replace(kwargs.get("retry", PAGE_RETRY), sleep=slept.append,
+                                  random=lambda: 0.5)  # no jitter
         client = IndexClient(http, **kwargs)
         client.slept = slept  # type: ignore[attr-defined]
         return client

@@ -13,7 +13,7 @@ import pytest
 import respx
 
 from stacklock.errors import IndexError_
-from stacklock.http import Retry, make_http_client
+from stacklock.http import Credentials, Retry, make_http_client
 from stacklock.index.client import ACCEPT, IndexClient
 from stacklock.profile import IndexSpec
 from tests.helpers.cassette import CassetteMiss, ReplayTransport
@@ -128,7 +128,7 @@ def test_total_timeout_stops_retrying(router, make_client):
 
     client = make_client(router.handler,
                          retry=Retry(total=15.0, attempts=5, clock=clock))
-    with pytest.raises(IndexError_, match="gave up after the 15 s total"):
+    with pytest.raises(IndexError_, match="gave up within the 15 s allowed"):
         client.get_links(PYPI, "torch")
     assert route.call_count < 5
 
@@ -181,7 +181,8 @@ def test_credentials_from_url_and_netrc_are_sent(router, make_client, tmp_path):
     netrc.write_text("machine pkgs.example login bob password hunter2\n")
     netrc.chmod(0o600)
     plain = IndexSpec(name="private", url="https://pkgs.example/simple")
-    make_client(handler, netrc_file=netrc, cache_dir=None).get_links(plain, "pkg")
+    make_client(handler, auth=Credentials(netrc_file=netrc),
+                cache_dir=None).get_links(plain, "pkg")
     assert seen == [_basic("alice", "s3cret"), _basic("bob", "hunter2")]
 
 

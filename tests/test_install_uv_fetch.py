@@ -122,39 +122,6 @@ def test_validate_hashes_the_files_uv_installed(
                                      "at install (first: six.py)"]
 
 
-_INSTALL_AND_LIST = """
-import json, sys
-from stacklock.cli import main
-rc = main(sys.argv[1:])
-print(json.dumps(sorted(sys.modules)), file=sys.stderr)
-sys.exit(rc)
-"""
-
-
-def test_an_install_of_wheels_loads_no_http_client_resolver_or_cuda_code(
-    server: tuple[str, Served], tmp_path: Path
-) -> None:
-    """What a warm install pays for before uv starts: uv does the downloads, so
-    httpx, the resolver, tomlkit and the CUDA catalog stay unloaded for a lock
-    of wheels without a toolkit."""
-    base, served = server
-    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
-    proc = subprocess.run(
-        [PY, "-c", _INSTALL_AND_LIST, "install", str(lock), "--venv",
-         str(tmp_path / "env"), "--python", PY, "--no-validate"],
-        capture_output=True, text=True, env=os.environ.copy(), check=True,
-    )  # fmt: skip
-    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
-    assert "stacklock.install" in modules
-    loaded = {m for m in modules if m.split(".")[0] in {"httpx", "tomlkit",
-                                                          "resolvelib", "rich"}}
-    loaded |= {m for m in modules if m.startswith(("stacklock.resolve",
-                                                   "stacklock.cuda",
-                                                   "stacklock.index",
-                                                   "stacklock.snapshot"))}
-    assert loaded == set()
-
-
 def test_install_whose_validation_cannot_run_exits_1(
     server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

@@ -12,7 +12,7 @@ from packaging.metadata import Metadata
 from packaging.utils import canonicalize_name
 
 from stacklock.errors import MetadataError
-from stacklock.metadata.fetch import _plain_fields, parse_wheel_metadata
+from stacklock.metadata.parse import _plain_fields, parse_wheel_metadata
 
 DATA = Path(__file__).parent / "data"
 REAL = sorted(

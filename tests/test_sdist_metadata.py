@@ -107,9 +107,9 @@ def test_a_5xx_on_the_first_range_is_tried_again() -> None:
     with httpx.Client(transport=httpx.MockTransport(flaky)) as http:
         raw = read_remote_pkg_info(http, f"{served.url}/{NVD3}", NVD3,
                                    on_bytes=lambda n: None,
-                                   retry=Retry(sleep=waits.append))
+                                   retry=Retry(sleep=waits.append, random=lambda: 0.5))
     assert raw is not None and b"\nName: python-nvd3\n" in raw
-    assert served.ranges == ["bytes=0-65535"] * 3 and waits == [0.4, 0.8]
+    assert served.ranges == ["bytes=0-65535"] * 3 and waits == [0.5, 1.0]
 
 
 def test_zip_sdist_is_read_by_range_requests() -> None:

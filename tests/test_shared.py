@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from stacklock._fs import file_digest
-from stacklock.http import Retry
 from stacklock.tablereader import parse_rfc3339
 from stacklock.urls import redact_text, redact_url, strip_credentials
 
@@ -27,28 +26,6 @@ def test_redact_text_masks_every_url_in_a_message_and_the_echoed_password() -> N
 def test_strip_credentials_keeps_host_path_and_port() -> None:
     assert strip_credentials("http://u:p@127.0.0.1:8080/simple") == (
         "http://127.0.0.1:8080/simple")
-
-
-def test_retry_waits_between_attempts_doubling_up_to_the_cap() -> None:
-    slept: list[float] = []
-    retry = Retry(attempts=5, backoff=0.5, max_delay=1.5, sleep=slept.append)
-    assert list(retry) == [1, 2, 3, 4, 5]
-    assert slept == [0.5, 1.0, 1.5, 1.5]
-    assert retry.is_last(5) and not retry.is_last(4)
-
-
-def test_retry_stops_before_a_wait_that_would_pass_the_total() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    retry = Retry(attempts=10, backoff=1.0, max_delay=100.0, total=3.5,
-                  sleep=sleep, clock=lambda: now[0])
-    assert list(retry) == [1, 2, 3]  # waits 1 + 2; the next (4 s) would pass 3.5
-    assert slept == [1.0, 2.0]
 
 
 def test_file_digest_matches_hashlib(tmp_path: Path) -> None:

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import netrc
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
+import httpx
 from packaging.utils import canonicalize_name
 
-from stacklock import httpget
-from stacklock._lazy import lazy_module
 from stacklock.errors import IndexError_
-from stacklock.http import RETRY_STATUS, Retry
+from stacklock.http import Credentials, RetriesExhausted, Retry, get
 from stacklock.index.cache import PageCache, freshness, read_rows
 from stacklock.index.local import is_local, load_local_rows
 from stacklock.index.pages import (
@@ -43,12 +39,7 @@ from stacklock.urls import redact_text, redact_url, strip_credentials
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    import httpx
-
-    from stacklock.httpget import Reply
     from stacklock.profile import IndexSpec
-else:
-    httpx = lazy_module("httpx")
 
 __all__ = ["ACCEPT", "IndexClient"]
 
@@ -77,8 +68,9 @@ class IndexClient:
 
     ``retry`` carries the sleep and clock that retry tests replace; ``clock``
     (epoch seconds) says when a cached page stops being fresh (see
-    :mod:`stacklock.index.cache`). ``netrc_file`` defaults to ``$NETRC`` or
-    ``~/.netrc``.
+    :mod:`stacklock.index.cache`). Each index the client reads is registered
+    with the client's :class:`~stacklock.http.Credentials`, so its credentials
+    go with every request to its origin (pages, METADATA, downloads).
     """
 
     def __init__(
@@ -90,7 +82,6 @@ class IndexClient:
         refresh: bool = False,
         retry: Retry = PAGE_RETRY,
         max_workers: int = 8,
-        netrc_file: Path | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.http = http
@@ -105,8 +96,6 @@ class IndexClient:
         # URL (no credentials) -> sha256 of the page body read; None: no page
         # (not on the index); what a replay of the resolution checks
         self.pages_read: dict[str, str | None] = {}
-        self._netrc_file = netrc_file
-        self._netrc: netrc.netrc | bool | None = False  # False: not read yet
         self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
         self._lock = threading.Lock()
@@ -156,8 +145,7 @@ class IndexClient:
         """Load each page once, also when several threads ask at the same time;
         an error is remembered and raised again. The lock per page is
         process-wide: a client asking for a page another client is loading
-        (the early reads of stacklock.resolve.early) waits, then finds it in
-        the cache."""
+        waits, then finds it in the cache."""
         with _PAGE_LOCKS_GUARD:
             key_lock = _PAGE_LOCKS.setdefault(key, threading.Lock())
         with key_lock:
@@ -259,7 +247,7 @@ class IndexClient:
             "fresh-until": fresh_until,
         }
         # after a redirect, relative hrefs resolve against the final URL
-        page_url = response.url if response.history else url
+        page_url = str(response.url) if response.history else url
         if page_url != url:
             meta["redirected-to"] = page_url
         page = self._parse(index, url, body, meta["content-type"], meta, flat=flat)
@@ -313,73 +301,45 @@ class IndexClient:
 
     # -- HTTP -----------------------------------------------------------------------
 
-    def _auth(self, url: str) -> tuple[str, str] | None:
-        """(login, password) from netrc for the URL's host, unless the URL
-        carries its own user info (which the request then uses)."""
-        parts = urlsplit(url)
-        if parts.username or parts.password or not parts.hostname:
-            return None
-        if self._netrc is False:
-            path = self._netrc_file or Path(
-                os.environ.get("NETRC", Path.home() / ".netrc"))
-            try:
-                self._netrc = netrc.netrc(str(path)) if Path(path).is_file() else None
-            except (OSError, netrc.NetrcParseError) as exc:
-                log.warning("ignoring unreadable netrc %s: %s", path, exc)
-                self._netrc = None
-        if not isinstance(self._netrc, netrc.netrc):
-            return None
-        found = self._netrc.authenticators(parts.hostname)
-        if not found:
-            return None
-        login, _account, password = found
-        return login or "", password or ""
-
     def _request(self, index: IndexSpec, url: str,
-                 headers: dict[str, str]) -> Reply:
-        """GET with retries; returns a complete response with a final status."""
+                 headers: dict[str, str]) -> httpx.Response:
+        """GET with the retry policy; returns a complete answer whose status is
+        final (not one worth asking again for)."""
         shown = redact_url(url)
-        basic = self._auth(url)
-        problem = "no attempt made"
-        attempt = 0
-        for attempt in self.retry:
+        auth = self.http.auth
+        if isinstance(auth, Credentials):
+            auth.add_index(index.name, index.url)
+
+        def attempt(n: int) -> httpx.Response:
             with self._lock:
                 self.requests += 1
-            log.debug("GET %s (attempt %d)", shown, attempt)
-            try:
-                response = httpget.get(self.http, url, headers=headers, basic=basic)
-            except httpx.TooManyRedirects:
-                raise IndexError_(
-                    "redirect loop: the server sends the page round in a circle",
-                    index=index.name, url=shown,
-                    hint="check the index URL (with or without a trailing "
-                         "slash), or point the index at a mirror with "
-                         "--index NAME=URL") from None
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                message = redact_text(str(exc), url=url)
-                raise IndexError_(f"unsupported URL: {message}",
-                                  index=index.name, url=shown,
-                                  hint="use an https://, file:// URL or a folder"
-                                  ) from None
-            except httpx.TimeoutException as exc:
-                problem = f"timed out ({type(exc).__name__})"
-                continue
-            except (httpx.TransportError, httpx.DecodingError) as exc:
-                problem = f"{type(exc).__name__}: {redact_text(str(exc), url=url)}"
-                continue
-            if response.status_code in RETRY_STATUS:
-                problem = f"HTTP {response.status_code}"
-                continue
-            short = _truncated(response)
-            if short:
-                problem = short
-                continue
-            return response
-        if not self.retry.is_last(attempt):
-            problem += f"; gave up after the {self.retry.total:g} s total"
-        raise IndexError_(
-            f"unreachable after {attempt} attempt(s): {problem}",
-            index=index.name, url=shown, hint=HINT)
+            log.debug("GET %s (attempt %d)", shown, n)
+            return get(self.http, url, headers=headers)
+
+        try:
+            return self.retry.call(attempt)
+        except httpx.TooManyRedirects:
+            raise IndexError_(
+                "redirect loop: the server sends the page round in a circle",
+                index=index.name, url=shown,
+                hint="check the index URL (with or without a trailing "
+                     "slash), or point the index at a mirror with "
+                     "--index NAME=URL") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            message = redact_text(str(exc), url=url)
+            raise IndexError_(f"unsupported URL: {message}",
+                              index=index.name, url=shown,
+                              hint="use an https://, file:// URL or a folder"
+                              ) from None
+        except RetriesExhausted as exc:
+            raise IndexError_(
+                f"unreachable after {exc.attempts} attempt(s): "
+                f"{redact_text(exc.problem, url=url)}",
+                index=index.name, url=shown, hint=HINT) from None
+        except httpx.HTTPError as exc:  # a cap or deadline met: not retried
+            raise IndexError_(f"{type(exc).__name__}: "
+                              f"{redact_text(str(exc), url=url)}",
+                              index=index.name, url=shown, hint=HINT) from None
 
 
 def _refusal(status: int) -> tuple[str, str]:
@@ -388,23 +348,11 @@ def _refusal(status: int) -> tuple[str, str]:
     have, so it says so rather than blaming credentials; a 401 asks for them."""
     if status == 401:
         return ("HTTP 401: the index wants credentials",
-                "put them in the URL (user:password@) or in ~/.netrc")
+                "put them in the URL (user:password@), in "
+                "STACKLOCK_INDEX_<NAME>_USERNAME and _PASSWORD, or in ~/.netrc")
     if status == 403:
         return ("HTTP 403: the index refuses this page (download.pytorch.org "
                 "answers 403 for a project it does not have)",
                 "check the project name, or pin the project to an index that "
                 "has it ([[index]] packages)")
     return f"HTTP {status}", HINT
-
-
-def _truncated(response: Reply) -> str | None:
-    """A body shorter than its Content-Length, or a reason string."""
-    declared = response.headers.get("content-length")
-    if declared is None or not declared.strip().isdigit():
-        return None
-    encoding = response.headers.get("content-encoding", "identity").lower()
-    got = (len(response.content) if encoding in ("", "identity")
-           else response.wire_bytes)
-    if got < int(declared):
-        return f"truncated body: {got} of {declared} bytes"
-    return None

@@ -94,9 +94,11 @@ def fetch_artifacts(
     runs = plan.runfile_command is not None and plan.toolkit is not None
     if not runs and not _store_items(plan, prefetch=prefetch):
         return plan, None
-    from stacklock.http import make_http_client
+    from stacklock.http import Credentials, make_http_client
 
-    own_http = http or make_http_client(timeout=60.0)
+    indexes = lock.stack.indexes if lock.stack is not None else ()
+    own_http = http or make_http_client(timeout=60.0, credentials=Credentials(
+        (index.name, index.url) for index in indexes))
     try:
         plan = _prefetch_wheels(lock, plan, store=store, http=own_http,
                                 on_download=on_download, prefetch=prefetch)

@@ -3,10 +3,7 @@ remote zip (``remote_zip``), and a full download only as the last resort."""
 
 from __future__ import annotations
 
-from stacklock.metadata.fetch import (
-    MetadataFetcher,
-    WheelMetadata,
-    parse_wheel_metadata,
-)
+from stacklock.metadata.fetch import MetadataFetcher
+from stacklock.metadata.parse import WheelMetadata, parse_wheel_metadata
 
 __all__ = ["MetadataFetcher", "WheelMetadata", "parse_wheel_metadata"]

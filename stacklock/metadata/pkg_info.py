@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.metadata.fetch import parse_metadata
+from stacklock.metadata.parse import parse_metadata
 
 if TYPE_CHECKING:
-    from stacklock.metadata.fetch import WheelMetadata
+    from stacklock.metadata.parse import WheelMetadata
 
 __all__ = [
     "RESOLVER_FIELDS",

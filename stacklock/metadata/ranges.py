@@ -3,7 +3,7 @@
 :class:`RangeReader` keeps the byte ranges it fetched (a tiny block cache), so the
 zip reader (:mod:`stacklock.metadata.remote_zip`) and the sdist and native readers
 can ask for overlapping pieces without asking the server twice. Transient failures
-are retried with the shared :class:`~stacklock.http.Retry`.
+are retried by the one policy (:class:`~stacklock.http.Retry`).
 """
 
 from __future__ import annotations
@@ -11,19 +11,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from stacklock import httpget
-from stacklock._lazy import lazy_module
 from stacklock.errors import ZipReadError
-from stacklock.http import Retry
+from stacklock.http import Retry, get
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     import httpx
-
-    from stacklock.httpget import Reply
-else:
-    httpx = lazy_module("httpx")
 
 __all__ = ["RANGE_RETRY", "RangeReader"]
 
@@ -107,34 +101,23 @@ class RangeReader:
     def _request(self, spec: str) -> tuple[int, bytes, int | None] | None:
         """(start, body, total) of a 206 answer, None for a 200 (Range ignored)."""
         headers = {"Range": spec, "Accept-Encoding": "identity"}
-        for attempt in self._retry:
-            last = self._retry.is_last(attempt)
-            try:
-                # a 200 is left unread: the caller downloads the file whole
-                response = httpget.get(self._http, self._url, headers=headers,
-                                       read_body=lambda status: status == 206)
-            except (httpx.TransportError, httpx.DecodingError):
-                if last:
-                    raise
-                continue
-            if response.status_code == 200:
-                return None
-            if response.status_code >= 500 and not last:
-                continue
-            if response.status_code != 416:
-                response.raise_for_status()  # 4xx/5xx: an HTTP error
-            if response.status_code != 206:
-                raise ZipReadError(
-                    f"range read {spec} got HTTP {response.status_code}"
-                )
-            body = response.content
-            self._on_bytes(len(body))
-            return _check_range(spec, response, body)
-        raise AssertionError("unreachable")
+        # a 200 is left unread: the caller downloads the file whole
+        response = self._retry.call(lambda _n: get(
+            self._http, self._url, headers=headers,
+            read_body=lambda status: status == 206))
+        if response.status_code == 200:
+            return None
+        if response.status_code != 416:
+            response.raise_for_status()  # 4xx/5xx: an HTTP error
+        if response.status_code != 206:
+            raise ZipReadError(f"range read {spec} got HTTP {response.status_code}")
+        body = response.content
+        self._on_bytes(len(body))
+        return _check_range(spec, response, body)
 
 
 def _check_range(
-    spec: str, response: Reply, body: bytes
+    spec: str, response: httpx.Response, body: bytes
 ) -> tuple[int, bytes, int | None]:
     value = response.headers.get("content-range", "")
     match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", value.strip())

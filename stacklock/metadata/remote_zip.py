@@ -166,7 +166,7 @@ def _metadata_entries(window: bytes) -> list[Entry]:
 def _entry_end(window: bytes, pos: int) -> int:
     """Where the central-directory entry at ``pos`` ends (past ``window`` if cut)."""
     fields = _CENTRAL.unpack_from(window, pos)
-    return pos + _CENTRAL.size + fields[10] + fields[11] + fields[12]
+    return int(pos + _CENTRAL.size + fields[10] + fields[11] + fields[12])
 
 
 def _tail_entries(reader: RangeReader, start: int, end: int) -> list[Entry]:
@@ -268,7 +268,7 @@ def _data_start(reader: RangeReader, entry: Entry, *, prefetch: int) -> int:
     if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
         raise ZipReadError(f"no local header for {entry.name}")
     local = _LOCAL.unpack_from(head)
-    return entry.header_offset + _LOCAL.size + local[9] + local[10]
+    return int(entry.header_offset + _LOCAL.size + local[9] + local[10])
 
 
 def _read_member(reader: RangeReader, entry: Entry) -> bytes:

@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock._lazy import lazy_module
+import httpx
+
 from stacklock.errors import MetadataError
 from stacklock.index.links import project_of
 from stacklock.metadata.build import BuildSetup, prepare_metadata
@@ -30,11 +31,7 @@ from stacklock.metadata.sdist_archive import ARCHIVE_ERRORS, read_remote_pkg_inf
 from stacklock.store import ArtifactStore, describe_http_error
 
 if TYPE_CHECKING:
-    import httpx
-
     from stacklock.index.links import Link
-else:
-    httpx = lazy_module("httpx")
 
 __all__ = ["SdistReader"]
 

@@ -19,8 +19,10 @@ import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
-from stacklock._lazy import lazy_module
+import httpx
+
 from stacklock.errors import ZipReadError
+from stacklock.http import get
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
@@ -28,11 +30,7 @@ from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-    import httpx
-
     from stacklock.http import Retry
-else:
-    httpx = lazy_module("httpx")
 
 __all__ = ["ARCHIVE_ERRORS", "FIRST_READ", "ForwardReader", "read_remote_pkg_info"]
 
@@ -108,15 +106,8 @@ class ForwardReader(io.RawIOBase):
 
     def _first_range(self) -> bytes | None:
         headers = {**_HEADERS, "Range": f"bytes=0-{self._first - 1}"}
-        for attempt in self._retry:  # timeouts, resets and 5xx, as for wheels
-            try:
-                response = self._http.get(self._url, headers=headers)
-            except httpx.TransportError:
-                if self._retry.is_last(attempt):
-                    raise
-                continue
-            if response.status_code < 500 or self._retry.is_last(attempt):
-                break
+        response = self._retry.call(lambda _n: get(self._http, self._url,
+                                                   headers=headers))
         if response.status_code == 416:  # an empty file
             return None
         response.raise_for_status()
@@ -203,7 +194,7 @@ def _zip_pkg_info(
 ) -> bytes | None:
     reader = RangeReader(http, url, on_bytes=on_bytes)
     if not reader.open_tail(FIRST_READ, size_hint=size_hint):
-        response = http.get(url, headers=_HEADERS)
+        response = RANGE_RETRY.call(lambda _n: get(http, url, headers=_HEADERS))
         response.raise_for_status()
         on_bytes(len(response.content))
         with zipfile.ZipFile(io.BytesIO(response.content)) as archive:

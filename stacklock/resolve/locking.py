@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
-from stacklock.http import make_http_client
+from stacklock.http import Credentials, make_http_client
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.resolution import Resolution, resolve_profile
-from stacklock.resolve.source import few_collections
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.native import NativeReport
+    from stacklock.profile import Profile
 
 __all__ = [
     "ResolveResult",
@@ -72,26 +73,23 @@ def lock_profile(
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
     check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
-    # the lock's rendering too, after the resolution
-    with few_collections():
-        resolution = resolve_profile(loaded, http=http, offline=offline,
+    with contextlib.ExitStack() as stack:
+        client = http or stack.enter_context(client_for(loaded))
+        resolution = resolve_profile(loaded, http=client, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
                                      on_status=on_status,
                                      on_download=on_download)
-    native = None
-    if check:
-        from stacklock.native import raise_for_findings  # ELF readers: only here
+        native = None
+        if check:
+            from stacklock.native import raise_for_findings  # ELF readers
 
-        native = check_resolution(resolution, http=http, offline=offline,
-                                  cache_dir=cache_dir, on_status=on_status)
-        raise_for_findings(native)
-    # the lock's writers (tomlkit, packaging.pylock: ~20 ms of imports) load
-    # here, not before the first request
+            native = check_resolution(resolution, http=client, offline=offline,
+                                      cache_dir=cache_dir, on_status=on_status)
+            raise_for_findings(native)
     from stacklock.lock import render_lock
     from stacklock.resolve.lockfile import make_lock
 
-    with few_collections():
-        text = render_lock(make_lock(resolution, path=path))
+    text = render_lock(make_lock(resolution, path=path))
     publish_bytes(path, text.encode("utf-8"), what="the lock")
     result = ResolveResult(lock=path, resolution=resolution,
                            seconds=time.monotonic() - started, native=native)
@@ -103,6 +101,12 @@ def lock_profile(
                      lines=render_resolve(result).split("\n")[1:],
                      native=native.to_dict() if native is not None else None)
     return result
+
+
+def client_for(profile: Profile) -> httpx.Client:
+    """The run's client, with the credentials of the profile's indexes."""
+    return make_http_client(credentials=Credentials(
+        (index.name, index.url) for index in profile.indexes))
 
 
 def check_resolution(
@@ -130,7 +134,7 @@ def check_resolution(
         if on_status is not None:
             on_status(f"native check: {len(done)} wheels read")
 
-    client = http or make_http_client()
+    client = http or client_for(resolution.profile)
     try:
         reader = WheelReader(client, cache_dir=cache_dir or default_cache_dir(),
                              offline=offline)

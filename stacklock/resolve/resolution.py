@@ -25,7 +25,7 @@ from resolvelib import (
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import ResolutionError
-from stacklock.http import MAX_CONNECTIONS, make_http_client
+from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
 from stacklock.metadata import MetadataFetcher
@@ -88,7 +88,8 @@ def resolve_profile(
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
     own_http = http is None
-    client_http = http or make_http_client()
+    client_http = http or make_http_client(credentials=Credentials(
+        (index.name, index.url) for index in profile.indexes))
     profile = pin_variants(profile)
     try:
         client = IndexClient(client_http, cache_dir=root, offline=offline,

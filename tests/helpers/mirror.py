@@ -351,11 +351,26 @@ class WheelHost(httpx.BaseTransport):
                               content=response.content, request=request)
 
 
+class _Loopback(httpx.BaseTransport):
+    """Loopback over real HTTP, every other host to ``host``."""
+
+    def __init__(self, host: WheelHost) -> None:
+        self._real = httpx.HTTPTransport()
+        self._host = host
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.host == "127.0.0.1":
+            return self._real.handle_request(request)
+        return self._host.handle_request(request)
+
+    def close(self) -> None:
+        self._real.close()
+
+
 def make_mirror_client(host: WheelHost, **kwargs: Any) -> httpx.Client:
     """stacklock's own client with loopback over real HTTP and every other host
     answered by ``host``."""
-    mounts = {"http://127.0.0.1": httpx.HTTPTransport(), "all://": host}
-    return make_http_client(mounts=mounts, trust_env=False, **kwargs)
+    return make_http_client(transport=_Loopback(host), **kwargs)
 
 
 def dump_json(data: Any) -> bytes:
@@ -391,8 +406,8 @@ def resolve_on_mirror(monkeypatch: Any, tmp_path: Path, profile: str,
     from stacklock import cli
 
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr("stacklock.resolve.resolution.make_http_client",
-                        lambda **kw: make_mirror_client(host, **kw))
+    monkeypatch.setattr("stacklock.resolve.locking.client_for",
+                        lambda profile: make_mirror_client(host))
     # --no-check: the native check reads whole wheels, which the mirror serves
     # only as stand-ins or recorded range reads
     argv = ["resolve", profile, "--no-check", *extra]
