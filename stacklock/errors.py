@@ -2,7 +2,7 @@
 
     StacklockError          exit 2: bad input or an unusable environment
      +-- ProfileError       a profile file, key or value is wrong
-     +-- IndexError_        an index cannot be read (unreachable, not an index)
+     +-- IndexUnreadable    an index cannot be read (unreachable, not an index)
      +-- MetadataError      a wheel's METADATA cannot be read
      |    +-- ZipReadError  the remote file is not a zip range reads can read
      |    +-- SdistBuildError  preparing an sdist's metadata failed
@@ -41,7 +41,7 @@ __all__ = [
     "DownloadError",
     "FleetError",
     "HashMismatchError",
-    "IndexError_",
+    "IndexUnreadable",
     "InstallError",
     "LockError",
     "MetadataError",
@@ -96,7 +96,7 @@ class ProfileError(StacklockError):
         # the value's source another way (a command-line flag)
 
 
-class IndexError_(StacklockError):  # trailing _: builtins.IndexError
+class IndexUnreadable(StacklockError):
     """An index could not be read; ``index`` is its name, ``url`` redacted."""
 
     def __init__(

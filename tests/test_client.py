@@ -12,7 +12,7 @@ import httpx
 import pytest
 import respx
 
-from stacklock.errors import IndexError_
+from stacklock.errors import IndexUnreadable
 from stacklock.http import Credentials, Retry, make_http_client
 from stacklock.index.client import ACCEPT, IndexClient
 from stacklock.profile import IndexSpec
@@ -84,7 +84,7 @@ def test_truncated_body_is_retried_and_never_cached(router, make_client):
                          content=PACKAGING_JSON[:1000])
     route = router.get("https://pypi.org/simple/packaging/").mock(return_value=cut)
     client = make_client(router.handler)
-    with pytest.raises(IndexError_) as info:
+    with pytest.raises(IndexUnreadable) as info:
         client.get_links(PYPI, "packaging")
     assert route.call_count == client.retry.attempts == 3
     assert f"truncated body: 1000 of {len(PACKAGING_JSON)} bytes" in str(info.value)
@@ -95,7 +95,7 @@ def test_timeouts_exhaust_the_attempts_with_one_line_error(router, make_client):
     router.get("https://alice:s3cret@pkgs.example/simple/torch/").mock(
         side_effect=httpx.ConnectTimeout("timed out"))
     client = make_client(router.handler)
-    with pytest.raises(IndexError_) as info:
+    with pytest.raises(IndexUnreadable) as info:
         client.get_links(SECRET, "torch")
     text = str(info.value)
     assert "\n" not in text and "s3cret" not in text
@@ -111,7 +111,7 @@ def test_unreachable_error_never_echoes_the_password(router, make_client):
         raise httpx.ConnectError(f"cannot connect to {request.url}")
 
     client = make_client(boom)
-    with pytest.raises(IndexError_) as info:
+    with pytest.raises(IndexUnreadable) as info:
         client.get_links(SECRET, "torch")
     assert "s3cret" not in str(info.value)
     assert "ConnectError" in str(info.value)
@@ -128,7 +128,7 @@ def test_total_timeout_stops_retrying(router, make_client):
 
     client = make_client(router.handler,
                          retry=Retry(total=15.0, attempts=5, clock=clock))
-    with pytest.raises(IndexError_, match="gave up within the 15 s allowed"):
+    with pytest.raises(IndexUnreadable, match="gave up within the 15 s allowed"):
         client.get_links(PYPI, "torch")
     assert route.call_count < 5
 
@@ -151,7 +151,7 @@ def test_a_page_that_is_not_an_index(router, make_client, ctype, body, why):
     router.get("https://pypi.org/simple/torch/").mock(return_value=httpx.Response(
         200, headers={"content-type": ctype}, content=body))
     client = make_client(router.handler)
-    with pytest.raises(IndexError_) as info:
+    with pytest.raises(IndexUnreadable) as info:
         client.get_links(PYPI, "torch")
     assert why in str(info.value)
     assert "https://pypi.org/simple/torch/" in str(info.value)
@@ -161,7 +161,7 @@ def test_a_page_that_is_not_an_index(router, make_client, ctype, body, why):
 def test_401_hints_at_credentials(router, make_client):
     router.get("https://alice:s3cret@pkgs.example/simple/torch/").mock(
         return_value=httpx.Response(401))
-    with pytest.raises(IndexError_, match="credentials"):
+    with pytest.raises(IndexUnreadable, match="credentials"):
         make_client(router.handler).get_links(SECRET, "torch")
 
 
@@ -195,7 +195,7 @@ def test_cache_serves_a_second_client_and_offline(router, make_client, tmp_path)
 
     assert make_client(no_network).get_links(PYPI, "packaging") == first
     assert make_client(no_network, offline=True).get_links(PYPI, "packaging") == first
-    with pytest.raises(IndexError_, match="not in the cache and --offline"):
+    with pytest.raises(IndexUnreadable, match="not in the cache and --offline"):
         make_client(no_network, offline=True).get_links(PYPI, "torch")
 
 
@@ -240,7 +240,7 @@ def test_prefetch_fetches_each_page_once_and_keeps_errors(router, make_client):
     sent = client.requests
     assert sent == len(names) + client.retry.attempts
     assert all(len(client.get_links(PYPI, n)) == N_PACKAGING for n in names)
-    with pytest.raises(IndexError_, match="HTTP 500"):
+    with pytest.raises(IndexUnreadable, match="HTTP 500"):
         client.get_links(PYPI, "broken")
     assert client.requests == sent  # everything came from memory
 
@@ -286,7 +286,7 @@ def test_local_find_links_folder_hashes_files(make_client, tmp_path):
 
 
 def test_missing_local_folder_is_an_error(make_client, tmp_path):
-    with pytest.raises(IndexError_, match="does not exist"):
+    with pytest.raises(IndexUnreadable, match="does not exist"):
         make_client(lambda r: None).get_links(
             IndexSpec(name="gone", url=str(tmp_path / "gone")), "torch")
 

@@ -89,12 +89,12 @@ def test_live_pypi_profile_resolves_and_uv_accepts_the_lock(profile, tmp_path):
 
 def test_index_error_in_a_page_worker_reaches_the_user_intact(tmp_path, capsys,
                                                                monkeypatch):
-    """--offline with an empty cache: the worker process raises IndexError_, the
+    """--offline with an empty cache: the worker process raises IndexUnreadable, the
     CLI prints it as one line and exits 2 (the error crossed the process)."""
-    from stacklock.errors import IndexError_
+    from stacklock.errors import IndexUnreadable
     from stacklock.resolve.locking import lock_profile
 
-    with pytest.raises(IndexError_) as err:
+    with pytest.raises(IndexUnreadable) as err:
         lock_profile("pypi-small", output=tmp_path / "x.toml", offline=True,
                      cache_dir=tmp_path / "empty")
     assert err.value.index == "pypi"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from packaging.utils import canonicalize_name
 
-from stacklock.errors import IndexError_
+from stacklock.errors import IndexUnreadable
 from stacklock.http import Credentials, RetriesExhausted, Retry, get
 from stacklock.index.cache import PageCache, freshness, read_rows
 from stacklock.index.local import is_local, load_local_rows
@@ -96,7 +96,7 @@ class IndexClient:
         # URL (no credentials) -> sha256 of the page body read; None: no page
         # (not on the index); what a replay of the resolution checks
         self.pages_read: dict[str, str | None] = {}
-        self._pages: dict[tuple[str, str], PageRows | IndexError_] = {}
+        self._pages: dict[tuple[str, str], PageRows | IndexUnreadable] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
         self._lock = threading.Lock()
 
@@ -104,7 +104,7 @@ class IndexClient:
 
     def get_links(self, index: IndexSpec, project: str) -> list[Link]:
         """Every wheel/sdist ``index`` offers for ``project``; [] when the index
-        does not have it (HTTP 404). Raises IndexError_ when it cannot be read."""
+        does not have it (HTTP 404). Raises IndexUnreadable when it cannot be read."""
         return list(self.get_page(index, project).links)
 
     def get_page(self, index: IndexSpec, project: str) -> ParsedPage:
@@ -153,10 +153,10 @@ class IndexClient:
             if found is None:
                 try:
                     found = load()
-                except IndexError_ as exc:
+                except IndexUnreadable as exc:
                     found = exc
                 self._pages[key] = found
-        if isinstance(found, IndexError_):
+        if isinstance(found, IndexUnreadable):
             raise found
         return found
 
@@ -172,7 +172,7 @@ class IndexClient:
         def one(pair: tuple[IndexSpec, str]) -> None:
             try:
                 self.get_rows(*pair)
-            except IndexError_:
+            except IndexUnreadable:
                 pass  # stored; re-raised where the page is used
 
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(pairs))) as ex:
@@ -207,7 +207,7 @@ class IndexClient:
         self._note(url, None)  # until a page is had: a miss is not replayable
         if self.offline:
             if cached is None:
-                raise IndexError_(
+                raise IndexUnreadable(
                     "page is not in the cache and --offline is set",
                     index=index.name, url=redact_url(url),
                     hint="run once online (without --offline) to fill the cache")
@@ -236,7 +236,7 @@ class IndexClient:
             return PageRows()
         if response.status_code >= 400:
             message, hint = _refusal(response.status_code)
-            raise IndexError_(message, index=index.name, url=redact_url(url),
+            raise IndexUnreadable(message, index=index.name, url=redact_url(url),
                               hint=hint)
         body = response.content
         meta = {
@@ -271,7 +271,7 @@ class IndexClient:
     def _parse(self, index: IndexSpec, url: str, body: bytes, content_type: str,
                meta: dict[str, Any], *, flat: bool) -> PageRows:
         """Pick the parser by content type (sniffing when the type says nothing);
-        raise IndexError_ for anything that is not an index page. The rows of a
+        raise IndexUnreadable for anything that is not an index page. The rows of a
         good page are cached beside it, so a warm run parses no JSON or HTML."""
         base = meta.get("redirected-to") or url
         ctype = content_type.split(";")[0].strip().lower()
@@ -292,7 +292,7 @@ class IndexClient:
             page = PageRows(problem=f"content type {ctype or 'none'!r} is neither "
                                     "PEP 691 JSON nor HTML: not an index page")
         if page.problem:
-            raise IndexError_(page.problem, index=index.name, url=redact_url(url),
+            raise IndexUnreadable(page.problem, index=index.name, url=redact_url(url),
                               hint="check that the URL is a simple index root "
                                    "(PEP 503/691), or a find-links page")
         if blob is not None:
@@ -319,7 +319,7 @@ class IndexClient:
         try:
             return self.retry.call(attempt)
         except httpx.TooManyRedirects:
-            raise IndexError_(
+            raise IndexUnreadable(
                 "redirect loop: the server sends the page round in a circle",
                 index=index.name, url=shown,
                 hint="check the index URL (with or without a trailing "
@@ -327,17 +327,17 @@ class IndexClient:
                      "--index NAME=URL") from None
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             message = redact_text(str(exc), url=url)
-            raise IndexError_(f"unsupported URL: {message}",
+            raise IndexUnreadable(f"unsupported URL: {message}",
                               index=index.name, url=shown,
                               hint="use an https://, file:// URL or a folder"
                               ) from None
         except RetriesExhausted as exc:
-            raise IndexError_(
+            raise IndexUnreadable(
                 f"unreachable after {exc.attempts} attempt(s): "
                 f"{redact_text(exc.problem, url=url)}",
                 index=index.name, url=shown, hint=HINT) from None
         except httpx.HTTPError as exc:  # a cap or deadline met: not retried
-            raise IndexError_(f"{type(exc).__name__}: "
+            raise IndexUnreadable(f"{type(exc).__name__}: "
                               f"{redact_text(str(exc), url=url)}",
                               index=index.name, url=shown, hint=HINT) from None
 

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from urllib.request import pathname2url, url2pathname
 
 from stacklock._fs import file_digest
-from stacklock.errors import IndexError_
+from stacklock.errors import IndexUnreadable
 from stacklock.index.pages import (
     PageRows,
     only_project_rows,
@@ -53,7 +53,7 @@ def load_local_rows(index: IndexSpec, project: str) -> PageRows:
     """What the local index offers for ``project`` (a normalized name)."""
     root = _local_path(index.url)
     if not root.exists():
-        raise IndexError_("local index folder does not exist",
+        raise IndexUnreadable("local index folder does not exist",
                           index=index.name, url=redact_url(index.url),
                           hint="check the path, or give an https index URL")
     if root.is_file():

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from stacklock.errors import IndexError_
+from stacklock.errors import IndexUnreadable
 from stacklock.http import (
     BodyTooLarge,
     Credentials,
@@ -219,7 +219,7 @@ def test_a_private_index_without_credentials_is_one_line_naming_the_remedy(
     with served as base, make_http_client(credentials=Credentials(
             netrc_file=tmp_path / "none")) as http:
         index = IndexSpec(name="corp", url=f"{base}/simple")
-        with pytest.raises(IndexError_, match=r"HTTP 401.*STACKLOCK_INDEX_"):
+        with pytest.raises(IndexUnreadable, match=r"HTTP 401.*STACKLOCK_INDEX_"):
             IndexClient(http, cache_dir=None).get_links(index, "x")
 
 
