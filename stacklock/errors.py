@@ -29,8 +29,7 @@ and callers never parse messages.
 
 from __future__ import annotations
 
-# not typing.TYPE_CHECKING: the command line's start should not pay for importing typing
-TYPE_CHECKING = False
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 import sys
 from typing import TYPE_CHECKING
 
-from stacklock.http import prepare_ssl_context
+from stacklock.cli.output import parse_index_option, print_json, progress
 
 if TYPE_CHECKING:
     import argparse
@@ -16,9 +15,10 @@ __all__ = ["resolve"]
 
 def resolve(args: argparse.Namespace) -> int:
     if not args.offline:
+        from stacklock.http import prepare_ssl_context
+
         # the CA bundle loads in a thread while the resolver's modules import
         prepare_ssl_context()
-    from stacklock.cli.output import parse_index_option, print_json, progress
     from stacklock.resolve.memo import replay_lock
 
     urls = dict(parse_index_option(item) for item in args.index)
@@ -40,26 +40,13 @@ def resolve(args: argparse.Namespace) -> int:
                       refresh=args.refresh)
     from stacklock.resolve.locking import lock_profile, render_resolve
 
-    # A process-wide choice, so the process makes it: a resolution allocates
-    # millions of objects and frees few, and the cycle collector would walk
-    # them again and again (0.5 s of CPU on a cold vllm) for ~10% of memory.
-    # Before it runs again, what is left is frozen: the process exits next,
-    # and neither a collection nor the interpreter's exit walks it (0.25 s).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        live, on_status, on_download = progress(
-            enabled=sys.stderr.isatty() and not args.json, status="resolving")
-        with live:
-            result = lock_profile(args.profile, output=args.output,
-                                  index_urls=urls, offline=args.offline,
-                                  refresh=args.refresh, on_status=on_status,
-                                  on_download=on_download,
-                                  check=not args.no_check)
-        gc.freeze()
-    finally:
-        if collecting:
-            gc.enable()
+    live, on_status, on_download = progress(
+        enabled=sys.stderr.isatty() and not args.json, status="resolving")
+    with live:
+        result = lock_profile(args.profile, output=args.output, index_urls=urls,
+                              offline=args.offline, refresh=args.refresh,
+                              on_status=on_status, on_download=on_download,
+                              check=not args.no_check)
     if args.json:
         print_json(result.to_dict())
     else:
