@@ -13,7 +13,6 @@ from stacklock.http import make_http_client
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.resolution import Resolution, resolve_profile
-from stacklock.resolve.source import few_collections
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -72,12 +71,9 @@ def lock_profile(
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
     check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
-    # the lock's rendering too, after the resolution
-    with few_collections():
-        resolution = resolve_profile(loaded, http=http, offline=offline,
-                                     refresh=refresh, cache_dir=cache_dir,
-                                     on_status=on_status,
-                                     on_download=on_download)
+    resolution = resolve_profile(loaded, http=http, offline=offline,
+                                 refresh=refresh, cache_dir=cache_dir,
+                                 on_status=on_status, on_download=on_download)
     native = None
     if check:
         from stacklock.native import raise_for_findings  # ELF readers: only here
@@ -87,10 +83,10 @@ def lock_profile(
         raise_for_findings(native)
     # the lock's writers (tomlkit, packaging.pylock: ~20 ms of imports) load
     # here, not before the first request
-    from stacklock.lock import make_lock, render_lock
+    from stacklock.lock.make import make_lock
+    from stacklock.lock.write import render_lock
 
-    with few_collections():
-        text = render_lock(make_lock(resolution, path=path))
+    text = render_lock(make_lock(resolution, path=path))
     publish_bytes(path, text.encode("utf-8"), what="the lock")
     result = ResolveResult(lock=path, resolution=resolution,
                            seconds=time.monotonic() - started, native=native)
