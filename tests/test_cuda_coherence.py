@@ -203,7 +203,7 @@ def _resolve_case(name: str, cache: Path, **changes):
 
     from stacklock.http import make_http_client
     from stacklock.profile import load_profile
-    from stacklock.resolve import resolve_profile
+    from stacklock.resolve.resolution import resolve_profile
 
     profile = load_profile(str(CASES / f"{name}.toml"))
     if changes:
@@ -291,7 +291,7 @@ def test_carried_twins_on_real_metadata(allowed_stack):
 def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
     from stacklock.http import make_http_client
     from stacklock.profile import load_profile
-    from stacklock.resolve import resolve_profile
+    from stacklock.resolve.resolution import resolve_profile
 
     profile = load_profile(str(CASES / "cuda-mix.toml"))
     with make_http_client(transport=_layered("torch-cu130", "cuda-mix")) as http, \
@@ -306,7 +306,7 @@ def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
 def test_lock_without_a_cuda_entry_records_the_allowance_at_the_top(allowed_stack):
     from dataclasses import replace
 
-    from stacklock.lock import make_lock
+    from stacklock.lock.make import make_lock
 
     res = allowed_stack[0].resolution
     stack = make_lock(replace(res, cuda_entry=None)).stack

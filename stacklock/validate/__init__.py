@@ -1,65 +1,10 @@
 """Validate an installed stack against its lock: named checks, GPU probes, and the
 throughput gate, with a JSON/Markdown/PNG report.
 
-``validate(lock, venv=...)`` (:mod:`stacklock.validate.run`) returns a
-:class:`ValidateResult`; ``result.ok`` is the verdict. The names below load on first
-use (PEP 562): loading a profile imports :mod:`stacklock.validate.config` to check
-its ``[validate]`` table, and that must not pull in the checks, the gate and the
-report (httpx, matplotlib).
+:func:`stacklock.validate.run.validate` (a lock, a venv) returns a
+:class:`~stacklock.validate.report.ValidateResult`; ``result.ok`` is the verdict.
+Import from the module that defines a name: this package imports nothing, since
+loading a profile imports :mod:`stacklock.validate.config` to check its
+``[validate]`` table, and that must not load the checks, the gate and the report
+(httpx, matplotlib).
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from stacklock.validate.checks import CheckResult
-    from stacklock.validate.config import ValidateConfig, parse_validate_config
-    from stacklock.validate.gate import GateResult
-    from stacklock.validate.probes import ProbeResult
-    from stacklock.validate.report import ValidateResult, render_markdown, render_text
-    from stacklock.validate.run import (
-        read_distributions,
-        validate,
-        validate_install,
-        venv_python,
-    )
-
-_WHERE = {
-    "CheckResult": "checks",
-    "GateResult": "gate",
-    "ProbeResult": "probes",
-    "ValidateConfig": "config",
-    "ValidateResult": "report",
-    "parse_validate_config": "config",
-    "read_distributions": "run",
-    "render_markdown": "report",
-    "render_text": "report",
-    "validate": "run",
-    "validate_install": "run",
-    "venv_python": "run",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        module = importlib.import_module(f"stacklock.validate.{_WHERE[name]}")
-        return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "CheckResult",
-    "GateResult",
-    "ProbeResult",
-    "ValidateConfig",
-    "ValidateResult",
-    "parse_validate_config",
-    "read_distributions",
-    "render_markdown",
-    "render_text",
-    "validate",
-    "validate_install",
-    "venv_python",
-]
