@@ -12,7 +12,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json, progress
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
@@ -25,6 +24,7 @@ __all__ = ["install"]
 
 def install(args: argparse.Namespace) -> int:
     if args.rollback:
+        from stacklock.cli.output import print_json
         from stacklock.install.render import render_rollback
         from stacklock.install.run import rollback_install
 
@@ -51,6 +51,7 @@ def install(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
+    from stacklock.cli.output import print_json, progress
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
 
