@@ -48,6 +48,7 @@ from stacklock.uvbin import find_uv
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
+    from typing import BinaryIO
 
     from stacklock.install.plan import InstallPlan
     from stacklock.runner import Runner
@@ -105,7 +106,8 @@ def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
 
 
 class HeadStart:
-    """``uv venv`` then ``uv pip sync`` of one generation, run by a thread.
+    """``uv venv`` then ``uv pip sync`` of one generation: the first started by
+    :meth:`start`, the second by a thread once the first succeeded.
 
     Mutable by nature (a running process), so a plain class; :func:`head_start`
     makes one and stops it unless install adopted it with :meth:`wait`.
@@ -127,36 +129,56 @@ class HeadStart:
         self._guard = threading.Lock()
         self._stopping = False
         self._proc: subprocess.Popen[bytes] | None = None
+        self._files: list[BinaryIO] = []
         self._results: list[tuple[str, int]] = []
         self._thread = threading.Thread(target=self._run, name="stacklock-uv",
                                         daemon=True)
 
     def start(self) -> None:
+        """Start ``uv venv`` from this thread, then the thread that waits for it
+        and starts ``uv pip sync``. That thread shares the interpreter with
+        install's imports, and each of its system calls can wait a switch
+        interval (5 ms) to get it back, so it gets no more than the waits, the
+        second start and the lines around them: both logs are opened here."""
+        first, second = (self.logs[step] for step in STEPS)
+        first.parent.mkdir(parents=True, exist_ok=True)
+        self._files = [first.open("ab", buffering=0), second.open("ab", buffering=0)]
+        self._proc = self._spawn(0)
         self._thread.start()
 
+    def _spawn(self, i: int) -> subprocess.Popen[bytes] | None:
+        """Step ``i`` started, its command line first in its log; None when
+        stopping or when it could not start (exit code 127)."""
+        fh = self._files[i]
+        fh.write(("$ " + " ".join(self.commands[i]) + "\n").encode("utf-8"))
+        with self._guard:
+            if self._stopping:
+                return None
+            try:
+                self._proc = subprocess.Popen(
+                    self.commands[i], stdout=fh, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL)
+            except OSError as exc:
+                fh.write(f"{exc}\n".encode())
+                self._results.append((STEPS[i], 127))
+                return None
+            return self._proc
+
     def _run(self) -> None:
-        for step, argv in zip(STEPS, self.commands, strict=True):
-            log = self.logs[step]
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("ab") as fh:
-                fh.write(("$ " + " ".join(argv) + "\n").encode("utf-8"))
-                fh.flush()
-                with self._guard:
-                    if self._stopping:
-                        return
-                    try:
-                        self._proc = subprocess.Popen(
-                            argv, stdout=fh, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL)
-                    except OSError as exc:
-                        fh.write(f"{exc}\n".encode())
-                        self._results.append((step, 127))
-                        return
-                rc = self._proc.wait()
-                fh.write(f"[exit {rc}]\n".encode())
-            self._results.append((step, rc))
-            if rc != 0:
-                return
+        proc = self._proc
+        try:
+            for i, step in enumerate(STEPS):
+                if proc is None:
+                    return
+                rc = proc.wait()
+                self._results.append((step, rc))
+                proc = self._spawn(i + 1) if rc == 0 and i + 1 < len(STEPS) else None
+                self._files[i].write(f"[exit {rc}]\n".encode())  # after the next start
+                if rc != 0:
+                    return
+        finally:
+            for fh in self._files:
+                fh.close()
 
     def fits(self, plan: InstallPlan) -> bool:
         """Does ``plan`` run exactly what this head start runs, on a copy of the
