@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from stacklock.errors import ResolutionError, StacklockError  # noqa: E402
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
-from stacklock.resolve import resolve_profile  # noqa: E402
+from stacklock.resolve.resolution import resolve_profile  # noqa: E402
 from tests.helpers.cassette import (  # noqa: E402
     CassetteMiss,
     RecordingTransport,

@@ -9,12 +9,9 @@ from __future__ import annotations
 import itertools
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stacklock.errors import OutputError
-
-# not typing's, and hashlib and tempfile imported where used: install's head
-# start loads this module before uv starts
-TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

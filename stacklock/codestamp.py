@@ -7,11 +7,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-
-TYPE_CHECKING = False  # not typing's: install's replay loads this module
-
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 __all__ = ["code_stamp"]
 

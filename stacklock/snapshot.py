@@ -26,8 +26,9 @@ from packaging.utils import canonicalize_name
 from stacklock import __version__
 from stacklock.cuda.driver import parse_nvcc_version, read_driver
 from stacklock.errors import CudaError, InstallError
-from stacklock.lock import Lock, dump_lock, load_lock, parse_lock_document
+from stacklock.lock import Lock, load_lock, parse_lock_document
 from stacklock.lock.model import wheel_tags
+from stacklock.lock.write import dump_lock
 from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:

@@ -203,7 +203,7 @@ def _resolve_case(name: str, cache: Path, **changes):
 
     from stacklock.http import make_http_client
     from stacklock.profile import load_profile
-    from stacklock.resolve import resolve_profile
+    from stacklock.resolve.resolution import resolve_profile
 
     profile = load_profile(str(CASES / f"{name}.toml"))
     if changes:
@@ -291,7 +291,7 @@ def test_carried_twins_on_real_metadata(allowed_stack):
 def test_a_carrier_without_its_twin_is_named_in_the_hint(tmp_path):
     from stacklock.http import make_http_client
     from stacklock.profile import load_profile
-    from stacklock.resolve import resolve_profile
+    from stacklock.resolve.resolution import resolve_profile
 
     profile = load_profile(str(CASES / "cuda-mix.toml"))
     with make_http_client(transport=_layered("torch-cu130", "cuda-mix")) as http, \

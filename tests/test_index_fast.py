@@ -8,7 +8,6 @@ evaluation on every real recorded page, for several targets.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import marshal
@@ -31,7 +30,6 @@ from stacklock.index.pages import (
     rows_from_json,
 )
 from stacklock.profile import IndexSpec
-from stacklock.resolve.source import GC_THRESHOLD, PackageSource
 from stacklock.target import Target
 from tests.helpers.data import (
     FLASHINFER_PAGES,
@@ -296,15 +294,6 @@ def test_no_rows_blob_for_an_index_url_with_credentials(make_client, tmp_path):
     plain = IndexSpec(name="plain", url="https://pkgs.example/whl/nightly/cu126")
     make_client(handler).get_links(plain, "torch")
     assert len(_rows_blobs(tmp_path / "cache")) == 1
-
-
-def test_gc_threshold_is_raised_while_resolving_and_restored(make_client):
-    before = gc.get_threshold()
-    finder = Finder(make_client(recorded_pypi), [PYPI], Target())
-    with PackageSource(finder, None, environment={}, prefetch=False) as source:
-        assert gc.get_threshold()[0] == GC_THRESHOLD
-        assert source.candidates("packaging")
-    assert gc.get_threshold() == before
 
 
 def test_wheel_counts_for_the_sdist_note_equal_the_full_evaluation(make_client):

@@ -167,7 +167,7 @@ def test_a_second_install_of_the_venv_is_refused_before_uv_starts(
 def test_a_lock_edited_after_the_head_start_is_installed_as_edited(
     server: tuple[str, Served], tmp_path: Path
 ) -> None:
-    from stacklock.install import install_lock
+    from stacklock.install.run import install_lock
 
     base, served = server
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")

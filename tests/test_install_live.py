@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from stacklock.diff import diff_lock_files, render_diff
-from stacklock.install import install_lock
 from stacklock.install.interpreter import find_base_python
+from stacklock.install.run import install_lock
 from stacklock.resolve.locking import lock_profile
 from stacklock.runner import SubprocessRunner, find_uv
 from stacklock.snapshot import write_snapshot

@@ -15,12 +15,12 @@ from uv import find_uv_bin
 
 from stacklock.cli import main
 from stacklock.errors import InstallError, LockError, PreflightError
-from stacklock.install import install_lock
 from stacklock.install.interpreter import (
     find_base_python,
     probe_interpreter,
     remember_interpreter,
 )
+from stacklock.install.run import install_lock
 from stacklock.runner import SubprocessRunner
 from tests.helpers.install_server import SMALL_LOCK, tree_state
 

@@ -13,12 +13,12 @@ import pytest
 
 import stacklock.lock.read
 from stacklock.codestamp import code_stamp
-from stacklock.install import install_lock
 from stacklock.install.decide import decide
 from stacklock.install.interpreter import probe_interpreter
 from stacklock.install.plan import make_plan
 from stacklock.install.read import read_installable
 from stacklock.install.replay import replayable
+from stacklock.install.run import install_lock
 from stacklock.lock import Lock, parse_lock
 from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore

@@ -23,7 +23,8 @@ import pytest
 import tomlkit
 
 from stacklock.errors import HashMismatchError, InstallError, LockError, PreflightError
-from stacklock.install import install_lock, render_install
+from stacklock.install.render import render_install
+from stacklock.install.run import install_lock
 from stacklock.install.toolkit import write_activation
 from tests.helpers.install_server import Served, local_lock, tree_state
 

@@ -15,7 +15,7 @@ import pytest
 import tomlkit
 from uv import find_uv_bin
 
-from stacklock.install import install_lock
+from stacklock.install.run import install_lock
 from stacklock.lock import load_lock
 from stacklock.validate.checks import check_wheel_hashes
 from stacklock.validate.run import read_distributions
@@ -129,15 +129,14 @@ def test_install_whose_validation_cannot_run_exits_1(
     """A real install, then a validation that cannot run (here: the venv cannot list
     its distributions): the install stays, but the answer is "not verified", exit 1,
     never a silent 0 with the checks and the gate gone."""
-    import stacklock.validate
+    import stacklock.validate.run
     from stacklock.cli import main
     from stacklock.errors import ValidateError
 
     def cannot_run(*_: object, **__: object) -> None:
         raise ValidateError("env/bin/python cannot list its distributions")
 
-    monkeypatch.setattr(stacklock.validate, "validate_install", cannot_run,
-                        raising=False)
+    monkeypatch.setattr(stacklock.validate.run, "validate_install", cannot_run)
     base, served = server
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")
     code = main(["install", str(lock), "--venv", str(tmp_path / "env"),

@@ -12,7 +12,6 @@ import pytest
 
 from stacklock.cli import main
 from stacklock.errors import InstallError
-from stacklock.install import install_lock
 from stacklock.install.layout import (
     VenvLayout,
     current_generation,
@@ -20,6 +19,7 @@ from stacklock.install.layout import (
     recover,
     swap_in,
 )
+from stacklock.install.run import install_lock
 from tests.helpers.install_server import SMALL_LOCK
 
 

@@ -18,8 +18,10 @@ from packaging.pylock import Pylock
 import stacklock.lock.read
 from stacklock.cli import main
 from stacklock.errors import HashMismatchError, InstallError
-from stacklock.install import install_lock, render_install, rollback_install
-from stacklock.lock import Lock, parse_lock, render_lock
+from stacklock.install.render import render_install
+from stacklock.install.run import install_lock, rollback_install
+from stacklock.lock import Lock, parse_lock
+from stacklock.lock.write import render_lock
 from stacklock.snapshot import make_snapshot
 from stacklock.store import ArtifactStore
 from tests.helpers.install_server import (
@@ -178,7 +180,7 @@ def test_tampered_wheel_aborts_and_old_venv_is_intact(
 _INSTALL_NO_PREFETCH = """
 import sys
 from pathlib import Path
-from stacklock.install import install_lock
+from stacklock.install.run import install_lock
 install_lock(Path(sys.argv[1]), venv=Path(sys.argv[2]), python=sys.executable,
              prefetch=False, validate=False)
 """

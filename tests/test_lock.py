@@ -9,13 +9,8 @@ import pytest
 from packaging.pylock import Pylock
 
 from stacklock.errors import LockError
-from stacklock.lock import (
-    LOCK_VERSION,
-    dump_lock,
-    load_lock,
-    render_lock,
-    wheel_sha256,
-)
+from stacklock.lock import LOCK_VERSION, load_lock, wheel_sha256
+from stacklock.lock.write import dump_lock, render_lock
 from tests.helpers.uv import uv_dry_run
 
 ROOT = Path(__file__).resolve().parent.parent

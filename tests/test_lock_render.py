@@ -27,14 +27,8 @@ from packaging.pylock import (
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from stacklock.lock import (
-    Lock,
-    LockedPackage,
-    PackageTool,
-    load_lock,
-    parse_lock,
-    render_lock,
-)
+from stacklock.lock import Lock, LockedPackage, PackageTool, load_lock, parse_lock
+from stacklock.lock.write import render_lock
 
 LOCKS = sorted((Path(__file__).parents[1] / "locks").glob("pylock.*.toml"))
 

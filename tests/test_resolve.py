@@ -18,11 +18,13 @@ from packaging.version import Version
 
 from stacklock.errors import ResolutionError
 from stacklock.http import make_http_client
-from stacklock.lock import load_lock, render_lock
+from stacklock.lock import load_lock
+from stacklock.lock.write import render_lock
 from stacklock.profile import load_profile
-from stacklock.resolve import AppliedOverride, resolve_profile
 from stacklock.resolve.lockfile import make_lock
 from stacklock.resolve.locking import lock_profile
+from stacklock.resolve.resolution import resolve_profile
+from stacklock.resolve.rules import AppliedOverride
 from tests.helpers.cassette import Layered, ReplayTransport
 
 DATA = Path(__file__).resolve().parent / "data" / "resolve"
@@ -163,7 +165,7 @@ def test_markers_are_evaluated_for_the_target_python(tmp_path):
 def test_written_lock_loads_strictly(tmp_path):
     res = _resolve("override", tmp_path)
     out = tmp_path / "pylock.override.toml"
-    from stacklock.lock import dump_lock
+    from stacklock.lock.write import dump_lock
 
     dump_lock(make_lock(res), out)
     lock = load_lock(out)

@@ -15,7 +15,7 @@ from stacklock.errors import ResolutionError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.profile import load_profile
-from stacklock.resolve import resolve_profile
+from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import ReplayTransport
 from tests.helpers.uv import uv_dry_run
 

@@ -4,9 +4,6 @@ PyPI traffic (tests/data/resolve/cassettes/)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -50,24 +47,6 @@ def test_an_unchanged_resolution_is_replayed_byte_for_byte(tmp_path):
     assert replay.render().startswith(f"locked {len(result.resolution.packages)} "
                                       "packages for pypi-small in ")
     assert replay.to_dict()["packages"] == result.to_dict()["packages"]
-
-
-def test_a_replay_imports_no_resolver_and_no_http_client(tmp_path):
-    out, cache = tmp_path / "pylock.pypi-small.toml", tmp_path / "cache"
-    _resolve(SMALL, out, cache)
-    code = (
-        "import sys\n"
-        "from pathlib import Path\n"
-        "from stacklock.resolve.memo import replay_lock\n"
-        f"r = replay_lock({str(SMALL)!r}, output=Path({str(out)!r}), check=False,\n"
-        f"                cache_dir=Path({str(cache)!r}))\n"
-        "assert r is not None\n"
-        "heavy = {'resolvelib', 'httpx', 'stacklock.resolve.resolution', 'tomlkit'}\n"
-        "print(sorted(heavy & set(sys.modules)))\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, env=env, check=True)
-    assert done.stdout.strip() == "[]"
 
 
 def test_a_stale_or_changed_page_or_a_new_profile_resolves_again(tmp_path):

@@ -20,8 +20,8 @@ from stacklock.errors import CudaMixError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.profile import CudaSpec, load_profile
-from stacklock.resolve import resolve_profile
 from stacklock.resolve.locking import lock_profile, render_resolve
+from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport
 from tests.helpers.uv import parse_pins, uv_compile_pins
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.install import install_lock
+from stacklock.install.run import install_lock
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.uv import python312, uv_compile_pins
 

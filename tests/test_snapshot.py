@@ -14,8 +14,9 @@ from uv import find_uv_bin
 
 from stacklock.cli import main
 from stacklock.errors import InstallError, LockError
-from stacklock.install import install_lock
-from stacklock.lock import FoundToolkit, render_lock
+from stacklock.install.run import install_lock
+from stacklock.lock import FoundToolkit
+from stacklock.lock.write import render_lock
 from stacklock.snapshot import make_snapshot
 from tests.helpers.install_server import DATA, Served, local_lock, sha256
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from stacklock.lock import Lock, load_lock
-from stacklock.validate import read_distributions
 from stacklock.validate.checks import (
     check_distributions,
     check_uv_pip_check,
     check_wheel_hashes,
     parse_uv_pip_check,
 )
+from stacklock.validate.run import read_distributions
 from tests.helpers.wheelkit import (
     UV,
     build_wheel,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from stacklock.lock import load_lock
-from stacklock.validate import read_distributions
 from stacklock.validate.imports import check_imports
+from stacklock.validate.run import read_distributions
 from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
 # c10::TensorImpl::release_resources(): a libtorch symbol whose ABI moved between

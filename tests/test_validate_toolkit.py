@@ -20,7 +20,7 @@ import pytest
 from stacklock.cuda.wheels import find_wheel_toolkit, site_packages
 from stacklock.install.toolkit import pypi_toolkit_home
 from stacklock.lock import Lock, load_lock
-from stacklock.validate import read_distributions, validate
+from stacklock.validate.run import read_distributions, validate
 from stacklock.validate.toolkit import check_toolkit
 from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 

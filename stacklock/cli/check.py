@@ -5,12 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from stacklock._fs import cache_dir
 from stacklock.cli.output import print_json, progress
-from stacklock.http import make_http_client
-from stacklock.native import summarize
-from stacklock.native.lockcheck import check_lock_file
-from stacklock.resolve.locking import render_native
 
 if TYPE_CHECKING:
     import argparse
@@ -21,6 +16,12 @@ __all__ = ["check"]
 
 
 def check(args: argparse.Namespace) -> int:
+    from stacklock._fs import cache_dir
+    from stacklock.http import make_http_client
+    from stacklock.native import summarize
+    from stacklock.native.lockcheck import check_lock_file
+    from stacklock.resolve.locking import render_native
+
     live, on_status, _ = progress(
         enabled=sys.stderr.isatty() and not args.json, status="checking")
     done: list[str] = []

@@ -8,12 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
-from stacklock.cuda.catalog import (
-    load_catalog,
-    platform_for_target,
-    render_release,
-    render_releases,
-)
 from stacklock.errors import CudaError, StacklockError
 
 if TYPE_CHECKING:
@@ -24,6 +18,8 @@ __all__ = ["cuda_check_driver", "cuda_list", "cuda_refresh", "cuda_show"]
 
 def _platform(args: argparse.Namespace) -> str:
     """``--platform`` checked before use, the error naming the flag."""
+    from stacklock.cuda.catalog import platform_for_target
+
     try:
         return platform_for_target(args.platform)
     except CudaError as exc:
@@ -31,6 +27,8 @@ def _platform(args: argparse.Namespace) -> str:
 
 
 def cuda_list(args: argparse.Namespace) -> int:
+    from stacklock.cuda.catalog import load_catalog, render_releases
+
     _platform(args)
     catalog = load_catalog()
     if args.json:
@@ -41,6 +39,8 @@ def cuda_list(args: argparse.Namespace) -> int:
 
 
 def cuda_show(args: argparse.Namespace) -> int:
+    from stacklock.cuda.catalog import load_catalog, render_release
+
     _platform(args)
     release = load_catalog().get(args.cuda_version)
     if args.json:
@@ -51,6 +51,7 @@ def cuda_show(args: argparse.Namespace) -> int:
 
 
 def cuda_check_driver(args: argparse.Namespace) -> int:
+    from stacklock.cuda.catalog import load_catalog
     from stacklock.cuda.driver import (
         check_driver,
         lock_cuda,
@@ -72,6 +73,7 @@ def cuda_check_driver(args: argparse.Namespace) -> int:
 
 def cuda_refresh(args: argparse.Namespace) -> int:
     from stacklock._fs import atomic_write_bytes
+    from stacklock.cuda.catalog import load_catalog
     from stacklock.cuda.refresh import refresh_catalog, render_refresh
     from stacklock.http import make_http_client
 

@@ -6,8 +6,6 @@ import shutil
 import sys
 from typing import TYPE_CHECKING
 
-from stacklock.diff import diff_lock_files, render_diff
-
 if TYPE_CHECKING:
     import argparse
 
@@ -15,6 +13,8 @@ __all__ = ["diff"]
 
 
 def diff(args: argparse.Namespace) -> int:
+    from stacklock.diff import diff_lock_files, render_diff
+
     result = diff_lock_files(args.old, args.new)
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((110, 24)).columns if tty else 110

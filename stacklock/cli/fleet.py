@@ -9,13 +9,6 @@ from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
 from stacklock.errors import StacklockError
-from stacklock.fleet import (
-    emit_playbook,
-    load_fleet,
-    render_fleet_text,
-    run_fleet,
-    write_fleet,
-)
 
 if TYPE_CHECKING:
     import argparse
@@ -28,6 +21,9 @@ def _echo(line: str) -> None:
 
 
 def fleet_install(args: argparse.Namespace) -> int:
+    from stacklock.fleet.report import render_fleet_text
+    from stacklock.fleet.run import emit_playbook, run_fleet
+
     if args.emit_playbook:
         path = emit_playbook(Path(args.pack), Path(args.report),
                              Path(args.emit_playbook))
@@ -50,6 +46,8 @@ def fleet_install(args: argparse.Namespace) -> int:
 
 
 def fleet_report(args: argparse.Namespace) -> int:
+    from stacklock.fleet.report import load_fleet, render_fleet_text, write_fleet
+
     folder = Path(args.dir)
     fleet = load_fleet(folder)
     files = write_fleet(fleet, folder)

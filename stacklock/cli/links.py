@@ -6,19 +6,13 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING
 
-from packaging.utils import InvalidName, canonicalize_name
-
-from stacklock._fs import cache_dir
 from stacklock.cli.output import parse_index_option, print_json
 from stacklock.errors import ProfileError, StacklockError
-from stacklock.http import make_http_client
-from stacklock.index import IndexClient, find_links, render_links
-from stacklock.profile import IndexSpec
-from stacklock.tablereader import parse_rfc3339
-from stacklock.target import Target
 
 if TYPE_CHECKING:
     import argparse
+
+    from stacklock.target import Target
 
 __all__ = ["links"]
 
@@ -26,6 +20,8 @@ __all__ = ["links"]
 def _target(args: argparse.Namespace) -> Target:
     """The target the flags describe; an error names the flag, not the profile
     key (``--platform``, not ``target.platform``)."""
+    from stacklock.target import Target
+
     try:
         return Target(python=args.python, platform=args.platform,
                       manylinux=args.manylinux)
@@ -35,6 +31,15 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 def links(args: argparse.Namespace) -> int:
+    from packaging.utils import InvalidName, canonicalize_name
+
+    from stacklock._fs import cache_dir
+    from stacklock.http import make_http_client
+    from stacklock.index.client import IndexClient
+    from stacklock.index.finder import find_links, render_links
+    from stacklock.profile import IndexSpec
+    from stacklock.tablereader import parse_rfc3339
+
     try:  # before any request: an index answers a bad name with a 403 or a 404
         canonicalize_name(args.project, validate=True)
     except InvalidName:

@@ -1,19 +1,14 @@
 """The argument parser: one ``_add_*`` function per verb. Each verb names the
 function that runs it (``verb="module:function"`` under ``stacklock.cli``), which
-:func:`stacklock.cli.main` imports only when that verb runs."""
+:func:`stacklock.cli.main` imports only when that verb runs (as pip names its
+commands), so the parser and ``--help`` load no command's code."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, NoReturn
 
 from stacklock import __version__
-
-# not typing.TYPE_CHECKING: --help should not pay for importing typing
-TYPE_CHECKING = False
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-    from typing import NoReturn
 
 
 class _Parser(argparse.ArgumentParser):
@@ -25,6 +20,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     _Sub = argparse._SubParsersAction[_Parser]
 
 __all__ = ["build_parser"]

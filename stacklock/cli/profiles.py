@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
-from stacklock.profile import find_profiles, load_profile
 
 if TYPE_CHECKING:
     import argparse
@@ -14,6 +13,8 @@ __all__ = ["profiles"]
 
 
 def profiles(args: argparse.Namespace) -> int:
+    from stacklock.profile import find_profiles, load_profile
+
     rows = []
     for found in find_profiles():
         profile = load_profile(str(found.path))

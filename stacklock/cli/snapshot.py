@@ -5,9 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.lock import render_lock
-from stacklock.snapshot import make_snapshot, write_snapshot
-
 if TYPE_CHECKING:
     import argparse
 
@@ -15,6 +12,9 @@ __all__ = ["snapshot"]
 
 
 def snapshot(args: argparse.Namespace) -> int:
+    from stacklock.lock.write import render_lock
+    from stacklock.snapshot import make_snapshot, write_snapshot
+
     venv = Path(args.venv)
     if args.output:
         print(write_snapshot(venv, Path(args.output)))

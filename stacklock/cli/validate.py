@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import print_json
-from stacklock.lock import load_lock
-from stacklock.validate import render_text, validate
 
 if TYPE_CHECKING:
     import argparse
@@ -15,6 +13,10 @@ __all__ = ["validate_venv"]
 
 
 def validate_venv(args: argparse.Namespace) -> int:
+    from stacklock.lock import load_lock
+    from stacklock.validate.report import render_text
+    from stacklock.validate.run import validate
+
     # the lock first: a wrong lock path is the likelier mistake, and says more
     lock = load_lock(args.lock) if args.lock is not None else None
     result = validate(

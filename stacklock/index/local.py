@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-from urllib.request import pathname2url, url2pathname
 
 from stacklock._fs import file_digest
 from stacklock.errors import IndexUnreadable
@@ -41,11 +40,16 @@ def is_local(url: str) -> bool:
 def _local_path(url: str) -> Path:
     parts = urlsplit(url)
     if parts.scheme.lower() == "file":
+        # urllib.request loads http.client and email (~35 ms): only for a file URL
+        from urllib.request import url2pathname
+
         return Path(url2pathname(parts.path))
     return Path(url).expanduser()
 
 
 def _file_url(path: Path) -> str:
+    from urllib.request import pathname2url
+
     return "file://" + pathname2url(str(path.resolve()))
 
 

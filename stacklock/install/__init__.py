@@ -17,44 +17,11 @@ machine as it was (:func:`~stacklock.install.run.install_lock`):
    ``/usr/local/cuda`` only if asked;
 6. **validate** the installed stack against the same lock (:mod:`stacklock.validate`).
 
-The command line gives step 4's uv a head start (:mod:`~stacklock.install.early`):
+The install command gives step 4's uv a head start (:mod:`~stacklock.install.early`):
 uv builds the generation while steps 1-3 run, and is adopted only if the plan
-runs exactly what it started. The names below load on first use, so that the
-head start can begin before the rest of install is imported.
+runs exactly what it started.
+
+``install_lock`` and ``rollback_install`` live in :mod:`~stacklock.install.run`,
+their text renderings in :mod:`~stacklock.install.render`. Import from the
+module that defines a name: this package imports nothing.
 """
-
-from __future__ import annotations
-
-from stacklock._lazy import lazy_exports
-
-TYPE_CHECKING = False  # not typing's: the head start must not wait for it
-
-if TYPE_CHECKING:
-    from stacklock.install.render import render_install, render_rollback
-    from stacklock.install.run import (
-        DEFAULT_CUDA_LINK,
-        InstallResult,
-        RollbackResult,
-        install_lock,
-        rollback_install,
-    )
-
-__all__ = [
-    "DEFAULT_CUDA_LINK",
-    "InstallResult",
-    "RollbackResult",
-    "install_lock",
-    "render_install",
-    "render_rollback",
-    "rollback_install",
-]
-
-__getattr__ = lazy_exports(__name__, {
-    "DEFAULT_CUDA_LINK": "run",
-    "InstallResult": "run",
-    "RollbackResult": "run",
-    "install_lock": "run",
-    "rollback_install": "run",
-    "render_install": "render",
-    "render_rollback": "render",
-})

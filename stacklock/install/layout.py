@@ -14,8 +14,9 @@ SIGKILL while uv runs leaves ``<venv>`` untouched; leftovers are removed by the 
 run. The one non-atomic step, adopting a plain (pre-stacklock) venv directory, is
 journaled and completed or undone by :func:`recover`.
 
-This module loads nothing but the standard library's basics: install's head
-start (:mod:`~stacklock.install.early`) uses it before the rest is imported.
+Install's head start (:mod:`~stacklock.install.early`) uses this module before
+the rest of install is imported, so it imports what only some moves need (json,
+shutil) inside the functions that make them.
 """
 
 from __future__ import annotations
@@ -24,13 +25,9 @@ import contextlib
 import fcntl
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stacklock.errors import InstallError
-
-# not typing.TYPE_CHECKING, and json, shutil (which loads re) and stacklock._fs
-# imported where used: this module is loaded before uv starts, so every import
-# here delays it
-TYPE_CHECKING = False
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

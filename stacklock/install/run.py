@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from stacklock.install.early import HeadStart
     from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock
-    from stacklock.validate import ValidateResult
+    from stacklock.validate.report import ValidateResult
 
 __all__ = [
     "DEFAULT_CUDA_LINK",
@@ -161,7 +161,7 @@ def _activate(plan: InstallPlan) -> int | None:
 def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
               allow_no_gpu: bool, report_dir: Path | None
               ) -> ValidateResult | str:
-    from stacklock.validate import validate_install  # only a validating run pays
+    from stacklock.validate.run import validate_install  # only a validating run pays
 
     folder = report_dir or VenvLayout(venv=venv).state_dir / "validate"
     try:

@@ -85,7 +85,7 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock | None) -> None:
         wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels]
         return replace(pkg, entry=replace(pkg.entry, wheels=wheels))
 
-    from stacklock.lock import dump_lock  # tomlkit: only for a rewritten copy
+    from stacklock.lock.write import dump_lock  # tomlkit: only for a rewritten copy
 
     packages = tuple(local(p) for p in lock.packages)
     copy = replace(lock, path=str(plan.uv_lock_path), packages=packages)

@@ -17,11 +17,11 @@ from packaging.markers import default_environment
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import PackError, StacklockError
-from stacklock.install import InstallResult, install_lock
 from stacklock.install.layout import VenvLayout
 from stacklock.install.plan import applicable
 from stacklock.install.preflight import toolkit_installed
 from stacklock.install.read import read_installable
+from stacklock.install.run import InstallResult, install_lock
 from stacklock.lock import wheel_sha256
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
@@ -131,8 +131,8 @@ def check_carried(lock: Lock, manifest: Manifest, pack: Path, *,
 def venv_matches(lock: Lock, venv: Path, *, toolkit_prefix: Path | None) -> bool:
     """Does ``venv`` hold exactly the lock (names, versions, wheel hashes) and is
     its runfile toolkit, if any, in place?"""
-    from stacklock.validate import read_distributions
     from stacklock.validate.checks import PASS, check_distributions, check_wheel_hashes
+    from stacklock.validate.run import read_distributions
 
     python = venv / "bin" / "python"
     if not python.exists():
@@ -183,7 +183,7 @@ def install_pack(
                                  cache=cache, prefetch=True)
     validation = None
     if validate:
-        from stacklock.validate import validate as run_validate
+        from stacklock.validate.run import validate as run_validate
 
         validation = run_validate(
             locked, venv=venv, toolkit_prefix=toolkit_prefix,
@@ -194,8 +194,8 @@ def install_pack(
 
 
 def render_pack_install(result: PackInstallResult) -> str:
-    from stacklock.install import render_install
-    from stacklock.validate import render_text
+    from stacklock.install.render import render_install
+    from stacklock.validate.report import render_text
 
     if result.skipped:
         lines = [f"{result.venv} already matches the lock in {result.pack.name}; "

@@ -86,7 +86,7 @@ def lock_profile(
             native = check_resolution(resolution, http=client, offline=offline,
                                       cache_dir=cache_dir, on_status=on_status)
             raise_for_findings(native)
-    from stacklock.lock import render_lock
+    from stacklock.lock.write import render_lock
     from stacklock.resolve.lockfile import make_lock
 
     text = render_lock(make_lock(resolution, path=path))

@@ -18,9 +18,7 @@ resolver's own thread, with no pool at all).
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,41 +30,18 @@ from stacklock.http import MAX_CONNECTIONS
 from stacklock.resolve.model import Candidate, iter_dependencies
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from packaging.requirements import Requirement as PepRequirement
     from packaging.specifiers import SpecifierSet
 
-__all__ = ["PackageSource", "SourceStats", "candidates_of", "few_collections",
-           "first_fit"]
-
-GC_THRESHOLD = 100_000  # gen-0 allocations between collections while resolving
-
+__all__ = ["PackageSource", "SourceStats", "candidates_of", "first_fit"]
 
 @dataclass
 class SourceStats:
     pages: int = 0
     metadata: int = 0
     prefetched: int = 0
-
-
-@contextlib.contextmanager
-def few_collections() -> Iterator[None]:
-    """Run the cycle collector rarely inside the block, and restore its setting.
-
-    A resolution allocates millions of small objects (the rows of every page,
-    the JSON they came from) and frees few; with the default gen-0 threshold of
-    700 the collector walks them again and again (a second of CPU on a cold
-    sglang resolution, and a quarter of a warm one while the lock is rendered
-    after it). Collect rarely, as mypy does for its build. (The CLI, which exits
-    right after, also freezes what is left: a process-wide choice that belongs
-    to the process, not to this library.)"""
-    before = gc.get_threshold()
-    gc.set_threshold(max(GC_THRESHOLD, before[0]), *before[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def candidates_of(finder: Any, name: NormalizedName) -> list[Candidate]:
@@ -173,7 +148,7 @@ class PackageSource:
         if found is None or found[0] is not meta:
             found = self._deps[key] = (meta, tuple(iter_dependencies(
                 meta.requires_dist, extras, self._env)))
-        return found[1]  # type: ignore[no-any-return]
+        return found[1]
 
     def evaluate(self, name: str) -> list[Any]:
         """Every link of ``name`` with the reason it was skipped, for messages."""
@@ -304,10 +279,7 @@ class PackageSource:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> PackageSource:
-        self._collections = few_collections()  # see few_collections
-        self._collections.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-        self._collections.__exit__(None, None, None)

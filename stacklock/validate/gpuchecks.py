@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from stacklock.cuda import check_driver, load_catalog, read_driver
+from stacklock.cuda.catalog import load_catalog
+from stacklock.cuda.driver import check_driver, read_driver
 from stacklock.errors import CudaError
 from stacklock.validate.checks import (
     FAIL,

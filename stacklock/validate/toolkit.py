@@ -17,7 +17,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from stacklock.cuda import load_catalog, parse_nvcc_version, parse_version_json
+from stacklock.cuda.catalog import load_catalog
+from stacklock.cuda.driver import parse_nvcc_version, parse_version_json
 from stacklock.cuda.lock_entry import PYPI_TOOLKIT
 from stacklock.cuda.wheels import find_wheel_toolkit
 from stacklock.errors import CudaError
