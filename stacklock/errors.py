@@ -14,6 +14,7 @@
      |    +-- CudaMixError  wheels (or wheels and toolkit) of two CUDA majors
      +-- InstallError       an install step failed
      |    +-- PreflightError  preflight found problems; nothing was changed
+     |    +-- NoSpaceError  exit 1: the disk filled; the old environment stays
      +-- ValidateError      validation could not run (not: a check failed)
      |    +-- ServerError   the serving engine could not serve (a gate finding)
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
@@ -47,6 +48,7 @@ __all__ = [
     "MetadataError",
     "NativeCheckError",
     "NativeError",
+    "NoSpaceError",
     "OutputError",
     "PackError",
     "PreflightError",
@@ -190,6 +192,13 @@ class PreflightError(InstallError):
         lines = "\n".join(f"  {p}" for p in problems)
         super().__init__(f"preflight failed, nothing was changed:\n{lines}")
         self.problems = problems
+
+
+class NoSpaceError(InstallError):
+    """A file system filled during an install; the new generation was removed
+    and the old one is left as it was."""
+
+    exit_code = 1
 
 
 class ValidateError(StacklockError):

@@ -9,6 +9,7 @@ line on stderr and its exit code; anything else is a bug and keeps its traceback
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from typing import TYPE_CHECKING, NoReturn
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 __all__ = ["main", "run"]
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _verb(path: str) -> Callable[..., int]:
@@ -47,6 +50,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # the machine's, not the input's: a full or read-only disk
+        print(f"stacklock: error: {_os_error(exc)}", file=sys.stderr)
+        return 1 if exc.errno in _FULL else 2
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an error the operating system raised: the file, the cause,
+    and what to try."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    cause = exc.strerror or str(exc)
+    if exc.errno in _FULL:
+        hint = "free space there, or point STACKLOCK_CACHE_DIR / --venv elsewhere"
+    else:
+        hint = ("check the path's permissions and that its file system is writable, "
+                "or point STACKLOCK_CACHE_DIR elsewhere")
+    return f"{where}{cause} (try: {hint})"
 
 
 def run() -> NoReturn:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -45,6 +46,7 @@ from stacklock.install.layout import (
     recover,
 )
 from stacklock.install.plan import UV_LOCK_NAME, uv_commands
+from stacklock.install.verify import out_of_space
 from stacklock.uvbin import find_uv
 
 if TYPE_CHECKING:
@@ -259,9 +261,17 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         notes = recover(layout)
         generation = new_generation(layout)
         uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
-        uv_lock.parent.mkdir(parents=True, exist_ok=True)
-        copied = lock_path.read_bytes()
-        uv_lock.write_bytes(copied)
+        try:
+            uv_lock.parent.mkdir(parents=True, exist_ok=True)
+            copied = lock_path.read_bytes()
+            uv_lock.write_bytes(copied)
+        except OSError as exc:  # a full disk: leave nothing behind, say so
+            discard_generation(layout, generation)
+            shutil.rmtree(uv_lock.parent, ignore_errors=True)
+            cause = out_of_space(layout.state_dir)
+            if cause is not None:
+                raise cause from exc
+            raise
         log_for = log_namer(cache)
         head = HeadStart(
             lock_path=lock_path, copied=copied, layout=layout, generation=generation,

@@ -37,6 +37,7 @@ from stacklock.install.toolkit import (
     write_activation,
 )
 from stacklock.install.venv import build_generation
+from stacklock.install.verify import check_generation, out_of_space
 from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.store import ArtifactStore
 
@@ -123,8 +124,15 @@ def _build(
     """The new generation and the toolkit; on any failure both are removed."""
     layout = VenvLayout(venv=plan.venv)
     try:
-        build_generation(plan, lock, runner=runner, logs=logs, log_for=log_for,
-                         head=head)
+        try:
+            build_generation(plan, lock, runner=runner, logs=logs, log_for=log_for,
+                             head=head)
+        except (StacklockError, OSError) as exc:
+            cause = out_of_space(plan.generation_dir)
+            if cause is not None:
+                raise cause from exc
+            raise
+        check_generation(plan)  # before anything is swapped in
         if runfile is not None:
             logs["runfile"] = log_for("runfile")
             logs.update(

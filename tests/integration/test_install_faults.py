@@ -1,0 +1,131 @@
+"""Install under faults that a real machine meets: a disk that fills while the new
+generation is built, and a generation left incomplete. The old environment must
+keep working, the half-built one must go, and the error must name the cause."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from stacklock.errors import InstallError
+from stacklock.install.run import install_lock
+from tests.helpers.install_server import Served, local_lock
+
+PY = sys.executable
+
+_FULL_DISK = r"""
+set -u
+mount -t tmpfs -o size=48m tmpfs "$DISK"
+"$PY" -m stacklock.cli install "$LOCK1" --venv "$DISK/env" --python "$PY" \
+    --no-validate > "$OUT/first.out" 2> "$OUT/first.err"
+echo $? > "$OUT/first.rc"
+dd if=/dev/zero of="$DISK/fill" bs=1M 2>/dev/null
+"$PY" -m stacklock.cli install "$LOCK2" --venv "$DISK/env" --python "$PY" \
+    --no-validate > "$OUT/second.out" 2> "$OUT/second.err"
+echo $? > "$OUT/second.rc"
+readlink "$DISK/env" > "$OUT/link"
+"$DISK/env/bin/python" -c "import six, idna; print('imports')" > "$OUT/imports" 2>&1
+ls "$DISK/env.stacklock" > "$OUT/state"
+"""
+
+
+def _without(lock: Path, name: str, dest: Path) -> Path:
+    data = tomlkit.parse(lock.read_text())
+    packages = data["packages"]
+    for i, pkg in enumerate(packages):  # type: ignore[arg-type]
+        if pkg["name"] == name:
+            del packages[i]  # type: ignore[union-attr]
+            break
+    dest.write_text(tomlkit.dumps(data))
+    return dest
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare(1) for a tmpfs of its own")
+def test_a_disk_that_fills_keeps_the_old_environment(
+        server: tuple[str, Served], tmp_path: Path) -> None:
+    base, served = server
+    first = local_lock(base, served, tmp_path / "pylock.small.toml")
+    # the second lock: the same wheels plus one more, so a new generation is built
+    second = _without(first, "iniconfig", tmp_path / "pylock.second.toml")
+    disk, out = tmp_path / "disk", tmp_path / "out"
+    disk.mkdir()
+    out.mkdir()
+    env = {**os.environ, "DISK": str(disk), "OUT": str(out), "PY": PY,
+           "LOCK1": str(first), "LOCK2": str(second),
+           "STACKLOCK_CACHE_DIR": str(tmp_path / "cache"),
+           "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    subprocess.run(["unshare", "-m", "bash", "-c", _FULL_DISK], env=env,
+                   timeout=300, check=True)
+    read = {p.name: p.read_text() for p in out.iterdir()}
+    assert read["first.rc"].strip() == "0", read["first.err"]
+    assert read["second.rc"].strip() == "1", (read["second.out"], read["second.err"])
+    lines = read["second.err"].strip().splitlines()
+    assert len(lines) == 1 and "no space left on the file system" in lines[0], lines
+    assert "Traceback" not in read["second.err"]
+    assert read["link"].strip().endswith("/1")  # the old generation stays current
+    assert read["imports"].strip() == "imports"
+    assert "2" not in read["state"].split()  # the half-built generation is gone
+
+
+def test_an_incomplete_generation_is_never_swapped_in(
+        server: tuple[str, Served], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """uv says it succeeded, but a package is missing from the new generation
+    (a disk that filled between its writes, a bug): the check before the swap
+    refuses it and the old environment stays."""
+    base, served = server
+    venv = tmp_path / "env"
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    install_lock(lock, venv=venv, python=PY, validate=False, cache=tmp_path / "c")
+    from stacklock.install import run as run_module
+
+    real = run_module.build_generation
+
+    def build_then_lose_six(plan, *args, **kwargs):  # type: ignore[no-untyped-def]
+        real(plan, *args, **kwargs)
+        for info in plan.generation_dir.glob("lib/python*/site-packages/six-*"):
+            shutil.rmtree(info)
+
+    monkeypatch.setattr(run_module, "build_generation", build_then_lose_six)
+    again = _without(lock, "iniconfig", tmp_path / "pylock.again.toml")
+    with pytest.raises(InstallError, match=r"incomplete: 1 locked package\(s\) "
+                                           r"missing: six 1\.17\.0 \(absent\)"):
+        install_lock(again, venv=venv, python=PY, validate=False,
+                     cache=tmp_path / "c")
+    assert venv.resolve().name == "1"
+    assert not (tmp_path / "env.stacklock" / "2").exists()
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import six"],
+                          check=False)
+    assert proc.returncode == 0
+
+
+
+
+@pytest.mark.parametrize(("code", "exit_code", "says"), [
+    (errno.ENOSPC, 1, "No space left on device (try: free space there"),
+    (errno.EROFS, 2, "Read-only file system (try: check the path's permissions"),
+    (errno.EACCES, 2, "Permission denied (try: check the path's permissions"),
+])
+def test_what_the_machine_refuses_is_one_line(
+        code: int, exit_code: int, says: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A full, read-only or forbidden cache or target, met anywhere in a verb:
+    one line naming the file and the cause, never a traceback."""
+    from stacklock import cli
+
+    def verb(args: object) -> int:
+        raise OSError(code, os.strerror(code), "/cache/pages/x.page")
+
+    monkeypatch.setattr(cli, "_verb", lambda path: verb)
+    assert cli.main(["profiles"]) == exit_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"stacklock: error: /cache/pages/x.page: {says}")
