@@ -39,6 +39,7 @@ __all__ = [
     "locked_state",
     "new_generation",
     "next_generation",
+    "prune",
     "recover",
     "rollback",
     "swap_in",
@@ -255,14 +256,8 @@ def rollback(layout: VenvLayout) -> tuple[int, int]:
             f"{layout.venv} is not managed by stacklock install",
             hint="only an environment stacklock installed can be rolled back",
         )
-    import json
-
-    try:
-        record = json.loads((layout.state_dir / f"{current}.ok").read_text("utf-8"))
-    except (OSError, ValueError):
-        record = {}
-    previous = record.get("replaces")
-    if not (isinstance(previous, int) and _complete(layout, previous)):
+    previous = _replaced(layout, current)
+    if previous is None:
         older = [
             g for g in _generations(layout) if g < current and _complete(layout, g)
         ]
@@ -273,3 +268,36 @@ def rollback(layout: VenvLayout) -> tuple[int, int]:
         previous = older[-1]
     _point(layout, previous)
     return current, previous
+
+
+def _replaced(layout: VenvLayout, n: int) -> int | None:
+    """The complete generation ``n`` replaced (recorded in its ``.ok``), if any."""
+    import json
+
+    try:
+        record = json.loads((layout.state_dir / f"{n}.ok").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    previous = record.get("replaces") if isinstance(record, dict) else None
+    return previous if isinstance(previous, int) and _complete(layout, previous) \
+        else None
+
+
+KEEP_GENERATIONS = 3  # the current one, the one it replaced, and one more
+
+
+def prune(layout: VenvLayout, *, keep: int = KEEP_GENERATIONS) -> list[int]:
+    """Remove the complete generations older than the newest ``keep`` (and their
+    snapshots), so that installs do not fill the disk over time; the current one
+    and the one it replaced (what ``--rollback`` goes back to) always stay.
+    Returns the numbers removed."""
+    current = current_generation(layout)
+    if current is None:
+        return []
+    kept = {current, _replaced(layout, current)}
+    complete = [n for n in _generations(layout) if _complete(layout, n)]
+    gone = [n for n in complete[:max(len(complete) - keep, 0)] if n not in kept]
+    for n in gone:
+        discard_generation(layout, n)
+        layout.snapshot_path(n).unlink(missing_ok=True)
+    return gone

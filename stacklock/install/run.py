@@ -17,9 +17,11 @@ from stacklock.install.early import log_namer
 from stacklock.install.fetch import fetch_artifacts
 from stacklock.install.interpreter import remember_interpreter
 from stacklock.install.layout import (
+    KEEP_GENERATIONS,
     VenvLayout,
     discard_generation,
     locked_state,
+    prune,
     recover,
     rollback,
     swap_in,
@@ -263,6 +265,10 @@ def install_lock(
                system_installer_log=system_installer_log,
                cuda_link=link_cuda_at or cuda_link, notes=notes, head=head)
         replaced = _activate(plan)
+        pruned = prune(layout)
+        if pruned:
+            notes.append(f"removed old generation(s) {', '.join(map(str, pruned))} "
+                         f"(the newest {KEEP_GENERATIONS} are kept)")
     validation = (_validate(lock or read_installable(lock_path), venv,
                             toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)

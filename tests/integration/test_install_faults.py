@@ -129,3 +129,26 @@ def test_what_the_machine_refuses_is_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith(f"stacklock: error: /cache/pages/x.page: {says}")
+
+
+def test_old_generations_are_pruned_and_rollback_still_works(
+        server: tuple[str, Served], tmp_path: Path) -> None:
+    """Five installs of alternating locks: only the newest three generations stay
+    on disk, and --rollback goes back to the one the current one replaced."""
+    from stacklock.install.layout import KEEP_GENERATIONS
+    from stacklock.install.run import rollback_install
+
+    base, served = server
+    venv = tmp_path / "env"
+    full = local_lock(base, served, tmp_path / "pylock.small.toml")
+    short = _without(full, "iniconfig", tmp_path / "pylock.short.toml")
+    for i in range(5):
+        install_lock(short if i % 2 else full, venv=venv, python=PY,
+                     validate=False, cache=tmp_path / "c")
+    state = tmp_path / "env.stacklock"
+    kept = sorted(int(p.name) for p in state.iterdir() if p.name.isdigit())
+    assert kept == [3, 4, 5] and KEEP_GENERATIONS == 3
+    assert not list(state.glob("pylock.snapshot-[12].toml"))
+    result = rollback_install(venv)
+    assert (result.from_generation, result.to_generation) == (5, 4)
+    assert venv.resolve().name == "4"
