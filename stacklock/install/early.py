@@ -46,11 +46,12 @@ from stacklock.install.layout import (
     recover,
 )
 from stacklock.install.plan import UV_LOCK_NAME, uv_commands
+from stacklock.install.uvauth import lock_indexes, uv_credentials
 from stacklock.install.verify import out_of_space
 from stacklock.uvbin import find_uv
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
     from typing import BinaryIO
 
     from stacklock.install.plan import InstallPlan
@@ -103,7 +104,8 @@ class HeadStart:
 
     def __init__(self, *, lock_path: Path, copied: bytes, layout: VenvLayout,
                  generation: int, python: str, commands: tuple[tuple[str, ...], ...],
-                 log_for: Callable[[str], Path], notes: list[str]) -> None:
+                 log_for: Callable[[str], Path], notes: list[str],
+                 env: Mapping[str, str] | None = None) -> None:
         self.lock_path = Path(os.path.abspath(lock_path))  # what uv's copy is of
         self._copied = copied  # the bytes uv installs
         self.layout = layout
@@ -113,6 +115,7 @@ class HeadStart:
         self.log_for = log_for  # the whole install's logs share its names
         self.logs = {step: log_for(step) for step in STEPS}
         self.notes = notes  # what recovering the venv's folder did
+        self.env = dict(env or {})  # uv's credentials (stacklock.install.uvauth)
         self.adopted = False
         self._guard = threading.Lock()
         self._stopping = False
@@ -145,7 +148,7 @@ class HeadStart:
             try:
                 self._proc = subprocess.Popen(
                     self.commands[i], stdout=fh, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL)
+                    stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
             except OSError as exc:
                 fh.write(f"{exc}\n".encode())
                 self._results.append((STEPS[i], 127))
@@ -265,6 +268,7 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
             uv_lock.parent.mkdir(parents=True, exist_ok=True)
             copied = lock_path.read_bytes()
             uv_lock.write_bytes(copied)
+            env = uv_credentials(lock_indexes(copied), uv_lock.parent)
         except OSError as exc:  # a full disk: leave nothing behind, say so
             discard_generation(layout, generation)
             shutil.rmtree(uv_lock.parent, ignore_errors=True)
@@ -278,7 +282,7 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
             python=python,
             commands=uv_commands(uv, python, layout.generation_dir(generation),
                                  uv_lock, NO_BUILD),
-            log_for=log_for, notes=notes)
+            log_for=log_for, notes=notes, env=env)
         head.start()
         try:
             yield head

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 from stacklock._fs import atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
+from stacklock.install.uvauth import lock_indexes, uv_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -143,6 +144,8 @@ def _uv_steps(
     if head is not None:
         head.cancel()
     _write_uv_lock(plan, lock)
+    env = {**(env or {}), **uv_credentials(
+        lock_indexes(plan.uv_lock_path.read_bytes()), plan.uv_lock_path.parent)}
     results = []
     for step, argv in zip(STEPS, plan.commands, strict=True):
         logs[step] = log_for(step)

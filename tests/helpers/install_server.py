@@ -37,6 +37,9 @@ class Served:
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     headers: dict[str, str] = field(default_factory=dict)  # sent with every file
     started: threading.Event = field(default_factory=threading.Event)
+    # "Basic ..." every GET must carry (else 401), as a private index answers
+    authorization: str | None = None
+    unauthorized: list[str] = field(default_factory=list)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -58,6 +61,14 @@ class _Handler(BaseHTTPRequestHandler):
         served = self.served
         rng = self.headers.get("Range")
         served.requests.append((self.path, rng))
+        if served.authorization and \
+                self.headers.get("Authorization") != served.authorization:
+            served.unauthorized.append(self.path)
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="private"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         body = served.files.get(self.path)
         if body is None:
             self.send_error(404)

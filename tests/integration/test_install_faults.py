@@ -152,3 +152,70 @@ def test_old_generations_are_pruned_and_rollback_still_works(
     result = rollback_install(venv)
     assert (result.from_generation, result.to_generation) == (5, 4)
     assert venv.resolve().name == "4"
+
+
+def _with_index(lock: Path, name: str, url: str) -> Path:
+    """``lock`` naming ``url`` as its index ``name`` in [tool.stacklock]."""
+    data = tomlkit.parse(lock.read_text())
+    tool = tomlkit.table()
+    stack = tomlkit.table()
+    stack["lock-version"] = 1
+    stack["profile"] = "private"
+    stack["indexes"] = [{"name": name, "url": url}]
+    tool["stacklock"] = stack
+    data["tool"] = tool
+    lock.write_text(tomlkit.dumps(data))
+    return lock
+
+
+@pytest.mark.parametrize("how", ["cli", "library"])
+def test_a_private_index_lock_installs_with_the_environments_credentials(
+        server: tuple[str, Served], tmp_path: Path, how: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock holds no credentials; STACKLOCK_INDEX_<NAME>_* give them to uv
+    (which reads netrc) as they gave them to resolve, and no file keeps them."""
+    import base64
+
+    base, served = server
+    lock = _with_index(local_lock(base, served, tmp_path / "pylock.small.toml"),
+                       "corp", f"{base}/simple")
+    served.authorization = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    monkeypatch.setenv("STACKLOCK_INDEX_CORP_USERNAME", "alice")
+    monkeypatch.setenv("STACKLOCK_INDEX_CORP_PASSWORD", "s3cret")
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    venv = tmp_path / "env"
+    if how == "cli":
+        proc = subprocess.run(
+            [PY, "-m", "stacklock.cli", "install", str(lock), "--venv", str(venv),
+             "--python", PY, "--no-validate"], capture_output=True, text=True,
+            env={**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "c")},
+            timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+    else:
+        install_lock(lock, venv=venv, python=PY, validate=False,
+                     cache=tmp_path / "c")
+    # uv asks without credentials first (401), then with netrc's: each wheel
+    # was served only to a request that carried them
+    assert {p for p, _ in served.requests} == set(served.files)
+    done = subprocess.run([str(venv / "bin" / "python"), "-c", "import six, idna"],
+                          check=False)
+    assert done.returncode == 0
+    leftovers = [p for p in tmp_path.rglob("netrc") if p.is_file()]
+    assert leftovers == []
+
+
+def test_without_the_credentials_the_install_fails_and_changes_nothing(
+        server: tuple[str, Served], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    base, served = server
+    lock = _with_index(local_lock(base, served, tmp_path / "pylock.small.toml"),
+                       "corp", f"{base}/simple")
+    served.authorization = "Basic c29tZW9uZTplbHNl"
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    with pytest.raises(InstallError):
+        install_lock(lock, venv=tmp_path / "env", python=PY, validate=False,
+                     cache=tmp_path / "c")
+    assert served.unauthorized
+    assert not (tmp_path / "env").exists()
