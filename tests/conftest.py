@@ -13,6 +13,7 @@ import pytest
 
 from tests.helpers.data import DATA
 from tests.helpers.install_server import Served, serve
+from tests.helpers.isolation import _offline, _process_state  # noqa: F401 (autouse)
 from tests.helpers.loopback import loopback
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import pytest
 from stacklock.cli import main
 from stacklock.profile import list_profiles
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ from stacklock.cli import main
 from stacklock.cuda.catalog import load_catalog, parse_catalog, render_releases
 from stacklock.errors import CudaError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "data" / "real"
 
 

@@ -31,7 +31,7 @@ from stacklock.runner import RecordingRunner
 if TYPE_CHECKING:
     pass
 
-REAL = Path(__file__).resolve().parent / "data" / "real"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 PROBE = (REAL / "device" / "h200-environment-probe.txt").read_text()
 PROBE_LINES = PROBE.splitlines()
 
@@ -182,7 +182,7 @@ def test_check_driver_against_wheels_uses_the_ga_release():
         check_driver(load_catalog(), h200)
 
 
-REAL_LOCK = (Path(__file__).resolve().parent.parent
+REAL_LOCK = (Path(__file__).resolve().parents[2]
              / "locks" / "pylock.blackwell-cu128.toml")
 
 

@@ -33,7 +33,7 @@ from stacklock.cuda.scrape import (
 )
 from stacklock.errors import CudaError
 
-REAL = Path(__file__).resolve().parent / "data" / "real"
+REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 MANIFEST = (REAL / "redistrib_13.0.1.json").read_bytes()
 
 

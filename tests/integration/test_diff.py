@@ -38,7 +38,7 @@ from stacklock.index.pages import parse_html_page
 from stacklock.lock import parse_lock
 from tests.helpers.data import DATA, SGL_PAGES, read_fixture
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UV_128 = DATA / "diff" / "pylock.cu128.toml"
 UV_130 = DATA / "diff" / "pylock.cu130.toml"
 LOCK_128 = ROOT / "locks" / "pylock.blackwell-cu128.toml"

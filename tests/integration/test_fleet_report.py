@@ -18,7 +18,8 @@ from stacklock.fleet import load_fleet, parse_host, render_fleet_markdown, write
 from stacklock.fleet.playbook import INSTALL_TASK, VERDICT_TASK
 from stacklock.fleet.report import make_fleet
 
-H200 = Path(__file__).parent / "data" / "validate" / "h200" / "report.json"
+H200 = (Path(__file__).resolve().parents[1] / "data" / "validate" / "h200"
+        / "report.json")
 
 
 def _real() -> dict[str, Any]:

@@ -25,7 +25,7 @@ from stacklock.store import ArtifactStore
 from tests.helpers.install_server import DATA, Served, local_lock, sha256
 
 PY = sys.executable
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

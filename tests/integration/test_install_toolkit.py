@@ -315,7 +315,7 @@ def test_activation_sets_cuda_home_lib_or_lib64(tmp_path: Path) -> None:
     """The CUDA 13 wheels keep libraries in ``lib`` (``nvidia/cu13/lib``), the
     runfile in ``lib64``: LD_LIBRARY_PATH follows the prefix's layout. Where a pypi
     toolkit's home is found is tested on the real wheels' RECORD in
-    tests/test_validate_toolkit.py."""
+    tests/integration/test_validate_toolkit.py."""
     home = tmp_path / "site-packages" / "nvidia" / "cu13"
     (home / "lib").mkdir(parents=True)
     text = write_activation(tmp_path / "act.sh", venv=tmp_path / "gen",

@@ -234,7 +234,8 @@ def test_plain_venv_is_adopted_snapshotted_and_restorable(
     uv = str(Path(PY).parent / "uv")
     subprocess.run([uv, "venv", "-q", "--python", PY, str(venv)], check=True)
     wheel = (
-        Path(__file__).parent / "data/install/wheels/six-1.17.0-py2.py3-none-any.whl"
+        Path(__file__).resolve().parents[1]
+        / "data/install/wheels/six-1.17.0-py2.py3-none-any.whl"
     )
     subprocess.run(
         [uv, "pip", "install", "-q", "--python", str(venv / "bin/python"), str(wheel)],

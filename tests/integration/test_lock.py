@@ -13,7 +13,7 @@ from stacklock.lock import LOCK_VERSION, load_lock, wheel_sha256
 from stacklock.lock.write import dump_lock, render_lock
 from tests.helpers.uv import uv_dry_run
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LOCKS = sorted((ROOT / "locks").glob("pylock.*.toml"))
 
 

@@ -30,7 +30,7 @@ from packaging.version import Version
 from stacklock.lock import Lock, LockedPackage, PackageTool, load_lock, parse_lock
 from stacklock.lock.write import render_lock
 
-LOCKS = sorted((Path(__file__).parents[1] / "locks").glob("pylock.*.toml"))
+LOCKS = sorted((Path(__file__).resolve().parents[2] / "locks").glob("pylock.*.toml"))
 
 
 @pytest.mark.parametrize("path", LOCKS, ids=lambda p: p.name)

@@ -28,7 +28,7 @@ from tests.helpers.ranges import range_response
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-RECORDED = Path(__file__).parent / "data" / "metadata"
+RECORDED = Path(__file__).resolve().parents[1] / "data" / "metadata"
 WHEELS = sorted(p.name for p in RECORDED.iterdir() if p.is_dir())
 
 

@@ -19,8 +19,8 @@ from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import ReplayTransport
 from tests.helpers.uv import uv_dry_run
 
-DATA = Path(__file__).resolve().parent / "data" / "resolve"
-ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _fill_cache(profile: str, cache: Path) -> None:

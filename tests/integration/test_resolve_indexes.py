@@ -62,7 +62,7 @@ class Hosts:
     def client(self) -> httpx.Client:
         return httpx.Client(mounts={"http://127.0.0.1": httpx.HTTPTransport(),
                                     "all://": httpx.MockTransport(self)},
-                            follow_redirects=True)
+                            follow_redirects=True, trust_env=False)
 
 
 def _provider(http, tmp_path, indexes, target, prereleases=frozenset()):

@@ -17,8 +17,8 @@ from stacklock.resolve.locking import lock_profile, render_resolve
 from stacklock.resolve.memo import memo_key, replay_lock, store_record
 from tests.helpers.cassette import ReplayTransport
 
-DATA = Path(__file__).resolve().parent / "data" / "resolve"
-ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
+ROOT = Path(__file__).resolve().parents[2]
 SMALL = ROOT / "profiles" / "pypi-small.toml"
 
 

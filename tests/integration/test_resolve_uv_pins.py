@@ -25,7 +25,7 @@ from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport
 from tests.helpers.uv import parse_pins, uv_compile_pins
 
-DATA = Path(__file__).resolve().parent / "data" / "resolve"
+DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
 CASES = DATA / "cases"
 CASSETTES = DATA / "cassettes"
 CUTOFF = "2026-12-02T00:00:00Z"  # flashinfer-torch.toml's exclude-newer

@@ -24,7 +24,7 @@ from stacklock.runner import find_uv
 from stacklock.store import ArtifactStore
 from tests.helpers.ranges import range_response
 
-DATA = Path(__file__).parent / "data" / "sdist"
+DATA = Path(__file__).resolve().parents[1] / "data" / "sdist"
 NVD3 = "python-nvd3-0.16.0.tar.gz"  # setuptools: PKG-INFO among the first members
 REQUESTS = "requests-2.32.3.tar.gz"  # 131 KB, PKG-INFO in its first 28 KB
 TOMLI = "tomli-2.5.0.tar.gz"  # flit: PKG-INFO is the last member

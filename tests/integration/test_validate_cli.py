@@ -10,7 +10,7 @@ import pytest
 from stacklock.cli import main
 from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
-FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
+FAKE = Path(__file__).resolve().parents[1] / "data" / "validate" / "fake_sglang"
 
 GATE = """imports = ["tinypkg"]
 

@@ -16,8 +16,8 @@ from stacklock.validation import (
     shown_env,
 )
 
-H200 = Path(__file__).parent / "data" / "validate" / "h200"
-ROOT = Path(__file__).resolve().parent.parent
+H200 = Path(__file__).resolve().parents[1] / "data" / "validate" / "h200"
+ROOT = Path(__file__).resolve().parents[2]
 
 GATE = """
 engine = "sglang"

@@ -20,8 +20,8 @@ from stacklock.validate.gate_preflight import check_server_args
 from stacklock.validation import NO_MULTICAST, GateConfig
 from tests.helpers.wheelkit import make_venv
 
-FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
-ROOT = Path(__file__).resolve().parent.parent
+FAKE = Path(__file__).resolve().parents[1] / "data" / "validate" / "fake_sglang"
+ROOT = Path(__file__).resolve().parents[2]
 TOKENS, ACCEPT = 12, 3
 
 

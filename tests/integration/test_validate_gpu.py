@@ -20,7 +20,7 @@ from stacklock.validate.report import ValidateResult
 from stacklock.validation import ProbeConfig
 from tests.helpers.wheelkit import make_venv
 
-H200 = Path(__file__).parent / "data" / "validate" / "h200"
+H200 = Path(__file__).resolve().parents[1] / "data" / "validate" / "h200"
 
 
 @pytest.fixture

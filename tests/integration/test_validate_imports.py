@@ -229,7 +229,7 @@ def test_real_sgl_kernel_message_without_a_driver() -> None:
     The reason is that line, and the skip under --allow-no-gpu keys on it."""
     from stacklock.validate.imports import cause_line, diagnose_import
 
-    recorded = Path(__file__).parent / "data" / "validate" / "no-driver"
+    recorded = Path(__file__).resolve().parents[1] / "data" / "validate" / "no-driver"
     result = json.loads((recorded / "import-sgl_kernel.json").read_text())
     assert result["message"].splitlines()[0] == ""
     assert cause_line(result) == ("ImportError: libcuda.so.1: cannot open shared "

@@ -16,7 +16,7 @@ from stacklock.validate.report import (
     write_report,
 )
 
-H200 = Path(__file__).parent / "data" / "validate" / "h200"
+H200 = Path(__file__).resolve().parents[1] / "data" / "validate" / "h200"
 
 
 def _real() -> tuple[dict, ValidateResult]:
@@ -101,7 +101,7 @@ import json, sys
 from pathlib import Path
 
 sys.modules["matplotlib"] = None  # Python's own block: import raises, find_spec is None
-from tests.test_validate_report import _with_allreduce
+from tests.integration.test_validate_report import _with_allreduce
 from stacklock.validate.report import has_matplotlib, write_report
 files = write_report(_with_allreduce(), Path(sys.argv[1]))
 print(json.dumps({"files": files, "has": has_matplotlib(),
@@ -115,7 +115,7 @@ def test_write_report_without_matplotlib(tmp_path: Path) -> None:
     without the plots extra): the report without plots, one line why."""
     proc = subprocess.run([sys.executable, "-c", _WITHOUT_MATPLOTLIB, str(tmp_path)],
                           capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parent.parent)
+                          cwd=Path(__file__).resolve().parents[2])
     out = json.loads(proc.stdout)
     assert out["has"] is False and out["loaded"] == []
     assert [Path(f).name for f in out["files"]] == ["report.json", "report.md"]

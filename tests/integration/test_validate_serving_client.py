@@ -30,7 +30,7 @@ from stacklock.validate.sglang_server import SglangServer
 from stacklock.validation import GateConfig
 from tests.data.validate.fake_sglang.sglang.launch_server import parse, serve
 
-FAKE = Path(__file__).parent / "data" / "validate" / "fake_sglang"
+FAKE = Path(__file__).resolve().parents[1] / "data" / "validate" / "fake_sglang"
 
 CHUNKS, PER_CHUNK, TTFT, GAP = 16, 3, 0.05, 0.02
 TOKENS = CHUNKS * PER_CHUNK

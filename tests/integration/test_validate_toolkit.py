@@ -5,7 +5,7 @@ The pypi cases install, with the real uv, wheels laid out file for file as the r
 nvidia-cuda-nvcc 13.0.88, -runtime 13.0.96, -crt 13.0.88 and nvidia-nvvm 13.0.88
 wheels (their dist-info recorded in tests/data/cuda/wheel-toolkit, see its
 PROVENANCE.md); only the 30 MB nvcc binary is a script printing what the real one
-printed for ``--version``. tests/test_pypi_toolkit_live.py runs the real one.
+printed for ``--version``. tests/live/test_pypi_toolkit_live.py runs the real one.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from stacklock.validate.run import read_distributions, validate
 from stacklock.validate.toolkit import check_toolkit
 from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
-H200 = Path(__file__).parent / "data" / "validate" / "h200"
-WHEELS = Path(__file__).parent / "data" / "cuda" / "wheel-toolkit"
+H200 = Path(__file__).resolve().parents[1] / "data" / "validate" / "h200"
+WHEELS = Path(__file__).resolve().parents[1] / "data" / "cuda" / "wheel-toolkit"
 NVCC_OUT = (WHEELS / "nvcc--version.txt").read_text()
 CUDA_PYPI = """
 [tool.stacklock.cuda]

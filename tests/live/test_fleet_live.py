@@ -1,6 +1,7 @@
 """Live: a real pack of the committed pypi-small lock (made from real PyPI by
 ``stacklock pack``; its ~60 MB of wheels are cached across runs, see
-tests/test_pack_live.py) rolled out by a real ``ansible-playbook`` to three hosts on
+tests/live/test_pack_live.py) rolled out by a real ``ansible-playbook`` to three hosts
+on
 ``ansible_connection=local``, each with its own venv and cache, the third with a
 broken ``ansible_python_interpreter``. The venvs' own pythons are the oracle for what
 got installed; re-runs must skip the hosts that still match."""
@@ -25,7 +26,7 @@ from tests.helpers.uv import python312
 pytestmark = pytest.mark.live
 
 LOCK = ROOT / "locks" / "pylock.pypi-small.toml"
-# the cache tests/test_pack_live.py fills: the pack's wheels are downloaded once
+# the cache tests/live/test_pack_live.py fills: the pack's wheels are downloaded once
 CACHE = Path(os.environ.get("STACKLOCK_PACK_TEST_CACHE")
              or Path.home() / ".cache" / "stacklock-pack-tests")
 GOOD = ("node1", "node2")

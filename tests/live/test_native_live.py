@@ -38,7 +38,7 @@ pytestmark = pytest.mark.live
 LIVE = Path(os.environ.get("STACKLOCK_LIVE_CACHE",
                            Path.home() / ".cache" / "stacklock-live"))
 PROFILES = NATIVE / "profiles"
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _uv() -> str:

@@ -4,10 +4,11 @@ does: exit 0, the ``toolkit`` check finds CUDA_HOME and nvcc inside the venv, wh
 needs a driver is skipped with its reason, and the installed nvcc compiles a kernel.
 
 Worth the download: only the real wheels say where nvcc lands and whether it runs
-(tests/test_validate_toolkit.py replays their recorded layout offline). It is
+(tests/integration/test_validate_toolkit.py replays their recorded layout offline).
+It is
 kept small: cuda-toolkit[nvcc]==13.0.3 alone (five wheels, 101 MB, no torch),
 downloaded once into ``$STACKLOCK_LIVE_CACHE`` (default ``~/.cache/stacklock-live``,
-the cache tests/test_native_live.py uses); warm, the install takes a few seconds.
+the cache tests/live/test_native_live.py uses); warm, the install takes a few seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.live
 
 LIVE = Path(os.environ.get("STACKLOCK_LIVE_CACHE",
                            Path.home() / ".cache" / "stacklock-live"))
-PROFILE = Path(__file__).parent / "data" / "cuda" / "cuda-toolkit-nvcc.toml"
+PROFILE = (Path(__file__).resolve().parents[1] / "data" / "cuda"
+           / "cuda-toolkit-nvcc.toml")
 KERNEL = "__global__ void twice(float *x) { x[threadIdx.x] *= 2.0f; }\n"
 
 

@@ -24,7 +24,8 @@ from stacklock.validation import GateConfig
 
 pytestmark = pytest.mark.live
 
-REQUIREMENTS = (Path(__file__).parent / "data" / "validate" / "sglang_parser"
+REQUIREMENTS = (Path(__file__).resolve().parents[1] / "data" / "validate"
+                / "sglang_parser"
                 / "requirements.txt")
 
 

@@ -19,7 +19,7 @@ from stacklock.cuda.coherence import (
 )
 from stacklock.index.pages import Link, parse_html_page
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real"
 SGL = REAL / "sgl-project-whl-gh-pages"
 SGL_CU130 = "https://docs.sglang.io/whl/cu130"

@@ -20,7 +20,7 @@ from stacklock.errors import CudaError
 from stacklock.profile import CudaSpec, load_profile
 from stacklock.target import Target
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real"
 X86 = Target(platform="linux_x86_64")
 ARM = Target(platform="linux_aarch64")

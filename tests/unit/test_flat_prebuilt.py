@@ -13,7 +13,7 @@ from stacklock.index.finder import Finder
 from stacklock.profile import IndexSpec
 from stacklock.target import Target
 
-PAGE = (Path(__file__).parent / "data" / "flat"
+PAGE = (Path(__file__).resolve().parents[1] / "data" / "flat"
         / "flash-attn-cu12-torch2.8-cxx11abiTRUE.html")
 FLASH = IndexSpec(name="flash-attn-cu12-torch2.8", url=str(PAGE), kind="flat",
                   packages=("flash-attn",))

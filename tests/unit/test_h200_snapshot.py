@@ -16,10 +16,10 @@ from packaging.utils import canonicalize_name
 
 from stacklock.diff import diff_lock_files
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 SNAPSHOT = DATA / "h200" / "pylock.h200-snapshot.toml"
 PROBE = DATA / "real" / "device" / "h200-environment-probe.txt"
-LOCK = Path(__file__).parent.parent / "locks" / "pylock.pypi-cu130.toml"
+LOCK = Path(__file__).resolve().parents[2] / "locks" / "pylock.pypi-cu130.toml"
 
 
 def _probe_pip_list() -> dict[str, str]:

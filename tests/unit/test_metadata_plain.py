@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from stacklock.errors import MetadataError
 from stacklock.metadata.parse import _plain_fields, parse_wheel_metadata
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = sorted(
     {*DATA.rglob("*METADATA*"), *DATA.rglob("*.metadata")} - set(DATA.rglob("*.md"))
 )

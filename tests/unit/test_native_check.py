@@ -1,5 +1,5 @@
 """The native check's verdicts on facts recorded from real wheels (what each real
-shared object needs and exports); tests/test_native_live.py confirms the same
+shared object needs and exports); tests/live/test_native_live.py confirms the same
 verdicts with real imports in a real venv."""
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from stacklock.resolve.resolution import resolve_profile
 from stacklock.resolve.rules import AppliedOverride
 from tests.helpers.cassette import Layered, ReplayTransport
 
-DATA = Path(__file__).resolve().parent / "data" / "resolve"
+DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
 CASES = DATA / "cases"
 CASSETTES = DATA / "cassettes"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _profile(name: str):

@@ -14,7 +14,7 @@ from stacklock.profile import list_profiles, load_profile
 from stacklock.resolve.model import Candidate, iter_dependencies
 from stacklock.resolve.rules import Rules
 
-MIRROR = Path(__file__).resolve().parent / "data" / "resolve" / "mirror"
+MIRROR = Path(__file__).resolve().parents[1] / "data" / "resolve" / "mirror"
 
 
 def _sglang_requirements(profile_name: str, version: str = "0.5.9"):
@@ -41,7 +41,7 @@ def test_blackwell_cu130_overrides_replace_sglangs_cuda12_pins():
     assert reqs["flashinfer-python"].specifier == SpecifierSet("==0.6.4")
     assert reqs["flashinfer-cubin"].specifier == SpecifierSet("==0.6.4")
     # sgl-kernel==0.3.21 is kept: its pinned index serves 0.3.21+cu130, which a
-    # public ==0.3.21 matches (tests/test_resolve_indexes.py)
+    # public ==0.3.21 matches (tests/integration/test_resolve_indexes.py)
     assert reqs["sgl-kernel"].overridden is None
     applied = {(a.package, a.original, a.override) for a in rules.applied([parent])}
     assert applied == {

@@ -32,7 +32,7 @@ from tests.helpers.data import PYPI_PAGES, read_fixture
 
 PYPI = IndexSpec(name="pypi", url="https://pypi.org/simple")
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-PACKAGE = Path(__file__).resolve().parent.parent / "stacklock"
+PACKAGE = Path(__file__).resolve().parents[2] / "stacklock"
 
 
 def _page(request: httpx.Request) -> httpx.Response:

@@ -29,7 +29,7 @@ def test_strip_credentials_keeps_host_path_and_port() -> None:
 
 
 def test_file_digest_matches_hashlib(tmp_path: Path) -> None:
-    wheel = (Path(__file__).parent / "data" / "metadata"
+    wheel = (Path(__file__).resolve().parents[1] / "data" / "metadata"
              / "six-1.17.0-py2.py3-none-any.whl" / "0-11049.bin")
     assert file_digest(wheel) == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert file_digest(wheel, "md5") == hashlib.md5(wheel.read_bytes()).hexdigest()

@@ -20,7 +20,8 @@ from tests.helpers.ranges import range_response
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-SIX = Path(__file__).parent / "data" / "metadata" / "six-1.17.0-py2.py3-none-any.whl"
+SIX = (Path(__file__).resolve().parents[1] / "data" / "metadata"
+       / "six-1.17.0-py2.py3-none-any.whl")
 URL = "https://files.example.org/packages/six-1.17.0-py2.py3-none-any.whl"
 
 
