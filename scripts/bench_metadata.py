@@ -6,8 +6,9 @@
 For each wheel below, the newest release on PyPI that fits the pattern is read with
 :class:`stacklock.metadata.MetadataFetcher`, cold (an empty cache) then warm (the same
 cache, so 0 bytes). ``--record`` also writes every range response the cold read got
-(Content-Range plus body) and the METADATA file into ``DIR/<wheel filename>/``, the
-fixtures that tests/integration/test_metadata.py serves back through httpx.MockTransport.
+(Content-Range plus body) and the METADATA file into ``DIR/<wheel filename>/``,
+the fixtures that tests/integration/test_metadata.py serves back through
+httpx.MockTransport.
 """
 
 from __future__ import annotations

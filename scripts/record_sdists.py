@@ -1,4 +1,5 @@
-"""Record the real sdists and build log that tests/integration/test_sdist_metadata.py reads.
+"""Record the real sdists and build log that
+tests/integration/test_sdist_metadata.py reads.
 
 Downloads, from real PyPI, a few small sdists chosen for their layout (PKG-INFO
 first or last in the tar, a zip sdist, trusted or untrusted PKG-INFO), checks
