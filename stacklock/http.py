@@ -57,6 +57,7 @@ __all__ = [
     "get",
     "make_http_client",
     "retry_after",
+    "run_deadline",
     "transient",
 ]
 
@@ -79,6 +80,17 @@ class BodyTooLarge(httpx.TransportError):
 
 class DeadlineExceeded(httpx.TimeoutException):
     """A request still unfinished at its deadline (a server that drips)."""
+
+
+def _positive(variable: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise StacklockError(f"{variable}={text}: expected a number of seconds > 0",
+                             hint=f"unset {variable}, or give e.g. 600")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,12 +343,35 @@ def _ssl_context() -> ssl.SSLContext:
                  "certifi's") from None
 
 
+def run_deadline(seconds: float, *, clock: Callable[[], float] = time.monotonic
+                 ) -> Callable[[httpx.Request], None]:
+    """A request hook that refuses every request sent more than ``seconds``
+    after it was made: a whole run's deadline (a resolve against an index that
+    answers every request just in time would otherwise never end)."""
+    ends = clock() + seconds
+
+    def check(request: httpx.Request) -> None:
+        if clock() > ends:
+            raise DeadlineExceeded(
+                f"the run passed its {seconds:g} s (STACKLOCK_RUN_TIMEOUT raises it)",
+                request=request)
+
+    return check
+
+
 def make_http_client(*, timeout: float = TIMEOUT,
                      credentials: Credentials | None = None,
-                     transport: httpx.BaseTransport | None = None) -> httpx.Client:
+                     transport: httpx.BaseTransport | None = None,
+                     run_seconds: float | None = None) -> httpx.Client:
     """The one client a run shares; ``credentials`` default to netrc's alone.
-    ``transport`` is a test's (a ``MockTransport``)."""
+    ``transport`` is a test's (a ``MockTransport``). ``run_seconds`` (default
+    ``STACKLOCK_RUN_TIMEOUT``, else none) bounds the whole run's requests."""
+    if run_seconds is None and os.environ.get("STACKLOCK_RUN_TIMEOUT"):
+        run_seconds = _positive("STACKLOCK_RUN_TIMEOUT",
+                                os.environ["STACKLOCK_RUN_TIMEOUT"])
+    hooks = {"request": [run_deadline(run_seconds)]} if run_seconds else {}
     return httpx.Client(
+        event_hooks=hooks,
         headers={"User-Agent": USER_AGENT},
         timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
         limits=httpx.Limits(max_connections=MAX_CONNECTIONS,

@@ -43,6 +43,8 @@ _CHUNK = 1 << 20
 DOWNLOAD_RETRY = Retry(attempts=4)  # a cut download resumes, so try once more
 # a download's deadline: the request deadline plus its size at this rate
 _SLOWEST = 256 * 1024  # bytes per second
+MAX_DOWNLOAD = 32 << 30  # a download of no known size stops here (the largest
+# wheels, CUDA runfiles and torch builds, are 2-5 GiB)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -260,11 +262,12 @@ class ArtifactStore:
                     for chunk in iter(lambda: fh.read(_CHUNK), b""):
                         digest.update(chunk)
                 done = fh.tell()
+                cap = total if total is not None else MAX_DOWNLOAD
                 for chunk in response.iter_bytes():
                     fh.write(chunk)  # a cut keeps what arrived
                     digest.update(chunk)
                     done += len(chunk)
-                    if total is not None and done > total:
+                    if done > cap:
                         break
                     if progress is not None:
                         progress(done, total)
@@ -272,10 +275,10 @@ class ArtifactStore:
                         raise DeadlineExceeded(
                             f"still downloading after {deadline:.0f} s; the "
                             "partial file is kept", request=response.request)
-        if total is not None and done > total:
+        if done > (total if total is not None else MAX_DOWNLOAD):
             part.unlink()
             raise DownloadError(
-                f"got more than the {total} bytes expected",
+                f"got more than the {total or MAX_DOWNLOAD} bytes expected",
                 url=redact_url(url),
                 hint="the file changed upstream; re-resolve with --refresh",
             )

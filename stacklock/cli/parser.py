@@ -86,6 +86,10 @@ def _add_resolve(sub: _Sub) -> None:
                    help="revalidate cached pages with the indexes")
     p.add_argument("--no-check", action="store_true",
                    help="write the lock without the native check (stacklock check)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="seconds one request may take in all (default 120, or "
+                        "STACKLOCK_HTTP_TIMEOUT); the whole resolve's requests "
+                        "end after STACKLOCK_RUN_TIMEOUT (default 1800)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="resolve:resolve")
 

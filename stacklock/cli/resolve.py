@@ -12,7 +12,16 @@ __all__ = ["resolve"]
 
 
 def resolve(args: argparse.Namespace) -> int:
+    import os
+
     from stacklock.cli.output import parse_index_option, print_json, progress
+    from stacklock.errors import StacklockError
+
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise StacklockError(f"--timeout: {args.timeout:g} is not a number of "
+                                 "seconds > 0", hint="e.g. --timeout 60")
+        os.environ["STACKLOCK_HTTP_TIMEOUT"] = str(args.timeout)  # this process's
     from stacklock.resolve.memo import replay_lock
 
     urls = dict(parse_index_option(item) for item in args.index)

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
-from stacklock.http import Credentials, make_http_client
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
-from stacklock.resolve.resolution import Resolution, resolve_profile
+from stacklock.resolve.resolution import Resolution, client_for, resolve_profile
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.native import NativeReport
-    from stacklock.profile import Profile
 
 __all__ = [
     "ResolveResult",
@@ -101,12 +99,6 @@ def lock_profile(
                      lines=render_resolve(result).split("\n")[1:],
                      native=native.to_dict() if native is not None else None)
     return result
-
-
-def client_for(profile: Profile) -> httpx.Client:
-    """The run's client, with the credentials of the profile's indexes."""
-    return make_http_client(credentials=Credentials(
-        (index.name, index.url) for index in profile.indexes))
 
 
 def check_resolution(

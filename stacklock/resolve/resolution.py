@@ -9,6 +9,7 @@ does, from the :class:`Resolution` returned here.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
 
-__all__ = ["Resolution", "ResolvedPackage", "resolve_profile"]
+__all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
+           "resolve_profile"]
 
 MAX_ROUNDS = 5000
 
@@ -65,6 +67,17 @@ class _Reporter(BaseReporter):  # type: ignore[type-arg]
 
     def rejecting_candidate(self, criterion: Any, candidate: Any) -> None:
         self._provider.prefetch_after(candidate)
+
+
+RUN_SECONDS = 1800.0  # a whole resolve's requests, unless STACKLOCK_RUN_TIMEOUT says
+
+
+def client_for(profile: Profile) -> httpx.Client:
+    """The run's client: the credentials of the profile's indexes, and a
+    deadline for the whole run (``STACKLOCK_RUN_TIMEOUT``, else 30 minutes)."""
+    return make_http_client(
+        credentials=Credentials((index.name, index.url) for index in profile.indexes),
+        run_seconds=None if os.environ.get("STACKLOCK_RUN_TIMEOUT") else RUN_SECONDS)
 
 
 def resolve_profile(
@@ -88,8 +101,7 @@ def resolve_profile(
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
     own_http = http is None
-    client_http = http or make_http_client(credentials=Credentials(
-        (index.name, index.url) for index in profile.indexes))
+    client_http = http or client_for(profile)
     profile = pin_variants(profile)
     try:
         client = IndexClient(client_http, cache_dir=root, offline=offline,

@@ -22,6 +22,7 @@ from stacklock.http import (
     Retry,
     get,
     retry_after,
+    run_deadline,
     transient,
 )
 
@@ -190,3 +191,22 @@ def test_limits_from_the_environment() -> None:
     assert (found.max_bytes, found.deadline) == (1024, 2.5)
     with pytest.raises(StacklockError, match="STACKLOCK_HTTP_TIMEOUT=soon"):
         Limits.from_env({"STACKLOCK_HTTP_TIMEOUT": "soon"})
+
+
+def test_a_run_deadline_refuses_requests_after_it() -> None:
+    now = [0.0]
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        return httpx.Response(200)
+
+    hook = run_deadline(60.0, clock=lambda: now[0])
+    with httpx.Client(transport=httpx.MockTransport(handler),
+                      event_hooks={"request": [hook]}) as http:
+        get(http, "https://pypi.org/simple/a/")
+        now[0] = 61.0
+        with pytest.raises(DeadlineExceeded, match="passed its 60 s"):
+            get(http, "https://pypi.org/simple/b/")
+    assert sent == ["https://pypi.org/simple/a/"]
+    assert transient(DeadlineExceeded("x")) is None  # not retried

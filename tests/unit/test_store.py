@@ -222,3 +222,42 @@ def test_racing_fetches_of_one_url_download_once(
     with ThreadPoolExecutor(4) as pool:
         results = set(pool.map(one, range(8)))
     assert len(results) == 1 and requests == 1
+
+
+def test_a_corrupted_blob_is_dropped_and_fetched_again(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """A flipped byte in the store (a bad disk, a stray write): the next hand-out
+    re-hashes the changed file, drops it, and the next fetch downloads again."""
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, content=payload)
+
+    sha = hashlib.sha256(payload).hexdigest()
+    store = _store(tmp_path / "artifacts")
+    with client(handler) as http:
+        path, _ = store.fetch(http, URL, expected_sha256=sha)
+        assert store.path_for(sha) == path  # sealed: no re-hash needed
+        blob = bytearray(path.read_bytes())
+        blob[100] ^= 0xFF
+        path.write_bytes(bytes(blob))
+        assert store.path_for(sha) is None
+        assert not path.exists()
+        again, got = store.fetch(http, URL, expected_sha256=sha)
+    assert got == sha and again.read_bytes() == payload
+    assert len(requests) == 2
+
+
+def test_a_download_of_no_known_size_stops_at_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MAX_DOWNLOAD", 1000)
+
+    def endless(request: httpx.Request) -> httpx.Response:  # no Content-Length
+        return httpx.Response(200, content=iter([bytes(600)] * 10))
+
+    with client(endless) as http, \
+            pytest.raises(DownloadError, match="more than the 1000 bytes"):
+        _store(tmp_path / "artifacts").fetch(http, URL)
