@@ -38,6 +38,7 @@ import httpx
 
 from stacklock import __version__
 from stacklock.errors import StacklockError
+from stacklock.urls import redact_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Mapping
@@ -54,6 +55,7 @@ __all__ = [
     "Limits",
     "RetriesExhausted",
     "Retry",
+    "describe_http_error",
     "get",
     "make_http_client",
     "retry_after",
@@ -135,6 +137,14 @@ class RetriesExhausted(httpx.HTTPError):
         self.problem = problem
         self.attempts = attempts
         self.response = response
+
+
+def describe_http_error(exc: httpx.HTTPError) -> str:
+    """A one-line cause for an error message, with no credentials in it."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return redact_text(text)
 
 
 def transient(outcome: BaseException | httpx.Response) -> str | None:

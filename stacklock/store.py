@@ -23,57 +23,34 @@ import fcntl
 import hashlib
 import os
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from stacklock._fs import atomic_write_text, file_digest
-from stacklock.errors import DownloadError, HashMismatchError
-from stacklock.http import DeadlineExceeded, Limits, RetriesExhausted, Retry
-from stacklock.urls import redact_text, redact_url, strip_credentials
+from stacklock.errors import HashMismatchError
+from stacklock.urls import redact_url, strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-__all__ = ["ArtifactStore", "describe_http_error"]
+    import httpx
+
+    from stacklock.http import Retry
+
+__all__ = ["ArtifactStore"]
 
 _CHUNK = 1 << 20
-DOWNLOAD_RETRY = Retry(attempts=4)  # a cut download resumes, so try once more
-# a download's deadline: the request deadline plus its size at this rate
-_SLOWEST = 256 * 1024  # bytes per second
-MAX_DOWNLOAD = 32 << 30  # a download of no known size stops here (the largest
-# wheels, CUDA runfiles and torch builds, are 2-5 GiB)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def describe_http_error(exc: httpx.HTTPError) -> str:
-    """A one-line cause for an error message, with no credentials in it."""
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"HTTP {exc.response.status_code}"
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return redact_text(text)
 
 
 def _url_key(url: str) -> str:
     return hashlib.sha256(strip_credentials(url).encode("utf-8")).hexdigest()
 
 
-def _range_start(value: str | None) -> int | None:
-    match = re.fullmatch(r"bytes (\d+)-\d+/(?:\d+|\*)", (value or "").strip())
-    return int(match.group(1)) if match else None
-
-
-def _range_total(value: str | None) -> int | None:
-    match = re.fullmatch(r"bytes (?:\*|\d+-\d+)/(\d+)", (value or "").strip())
-    return int(match.group(1)) if match else None
-
-
 class ArtifactStore:
     """Files keyed by sha256, plus which URL gave which sha256."""
 
-    def __init__(self, root: Path, *, retry: Retry = DOWNLOAD_RETRY) -> None:
+    def __init__(self, root: Path, *, retry: Retry | None = None) -> None:
         self.root = Path(root)
         self.retry = retry
 
@@ -155,7 +132,10 @@ class ArtifactStore:
             if done is not None:
                 return done
             part = tmp / f"{key}.part"
-            sha = self._download(http, url, part, size=size, progress=progress)
+            from stacklock.download import download  # the network, only here
+
+            sha = download(http, url, part, size=size, progress=progress,
+                           retry=self.retry)
             if expected is not None and sha != expected:
                 part.unlink(missing_ok=True)
                 raise HashMismatchError(
@@ -187,107 +167,6 @@ class ArtifactStore:
             if entry.read_text("utf-8") == text:
                 return
         atomic_write_text(entry, text)
-
-    def _download(
-        self,
-        http: httpx.Client,
-        url: str,
-        part: Path,
-        *,
-        size: int | None,
-        progress: Callable[[int, int | None], None] | None,
-    ) -> str:
-        """Fill ``part`` with the whole body (resuming) and return its sha256."""
-        shown = redact_url(url)
-        try:
-            return self.retry.call(lambda _n: self._attempt(
-                http, url, part, size=size, progress=progress))
-        except httpx.TooManyRedirects as exc:
-            raise DownloadError("redirect loop: the server sends the file "
-                                "round in a circle", url=shown,
-                                hint="check the URL and the index") from exc
-        except RetriesExhausted as exc:
-            raise DownloadError(
-                f"download failed after {exc.attempts} attempts "
-                f"({redact_text(exc.problem)})", url=shown,
-                hint="run the command again: the partial file is kept and resumed",
-            ) from exc
-        except httpx.HTTPStatusError as exc:
-            raise DownloadError(f"HTTP {exc.response.status_code}", url=shown,
-                                hint="check the URL and its access") from exc
-        except httpx.HTTPError as exc:
-            raise DownloadError(describe_http_error(exc), url=shown,
-                                hint="run the command again: the partial file is "
-                                     "kept and resumed") from exc
-
-    def _attempt(
-        self,
-        http: httpx.Client,
-        url: str,
-        part: Path,
-        *,
-        size: int | None,
-        progress: Callable[[int, int | None], None] | None,
-    ) -> str:
-        """One request; returns the sha256 of the whole body. A cut connection
-        raises (a transient error: the next attempt resumes from ``part``)."""
-        have = part.stat().st_size if part.is_file() else 0
-        if size is not None and have > size:
-            part.unlink()
-            have = 0
-        headers = {"Accept-Encoding": "identity"}
-        if have:
-            headers["Range"] = f"bytes={have}-"
-        deadline = Limits.from_env().deadline + (size or 0) / _SLOWEST
-        ends = time.monotonic() + deadline
-        with http.stream("GET", url, headers=headers) as response:
-            content_range = response.headers.get("content-range")
-            whole = have in (size, _range_total(content_range))
-            if response.status_code == 416 and whole:
-                return file_digest(part)  # the partial file was already complete
-            response.raise_for_status()
-            resumed = response.status_code == 206
-            if resumed and _range_start(content_range) != have:
-                part.unlink()  # a range we did not ask for: start over
-                raise httpx.RemoteProtocolError(
-                    f"asked for bytes {have}-, got {content_range}",
-                    request=response.request)
-            total = size
-            length = response.headers.get("content-length", "")
-            if total is None and length.isdigit():
-                total = int(length) + (have if resumed else 0)
-            digest = hashlib.sha256()
-            with part.open("r+b" if resumed else "wb") as fh:
-                if resumed:
-                    for chunk in iter(lambda: fh.read(_CHUNK), b""):
-                        digest.update(chunk)
-                done = fh.tell()
-                cap = total if total is not None else MAX_DOWNLOAD
-                for chunk in response.iter_bytes():
-                    fh.write(chunk)  # a cut keeps what arrived
-                    digest.update(chunk)
-                    done += len(chunk)
-                    if done > cap:
-                        break
-                    if progress is not None:
-                        progress(done, total)
-                    if time.monotonic() > ends:
-                        raise DeadlineExceeded(
-                            f"still downloading after {deadline:.0f} s; the "
-                            "partial file is kept", request=response.request)
-        if done > (total if total is not None else MAX_DOWNLOAD):
-            part.unlink()
-            raise DownloadError(
-                f"got more than the {total or MAX_DOWNLOAD} bytes expected",
-                url=redact_url(url),
-                hint="the file changed upstream; re-resolve with --refresh",
-            )
-        if total is not None and done < total:
-            raise httpx.RemoteProtocolError(
-                f"connection closed after {done} of {total} bytes",
-                request=response.request)
-        return digest.hexdigest()
-
 
 def _signature(stat: os.stat_result) -> str:
     return f"{stat.st_size} {stat.st_mtime_ns} {stat.st_ino}"

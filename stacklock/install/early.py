@@ -45,9 +45,8 @@ from stacklock.install.layout import (
     new_generation,
     recover,
 )
-from stacklock.install.plan import UV_LOCK_NAME, uv_commands
 from stacklock.install.uvauth import lock_indexes, uv_credentials
-from stacklock.install.verify import out_of_space
+from stacklock.install.uvsteps import UV_LOCK_NAME, uv_commands
 from stacklock.uvbin import find_uv
 
 if TYPE_CHECKING:
@@ -272,6 +271,8 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         except OSError as exc:  # a full disk: leave nothing behind, say so
             discard_generation(layout, generation)
             shutil.rmtree(uv_lock.parent, ignore_errors=True)
+            from stacklock.install.verify import out_of_space  # only on failure
+
             cause = out_of_space(layout.state_dir)
             if cause is not None:
                 raise cause from exc

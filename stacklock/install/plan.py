@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from stacklock.errors import LockError
 from stacklock.install.layout import VenvLayout
+from stacklock.install.uvsteps import UV_LOCK_NAME, uv_commands
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DRIVER_FLAGS",
-    "UV_LOCK_NAME",
     "Choices",
     "Download",
     "InstallPlan",
@@ -35,22 +35,7 @@ __all__ = [
     "best_wheel",
     "make_plan",
     "toolkit_args",
-    "uv_commands",
 ]
-
-UV_LOCK_NAME = "pylock.install.toml"  # the copy of the lock uv installs from
-
-
-def uv_commands(uv: str, python: str, generation_dir: Path, uv_lock: Path,
-                build: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    """``uv venv`` and ``uv pip sync`` of one generation, in that order."""
-    return (
-        (uv, "venv", "--python", python, str(generation_dir)),
-        (
-            uv, "pip", "sync", "--python", str(generation_dir / "bin" / "python"),
-            "--require-hashes", *build, "--preview-features", "pylock", str(uv_lock),
-        ),
-    )  # fmt: skip
 
 # Flags that would make the runfile touch the kernel driver or its modules.
 DRIVER_FLAGS = ("--driver", "--kernelobjects", "--run-nvidia-xconfig", "--dkms")

@@ -27,11 +27,11 @@ import httpx
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
-from stacklock.http import get
+from stacklock.http import describe_http_error, get
 from stacklock.metadata import remote_zip
 from stacklock.metadata.parse import WheelMetadata, parse_metadata
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
-from stacklock.store import ArtifactStore, describe_http_error
+from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url, strip_credentials
 
 if TYPE_CHECKING:

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 import httpx
 
 from stacklock.errors import MetadataError
+from stacklock.http import describe_http_error
 from stacklock.index.links import project_of
 from stacklock.metadata.build import BuildSetup, prepare_metadata
 from stacklock.metadata.pkg_info import untrusted_reason
 from stacklock.metadata.sdist_archive import ARCHIVE_ERRORS, read_remote_pkg_info
-from stacklock.store import ArtifactStore, describe_http_error
+from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
     from stacklock.index.links import Link

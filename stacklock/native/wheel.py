@@ -25,6 +25,7 @@ from packaging.utils import parse_wheel_filename
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
+from stacklock.http import describe_http_error
 from stacklock.metadata import remote_zip
 from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
@@ -33,7 +34,7 @@ from stacklock.native.elf import (
     parse_shared_object,
 )
 from stacklock.native.stream import InflatedMember
-from stacklock.store import ArtifactStore, describe_http_error
+from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from stacklock import download as download_module
 from stacklock import store as store_module
 from stacklock.errors import DownloadError, HashMismatchError
 from stacklock.http import Retry
@@ -253,7 +254,7 @@ def test_a_corrupted_blob_is_dropped_and_fetched_again(
 def test_a_download_of_no_known_size_stops_at_the_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "MAX_DOWNLOAD", 1000)
+    monkeypatch.setattr(download_module, "MAX_DOWNLOAD", 1000)
 
     def endless(request: httpx.Request) -> httpx.Response:  # no Content-Length
         return httpx.Response(200, content=iter([bytes(600)] * 10))
