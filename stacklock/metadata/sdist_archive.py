@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
 import zipfile
 import zlib
 from typing import TYPE_CHECKING
 
 import httpx
 
+from stacklock.download import MAX_DOWNLOAD
 from stacklock.errors import ZipReadError
-from stacklock.http import get
+from stacklock.http import BodyTooLarge, DeadlineExceeded, Limits, get
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import is_pkg_info_member
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
@@ -70,6 +72,8 @@ class ForwardReader(io.RawIOBase):
         self._offset = 0  # bytes fetched so far
         self._total: int | None = None
         self._started = False
+        self._limits = Limits.from_env()
+        self._opened = time.monotonic()
 
     def readable(self) -> bool:
         return True
@@ -99,6 +103,7 @@ class ForwardReader(io.RawIOBase):
             self._finish()
             return None
         self._offset += len(chunk)
+        self._check_limits()
         self._on_bytes(len(chunk))
         if self._keep is not None:
             self._keep += chunk
@@ -122,7 +127,20 @@ class ForwardReader(io.RawIOBase):
             self._total = _total_of(response)
         return body
 
+    def _check_limits(self) -> None:
+        """The stream's bounds: its declared size (else the cap of a download)
+        and the request deadline plus the bytes read at 256 KiB/s."""
+        cap = self._total if self._total is not None else MAX_DOWNLOAD
+        if self._offset > cap:
+            raise BodyTooLarge(f"the sdist passed {cap} bytes",
+                               request=httpx.Request("GET", self._url))
+        allowed = self._limits.deadline + self._offset / (256 * 1024)
+        if time.monotonic() - self._opened > allowed:
+            raise DeadlineExceeded(f"still reading the sdist after {allowed:.0f} s",
+                                   request=httpx.Request("GET", self._url))
+
     def _open(self, spec: str) -> None:
+        self._opened = time.monotonic()
         request = self._http.build_request(
             "GET", self._url, headers={**_HEADERS, "Range": spec})
         response = self._http.send(request, stream=True)

@@ -205,3 +205,29 @@ def test_a_real_failed_build_is_diagnosed() -> None:
     log = (DATA / "build-flash_attn-2.8.3.log").read_text()
     assert diagnose_build_log(log) == "torch at build time"
     assert diagnose_build_log("error: Microsoft Visual C++ 14.0 is required") is None
+
+
+def test_a_streamed_sdist_longer_than_it_said_is_cut(tmp_path: Path) -> None:
+    """The second, streamed range of a .tar.gz stops at the size the first
+    answer declared: a server that keeps sending is cut, not read forever."""
+    from stacklock.http import BodyTooLarge
+
+    head = bytes(65536)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        spec = request.headers["range"]
+        if spec == "bytes=0-65535":
+            return httpx.Response(206, content=head, headers={
+                "content-range": "bytes 0-65535/70000"})
+        endless = iter([bytes(4096)] * 100)  # far more than the 4464 bytes left
+        return httpx.Response(206, content=endless, headers={
+            "content-range": "bytes 65536-69999/70000"})
+
+    from stacklock.metadata.sdist_archive import ForwardReader
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as http, \
+            ForwardReader(http, "https://files.example.org/x-1.0.tar.gz",
+                          on_bytes=lambda n: None) as reader, \
+            pytest.raises(BodyTooLarge, match="passed 70000 bytes"):
+        while reader.read(65536):
+            pass
