@@ -42,11 +42,16 @@ def cuda_show(args: argparse.Namespace) -> int:
     from stacklock.cuda.catalog import load_catalog, render_release
 
     _platform(args)
-    release = load_catalog().get(args.cuda_version)
+    catalog = load_catalog()
+    # a series ("13.0") shows each of its releases, newest first
+    series = [r for r in catalog.releases
+              if r.major_minor == args.cuda_version]
+    releases = series or [catalog.get(args.cuda_version)]
     if args.json:
-        print_json(release.to_dict(args.platform))
+        found = [r.to_dict(args.platform) for r in releases]
+        print_json(found if series else found[0])
     else:
-        print(render_release(release, args.platform))
+        print("\n\n".join(render_release(r, args.platform) for r in releases))
     return 0
 
 

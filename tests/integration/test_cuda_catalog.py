@@ -112,6 +112,18 @@ def test_unknown_toolkit_lists_the_ones_that_exist():
     assert "13.0.1" in info.value.hint and "13.0.3" in info.value.hint
 
 
+def test_show_a_series_shows_each_of_its_releases(
+        capsys: pytest.CaptureFixture[str]):
+    assert main(["cuda", "show", "13.0", "--json"]) == 0
+    shown = [r["version"] for r in json.loads(capsys.readouterr().out)]
+    series = [v for v in load_catalog().versions() if v.startswith("13.0.")]
+    assert shown == series and len(series) >= 2
+    assert main(["cuda", "show", "13.0"]) == 0
+    text = capsys.readouterr().out
+    assert [line.split()[1] for line in text.splitlines()
+            if line.startswith("CUDA ")] == series
+
+
 def test_cli_show_unknown_version_exits_2(capsys: pytest.CaptureFixture[str]):
     assert main(["cuda", "show", "99.1"]) == 2
     err = capsys.readouterr().err
