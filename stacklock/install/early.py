@@ -84,7 +84,7 @@ def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
     path = out.strip().splitlines()[-1] if out.strip() else ""
     if rc != 0 or not path:
         raise InstallError(
-            f"no python {request or ''} found by `{' '.join(argv[1:])}`".replace(
+            f"no python {request or ''} found by `uv {' '.join(argv[1:])}`".replace(
                 "  ", " "
             ),
             hint=f"pass --python /path/to/python{request or ''} "
