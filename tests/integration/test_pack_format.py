@@ -27,46 +27,18 @@ from stacklock.pack.format import (
 )
 from stacklock.pack.install import unpack_verified
 from stacklock.pack.tools import make_self_wheel
-from stacklock.pack.writer import PackItem, _write, glibc_floor
+from stacklock.pack.writer import glibc_floor
 from stacklock.store import ArtifactStore
 from tests.helpers.data import DATA, ROOT
+from tests.helpers.packs import write_small_pack
 
 INSTALL = DATA / "install"
 LOCKS = ROOT / "locks"
 
 
-def _items() -> list[tuple[PackItem, Path | None]]:
-    lock = load_lock(INSTALL / "pylock.small.toml")
-    raw = (INSTALL / "pylock.small.toml").read_bytes()
-    items: list[tuple[PackItem, Path | None]] = [(PackItem(
-        path="lock/pylock.small.toml", kind="lock", data=raw, size=len(raw),
-        sha256=hashlib.sha256(raw).hexdigest()), None)]
-    for pkg in lock.packages:
-        wheel = pkg.wheels[0]
-        items.append((PackItem(path=f"wheels/{wheel.filename}", kind="wheel",
-                               sha256=str(wheel_sha256(wheel)), size=wheel.size),
-                      INSTALL / "wheels" / wheel.filename))
-    name, data = make_self_wheel()
-    items.append((PackItem(path=f"tools/{name}", kind="tool", data=data,
-                           size=len(data), sha256=hashlib.sha256(data).hexdigest()),
-                  None))
-    return items
-
-
-HEAD = {"stacklock": "0.1.0", "python": "3.11", "platform": "linux_x86_64",
-        "glibc": None, "toolkit": None}
-
-
-def _pack(path: Path) -> Path:
-    items = _items()
-    with path.open("wb") as fh:
-        _write(fh, items, {**HEAD, "lock_sha256": items[0][0].sha256})
-    return path
-
-
 @pytest.fixture
 def pack(tmp_path: Path) -> Path:
-    return _pack(tmp_path / "small.pack")
+    return write_small_pack(tmp_path / "small.pack")
 
 
 def test_manifest_holds_the_locks_hashes_and_tar_lists_the_payload(pack: Path):
@@ -85,8 +57,8 @@ def test_manifest_holds_the_locks_hashes_and_tar_lists_the_payload(pack: Path):
 
 
 def test_same_inputs_same_bytes(tmp_path: Path):
-    first = _pack(tmp_path / "a.pack").read_bytes()
-    assert _pack(tmp_path / "b.pack").read_bytes() == first
+    first = write_small_pack(tmp_path / "a.pack").read_bytes()
+    assert write_small_pack(tmp_path / "b.pack").read_bytes() == first
 
 
 def test_python_runs_the_pack_and_lists_it(pack: Path):
