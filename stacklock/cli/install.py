@@ -54,6 +54,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
     from stacklock.cli.output import print_json, progress
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
+    from stacklock.install.selection import Wanted
 
     live, _, on_download = progress(
         enabled=sys.stderr.isatty() and not args.json, status=None)
@@ -71,6 +72,9 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             report_dir=Path(args.report) if args.report else None,
             on_download=on_download,
             head=head,
+            wanted=Wanted(extras=tuple(args.extra),
+                          groups=tuple(args.group) if args.group else None,
+                          no_build=args.no_build),
         )
     print_json(result.to_dict()) if args.json else print(render_install(result))
     return 0 if result.ok else 1

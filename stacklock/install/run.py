@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from stacklock.install.early import HeadStart
     from stacklock.install.plan import InstallPlan
+    from stacklock.install.selection import Wanted
     from stacklock.lock import Lock
     from stacklock.validate.report import ValidateResult
 
@@ -202,6 +203,7 @@ def install_lock(
     prefetch: bool = False,
     cuda_link: Path = DEFAULT_CUDA_LINK,
     head: HeadStart | None = None,
+    wanted: Wanted | None = None,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
@@ -218,6 +220,8 @@ def install_lock(
     ``head`` is uv already building the next generation
     (:mod:`~stacklock.install.early`), started under the venv's install lock:
     install adopts it when the plan runs exactly its commands, else stops it.
+    ``wanted``: the extras and dependency groups to install (default: the
+    lock's ``default-groups``), and ``--no-build``.
     """
     if report_dir is not None:  # a bad --report fails now, not after the install
         check_writable(report_dir / "report.json", example="report.json")
@@ -237,7 +241,7 @@ def install_lock(
         link_cuda_at=link_cuda_at, allow_no_gpu=allow_no_gpu,
         installer_log=installer_log,
         generation=head.generation if head is not None else None,
-        replay=not prefetch)
+        replay=not prefetch, wanted=wanted)
     plan, lock, notes = decided.plan, decided.lock, list(decided.notes)
     if dry_run:
         return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
