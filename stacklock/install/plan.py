@@ -350,7 +350,7 @@ def make_plan(
 
     downloads, local = _downloads(selected, lock.path, cached)
     choices = Choices(
-        packages=tuple((s.package.name, str(s.package.version or s.kind))
+        packages=tuple((s.package.name, str(s.package.version or ""))
                        for s in selected),
         downloads=tuple(downloads), build=build_flags(selected),
         selection=tuple(selection),
