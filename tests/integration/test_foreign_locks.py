@@ -8,6 +8,7 @@ answer is asked of packaging here, at the host's own markers and tags.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import tomllib
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tomlkit
 from packaging.markers import default_environment
 from packaging.pylock import (
     PackageDirectory,
@@ -23,9 +25,11 @@ from packaging.pylock import (
     PylockValidationError,
 )
 from packaging.tags import sys_tags
+from packaging.utils import canonicalize_name
 
 from scripts.record_foreign_expectations import source_of
 from stacklock.cli import main
+from stacklock.diff import diff_lock_files
 from stacklock.errors import LockError, PreflightError
 from stacklock.install.run import install_lock
 from stacklock.install.selection import Wanted, select_packages
@@ -205,3 +209,86 @@ def test_vcs_and_directory_entries_install_for_real(
          "import fromgit, fromdir; print(fromgit.VALUE, fromdir.VALUE)"],
         check=True, capture_output=True, text=True).stdout.split()
     assert shown == ["git", "dir"]
+
+
+HISTORY = [
+    [*sorted((CORPUS / "history").glob("pip-lazy-beancount-*.toml")),
+     CORPUS / "pip-lazy-beancount.toml"],
+    [*sorted((CORPUS / "history").glob("pdm-h11-*.toml")), CORPUS / "pdm-h11.toml"],
+]
+STEPS = [pair for versions in HISTORY for pair in itertools.pairwise(versions)]
+
+
+def _identity(package: dict[str, Any]) -> tuple[object, ...]:
+    """What installs, read from the TOML alone: the vcs url and commit, the
+    directory, the archive's hashes, else the version and each file's hashes;
+    and the marker."""
+    if "vcs" in package:
+        source: object = (package["vcs"].get("url"), package["vcs"]["commit-id"])
+    elif "directory" in package:
+        source = package["directory"]["path"]
+    elif "archive" in package:
+        source = sorted(package["archive"]["hashes"].items())
+    else:
+        files = [*package.get("wheels", []), *([package["sdist"]]
+                                               if "sdist" in package else [])]
+        source = (package.get("version"), sorted(
+            (f.get("name") or (f.get("url") or f["path"]).rsplit("/", 1)[-1],
+             f["hashes"].get("sha256")) for f in files))
+    return source, " ".join(str(package.get("marker", "")).split())
+
+
+@pytest.mark.parametrize(("old", "new"), STEPS,
+                         ids=[f"{o.stem}->{n.stem}" for o, n in STEPS])
+def test_diff_of_consecutive_real_versions_matches_a_reference(
+        old: Path, new: Path) -> None:
+    """pip writes a vcs entry without a version; it is compared by url and
+    commit. The reference keys each lock's packages by name (no name repeats in
+    these files) and compares what installs, straight from the TOML."""
+    before, after = ({canonicalize_name(p["name"]): _identity(p)
+                      for p in tomllib.loads(path.read_text("utf-8"))["packages"]}
+                     for path in (old, new))
+    changed = {n for n in before.keys() | after.keys()
+               if before.get(n) != after.get(n)}
+    diff = diff_lock_files(old, new)
+    assert {p.name for p in diff.packages} == changed
+    vcs = {canonicalize_name(p["name"]) for p in tomllib.loads(
+        new.read_text("utf-8"))["packages"] if "vcs" in p}
+    for change in diff.packages:
+        if change.name in vcs and change.old is not None:  # by commit
+            assert change.change == "replaced" and "@" in (change.detail or "")
+
+
+def test_a_rebuild_across_markers_is_one_change(tmp_path: Path) -> None:
+    """Edited copy of uv's CUDA 12.8 lock (the case the real files lack): torch
+    listed twice, ``+cpu`` under two markers, against the one ``+cu128`` entry."""
+    data = tomllib.loads((DATA / "diff" / "pylock.cu128.toml").read_text("utf-8"))
+    (torch,) = [p for p in data["packages"] if p["name"] == "torch"]
+    wheels = [dict(w, name=w["url"].rsplit("/", 1)[-1].replace(
+        f"-{torch['version']}-", f"-{torch['version']}+cpu-")) for w in torch["wheels"]]
+    cpu = [dict(torch, version=f"{torch['version']}+cpu", marker=m, wheels=wheels)
+           for m in ("sys_platform == 'linux'", "sys_platform == 'darwin'")]
+    data["packages"] = [p for p in data["packages"] if p is not torch] + cpu
+    old = tmp_path / "pylock.cpu.toml"
+    old.write_text(tomlkit.dumps(data), "utf-8")
+    diff = diff_lock_files(old, DATA / "diff" / "pylock.cu128.toml")
+    (change,) = [p for p in diff.packages if p.name.startswith("torch")]
+    assert (change.name, change.change) == ("torch", "rebuilt")
+    assert change.detail is not None and "local cpu -> (none)" in change.detail
+
+
+def test_requires_python_and_groups_are_diffed_for_every_lock(
+        tmp_path: Path) -> None:
+    """Edited copy of pdm's lock: requires-python raised and a group dropped
+    (no [tool.stacklock] in either): reported, and ``--exit-code`` says so."""
+    lock = CORPUS / "pdm-ldlite.toml"
+    data = tomllib.loads(lock.read_text("utf-8"))
+    data["requires-python"] = ">=3.11"
+    data["dependency-groups"] = [g for g in data["dependency-groups"] if g != "lint"]
+    new = tmp_path / "pylock.toml"
+    new.write_text(tomlkit.dumps(data), "utf-8")
+    diff = diff_lock_files(lock, new)
+    stack = {f.key: (f.old, f.new) for f in diff.stack}
+    assert stack["requires-python"][1] == ">=3.11"
+    assert "lint" in stack["dependency-groups"][0]  # type: ignore[operator]
+    assert main(["diff", str(lock), str(new), "--exit-code"]) == 1
