@@ -39,8 +39,8 @@ The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
 ``unknown-origin``) are ignored; a snapshot's ``toolkit`` (found) is compared with a
 lock's ``cuda`` (wanted), its exact ``requires-python`` with the lock's range. When a
 side has no ``[tool.stacklock]`` (a lock uv, pip, pdm or pex wrote) only those PEP
-751 keys are compared and a note says so; when a side is a snapshot, keys found on one side only are skipped (a
-snapshot records what it found, not the profile).
+751 keys are compared and a note says so; when a side is a snapshot, keys found
+on one side only are skipped (a snapshot records what it found, not the profile).
 
 ``LockDiff.to_dict()`` is stable and sorted, for scripts::
 

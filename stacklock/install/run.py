@@ -182,6 +182,18 @@ def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
         return f"validate could not run: {exc}"
 
 
+def _installed_part(lock: Lock, plan: InstallPlan) -> Lock:
+    """The lock as validate should hold the new venv to it: the packages the
+    plan installed (a lock another tool wrote also lists other platforms'
+    packages, other groups' and other extras')."""
+    names = {name for name, _ in plan.packages}
+    if all(p.name in names for p in lock.packages):
+        return lock
+    from dataclasses import replace
+
+    return replace(lock, packages=tuple(p for p in lock.packages if p.name in names))
+
+
 def install_lock(
     lock_path: Path,
     *,
@@ -273,8 +285,8 @@ def install_lock(
         if pruned:
             notes.append(f"removed old generation(s) {', '.join(map(str, pruned))} "
                          f"(the newest {KEEP_GENERATIONS} are kept)")
-    validation = (_validate(lock or read_installable(lock_path), venv,
-                            toolkit_prefix=toolkit_prefix,
+    validation = (_validate(_installed_part(lock or read_installable(lock_path), plan),
+                            venv, toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)
                   if validate else None)
     error = validation if isinstance(validation, str) else None

@@ -199,8 +199,12 @@ def test_vcs_and_directory_entries_install_for_real(
         f'vcs = {{ type = "git", url = "{repo.as_uri()}", commit-id = "{commit}" }}\n'
         '\n[[packages]]\nname = "fromdir"\n'
         'directory = { path = "local", editable = false }\n')
-    result = install_lock(lock, venv=tmp_path / "env", python=PY, validate=False)
+    result = install_lock(lock, venv=tmp_path / "env", python=PY, allow_no_gpu=True,
+                          report_dir=tmp_path / "report")
     assert "--require-hashes" not in result.plan.commands[1]
+    assert result.validation is not None, result.notes
+    checks = {c.name: c.status for c in result.validation.all_checks}
+    assert checks["distributions"] == "pass", result.validation.to_dict()
     assert [d.kind for d in result.plan.downloads] == ["vcs", "directory"]
     import subprocess
 
