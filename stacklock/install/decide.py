@@ -23,8 +23,8 @@ from stacklock.install.selection import (
     Wanted,
     refuse_builds,
     refuse_unhashed,
-    sdist_notes,
     select_packages,
+    selection_notes,
 )
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def decide(
                           selected=selected, wanted=wanted)
     notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
                           installer_log=installer_log, selected=selected)
-    notes += sdist_notes(selected, interp)
+    notes += selection_notes(selected, interp)
     if present is not None and lock.cuda is not None:
         notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
     return Decided(plan=plan, notes=tuple(notes), lock=lock, interp=interp, key=key)

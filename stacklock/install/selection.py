@@ -179,15 +179,23 @@ def local_path(path: str, lock_path: str) -> Path:
     return p if p.is_absolute() else Path(lock_path).resolve().parent / p
 
 
-def sdist_notes(selected: Sequence[Selected], interp: Interpreter) -> list[str]:
-    """One line for each package whose wheels all miss ``interp``."""
-    return [
+def selection_notes(selected: Sequence[Selected], interp: Interpreter) -> list[str]:
+    """One line for each package whose wheels all miss ``interp``, and one for
+    the sources PEP 751 gives no hash."""
+    notes = [
         f"{s.package.name} {s.package.version}: no locked wheel fits python "
         f"{interp.version} on {interp.machine}; uv builds its sdist "
         f"{s.source.filename} for it"
         for s in selected
         if isinstance(s.source, PackageSdist) and s.package.wheels
     ]
+    unhashed = sorted(f"{s.package.name} ({s.kind})" for s in selected
+                      if isinstance(s.source, PackageVcs | PackageDirectory))
+    if unhashed:
+        notes.append(f"no hash in PEP 751 for {', '.join(unhashed)}: uv runs without "
+                     "--require-hashes (a vcs entry is pinned by its commit) and "
+                     "still checks every hash the lock gives")
+    return notes
 
 
 def normalize_names(names: Collection[str]) -> tuple[str, ...]:

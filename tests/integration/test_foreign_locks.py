@@ -206,6 +206,8 @@ def test_vcs_and_directory_entries_install_for_real(
     checks = {c.name: c.status for c in result.validation.all_checks}
     assert checks["distributions"] == "pass", result.validation.to_dict()
     assert [d.kind for d in result.plan.downloads] == ["vcs", "directory"]
+    assert any(n.startswith("no hash in PEP 751 for fromdir (directory), fromgit (vcs)")
+               for n in result.notes)
     import subprocess
 
     shown = subprocess.run(
