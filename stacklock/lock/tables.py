@@ -174,9 +174,12 @@ class StackInfo:
     stacklock_version: str | None = None
     exclude_newer: str | None = None
     requirements: tuple[Requirement, ...] = ()
-    overrides: tuple[Requirement, ...] = ()
+    overrides: tuple[Requirement, ...] = ()  # every override, as written
+    # the overrides (constraints) whose marker is false on the target
+    overrides_ignored: tuple[Requirement, ...] = ()
     overrides_applied: tuple[AppliedOverride, ...] = ()
     constraints: tuple[Requirement, ...] = ()
+    constraints_ignored: tuple[Requirement, ...] = ()
     prereleases: tuple[str, ...] = ()
     target: Target | None = None
     gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
@@ -188,9 +191,10 @@ class StackInfo:
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
-            "exclude-newer", "requirements", "overrides", "overrides-applied",
-            "constraints", "prereleases", "target", "gpu-variants", "indexes",
-            "allow-mixed", "cuda-notes", "check", "cuda", "validate")
+            "exclude-newer", "requirements", "overrides", "overrides-ignored",
+            "overrides-applied", "constraints", "constraints-ignored",
+            "prereleases", "target", "gpu-variants", "indexes", "allow-mixed",
+            "cuda-notes", "check", "cuda", "validate")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
@@ -209,8 +213,10 @@ class StackInfo:
             exclude_newer=t.opt_str("exclude-newer"),
             requirements=t.requirements("requirements"),
             overrides=t.requirements("overrides"),
+            overrides_ignored=t.requirements("overrides-ignored"),
             overrides_applied=_overrides_applied(t),
             constraints=t.requirements("constraints"),
+            constraints_ignored=t.requirements("constraints-ignored"),
             prereleases=t.strs("prereleases"),
             target=_target(t.table("target", _TARGET_KEYS)),
             gpu_variants=tuple(
@@ -240,8 +246,12 @@ class StackInfo:
             put(out, key, value)
         out["requirements"] = [str(r) for r in self.requirements]
         out["overrides"] = [str(r) for r in self.overrides]
+        if self.overrides_ignored:
+            out["overrides-ignored"] = [str(r) for r in self.overrides_ignored]
         out["overrides-applied"] = [dict(a.to_dict()) for a in self.overrides_applied]
         out["constraints"] = [str(r) for r in self.constraints]
+        if self.constraints_ignored:
+            out["constraints-ignored"] = [str(r) for r in self.constraints_ignored]
         if self.prereleases:
             out["prereleases"] = list(self.prereleases)
         if self.target is not None:
@@ -370,11 +380,12 @@ class PackageTool:
     url: str | None = None  # snapshot: a URL install without hashes
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
+    yanked: str | None = None  # resolve: the yank reason of a file pinned with ==
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"))
+             ("build", "build"), ("yanked", "yanked"))
     KEYS = tuple(key for key, _ in _KEYS)
 
     @classmethod

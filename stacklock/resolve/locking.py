@@ -161,6 +161,11 @@ def render_resolve(result: ResolveResult) -> str:
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
+    for p in res.packages:
+        if p.yanked is not None:
+            lines.append(f"  warning: {p.name} {p.version} is yanked"
+                         + (f" ({p.yanked})" if p.yanked else "")
+                         + f"; used because the profile pins {p.name}=={p.version}")
     downloaded = [p.name for p in res.packages if p.wheel.hash_source == "download"]
     if downloaded:
         lines.append("  hashed by download (the index gave no single sha256): "

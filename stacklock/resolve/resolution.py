@@ -37,7 +37,7 @@ from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import Resolution, ResolvedPackage
-from stacklock.resolve.rules import Rules
+from stacklock.resolve.rules import Rules, holds_on, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
 from stacklock.store import ArtifactStore
@@ -107,23 +107,25 @@ def resolve_profile(
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
         requirements = profile.requirements
+        env = profile.target.marker_environment()
         finder = Finder(client, profile.indexes, profile.target,
                         exclude_newer=requirements.exclude_newer,
-                        no_build=requirements.no_build_all or requirements.no_build)
+                        no_build=requirements.no_build_all or requirements.no_build,
+                        yanked_pins=yanked_pins(
+                            [*requirements.packages, *requirements.constraints,
+                             *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
         sdists = SdistReader(client_http, cache_dir=root, store=store,
                              setup=make_build_setup(profile, log_dir=root / "logs"))
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
                                   store=store, sdists=sdists)
-        env = profile.target.marker_environment()
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
         rules = Rules(environment=env, overrides=spec.overrides,
                       constraints=spec.constraints, prereleases=spec.prereleases)
         wanted = [*spec.packages,
                   *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
-        top = [r for r in wanted
-               if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+        top = [r for r in wanted if holds_on(r, env)]
 
         def progress(stats: SourceStats) -> None:
             if on_status is not None:
@@ -185,7 +187,8 @@ def _package(cand: Candidate, profile: Profile,
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
-        build=None if link.is_wheel else build_reason(cand, source))
+        build=None if link.is_wheel else build_reason(cand, source),
+        yanked=link.yanked)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,

@@ -35,6 +35,8 @@ class ResolvedPackage:
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
+    # the yank reason ("" for none) of a yanked file the profile pins exactly
+    yanked: str | None = None
 
     @property
     def is_sdist(self) -> bool:
