@@ -114,9 +114,9 @@ def check_resolution(
     from stacklock.native import NativeWheel, WheelReader, check_native
 
     wheels = [
-        NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
-                    url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
-        for p in resolution.packages if not p.is_sdist
+        NativeWheel(package=p.name, version=str(p.version), filename=w.filename,
+                    url=w.url, sha256=w.sha256, size=w.size)
+        for p in resolution.packages if not p.is_sdist and (w := p.wheel) is not None
     ]
     target = resolution.profile.target
     done: list[str] = []
@@ -166,7 +166,9 @@ def render_resolve(result: ResolveResult) -> str:
             lines.append(f"  warning: {p.name} {p.version} is yanked"
                          + (f" ({p.yanked})" if p.yanked else "")
                          + f"; used because the profile pins {p.name}=={p.version}")
-    downloaded = [p.name for p in res.packages if p.wheel.hash_source == "download"]
+    downloaded = [p.name for p in res.packages
+                  if p.wheel is not None and p.wheel.hash_source == "download"
+                  and p.direct is None]
     if downloaded:
         lines.append("  hashed by download (the index gave no single sha256): "
                      + ", ".join(downloaded))
