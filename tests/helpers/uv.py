@@ -10,8 +10,8 @@ import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
-from packaging.utils import canonicalize_name
 
+from scripts._sets import parse_pins
 from stacklock.lock import load_lock
 from stacklock.runner import find_uv
 
@@ -69,13 +69,3 @@ def uv_compile_pins(requirements: list[str], folder: Path, *,
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={
         **os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"})
     return parse_pins(out.stdout)
-
-
-def parse_pins(text: str) -> dict[str, str]:
-    """``name==version`` lines (uv's output, recorded or live) as a dict."""
-    pins = {}
-    for line in text.splitlines():
-        name, sep, version = line.split("#", 1)[0].strip().partition("==")
-        if sep:
-            pins[str(canonicalize_name(name.split("[")[0]))] = version.strip()
-    return pins
