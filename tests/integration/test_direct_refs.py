@@ -10,8 +10,6 @@ and wheels are real files.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
 import tomllib
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.cassette import ReplayTransport
+from tests.helpers.gitrepo import make_repo
 from tests.helpers.wheelkit import build_wheel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
@@ -30,19 +29,6 @@ CASSETTES = DATA / "cassettes"
 SIX_URL = ("https://files.pythonhosted.org/packages/d9/5a/e7c31adbe875f2abbb91bd84cf2"
            "dc52d792b5a01506781dbcf25c91daf11/six-1.16.0-py2.py3-none-any.whl")
 SIX_SHA = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo-direct"
-version = "{version}"
-requires-python = ">=3.9"
-dependencies = ["six>=1.15"]
-"""
-
-
 def _profile(folder: Path, packages: list[str], extra: str = "") -> Path:
     path = folder / "direct.toml"
     quoted = ", ".join(f'"{p}"' for p in packages)
@@ -64,29 +50,13 @@ def _lock(profile: Path, tmp_path: Path):
     return result, packages, out
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, env=env,
-                          capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, str, str]:
-    """A git repository with two commits: v0.1.0 (annotated tag) and, on
-    branch main, 0.2.0. Returns (path, commit of v0.1.0, commit of main)."""
+    """tests/helpers/gitrepo.py's repository: (path, commit of v0.1.0, commit of
+    main)."""
     path = tmp_path / "demo"
-    (path / "src" / "demo_direct").mkdir(parents=True)
-    (path / "src" / "demo_direct" / "__init__.py").write_text("VALUE = 1\n")
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
-    (path / "pyproject.toml").write_text(PYPROJECT.format(version="0.1.0"))
-    _git(path, "add", "-A")
-    _git(path, "commit", "-qm", "0.1.0")
-    _git(path, "tag", "-a", "v0.1.0", "-m", "release 0.1.0")
-    first = _git(path, "rev-parse", "HEAD")
-    (path / "pyproject.toml").write_text(PYPROJECT.format(version="0.2.0"))
-    _git(path, "commit", "-qam", "0.2.0")
-    return path, first, _git(path, "rev-parse", "HEAD")
+    first, head = make_repo(path)
+    return path, first, head
 
 
 def test_a_wheel_by_url_is_locked_as_an_archive_and_beats_the_index(tmp_path):

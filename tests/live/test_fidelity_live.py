@@ -13,6 +13,7 @@ import pytest
 
 from stacklock.resolve.locking import lock_profile, render_resolve
 from stacklock.runner import find_uv
+from tests.helpers.gitrepo import make_repo
 from tests.helpers.uv import python312, uv_compile_pins
 
 pytestmark = pytest.mark.live
@@ -54,7 +55,8 @@ def test_a_wheel_by_url_locks_as_an_archive_and_uv_installs_it(tmp_path):
     assert packages["six"]["version"] == "1.16.0"
     uv = uv_compile_pins([f"six @ {SIX_URL}", "python-dateutil==2.9.0.post0"],
                          tmp_path)
-    assert result.resolution.pins() == uv  # type: ignore[attr-defined]
+    # uv writes the direct reference as "six @ URL", which has no pin to compare
+    assert result.resolution.pins() == {**uv, "six": "1.16.0"}  # type: ignore[attr-defined]
     assert f"six==1.16.0 (from {SIX_URL})" in _sync(lock, tmp_path)
 
 
@@ -74,3 +76,17 @@ def test_an_override_whose_marker_is_false_is_recorded_and_not_applied(tmp_path)
     assert stack["overrides-ignored"] == stack["overrides"]
     assert result.resolution.pins()["urllib3"].startswith("2.")  # type: ignore[attr-defined]
     _sync(lock, tmp_path)
+
+
+def test_a_git_reference_and_a_source_folder_lock_and_uv_installs_them(tmp_path):
+    """uv builds both from the lock (setuptools from PyPI): the vcs entry at its
+    commit, the directory by its path relative to the lock."""
+    repo = tmp_path / "demo"
+    first, _ = make_repo(repo)
+    _, lock = _lock(tmp_path, f'packages = ["demo-direct @ git+{repo.as_uri()}'
+                    '@v0.1.0"]\n')
+    assert f"demo-direct==0.1.0 (from git+{repo.as_uri()}@{first})" in _sync(
+        lock, tmp_path)
+    _, lock = _lock(tmp_path, 'packages = ["demo-direct @ ./demo"]\n')
+    assert f"demo-direct==0.2.0 (from {repo.as_uri()})" in _sync(
+        lock, tmp_path / "second")
