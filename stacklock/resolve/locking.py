@@ -110,13 +110,15 @@ def check_resolution(
     on_status: Callable[[str], None] | None = None,
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
-    package locked as an sdist has no wheel to read until install builds it."""
+    package locked as an sdist has no wheel to read until install builds it,
+    and a wheel a direct reference names by path is not read over HTTP."""
     from stacklock.native import NativeWheel, WheelReader, check_native
 
     wheels = [
         NativeWheel(package=p.name, version=str(p.version), filename=w.filename,
                     url=w.url, sha256=w.sha256, size=w.size)
         for p in resolution.packages if not p.is_sdist and (w := p.wheel) is not None
+        and (p.direct is None or p.direct.ref.url is not None)
     ]
     target = resolution.profile.target
     done: list[str] = []

@@ -10,6 +10,8 @@ and wheels are real files.
 from __future__ import annotations
 
 import hashlib
+import io
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -185,3 +187,37 @@ def test_a_direct_reference_is_never_replayed_from_the_memo(tmp_path, repo):
     profile = _profile(tmp_path, [f"demo-direct @ git+{path.as_uri()}@main"])
     assert memo_key(load_profile(str(profile)), output=tmp_path / "x.toml",
                     check=True) is None
+
+
+def test_a_requirement_the_direct_reference_does_not_meet_is_a_conflict(tmp_path):
+    profile = _profile(tmp_path, [f"six @ {SIX_URL}", "six<1.10"])
+    with pytest.raises(ResolutionError) as err:
+        _lock(profile, tmp_path)
+    text = str(err.value)
+    assert "the profile requires six<1.10" in text
+    assert f"six comes only from the profile's direct reference six @ {SIX_URL} " \
+           "(version 1.16.0)" in text
+
+
+def test_an_sdist_with_static_pkg_info_is_an_archive_that_install_builds(tmp_path):
+    """PEP 643: Metadata-Version 2.2 and no Dynamic field the resolver reads, so
+    its PKG-INFO is the built wheel's metadata and nothing is built to lock it."""
+    sdist = tmp_path / "dist" / "demo_sdist-1.0.tar.gz"
+    sdist.parent.mkdir()
+    pkg_info = (b"Metadata-Version: 2.2\nName: demo-sdist\nVersion: 1.0\n"
+                b"Requires-Dist: six>=1.5\n")
+    with tarfile.open(sdist, "w:gz") as archive:
+        info = tarfile.TarInfo("demo_sdist-1.0/PKG-INFO")
+        info.size = len(pkg_info)
+        archive.addfile(info, io.BytesIO(pkg_info))
+    profile = _profile(tmp_path, ["demo-sdist @ ./dist/demo_sdist-1.0.tar.gz",
+                                  f"six @ {SIX_URL}"])
+    _, packages, _ = _lock(profile, tmp_path)
+    demo = packages["demo-sdist"]
+    assert demo["version"] == "1.0" and demo["dependencies"] == [{"name": "six"}]
+    assert demo["archive"]["path"] == "../dist/demo_sdist-1.0.tar.gz"
+    assert demo["archive"]["hashes"]["sha256"] == hashlib.sha256(
+        sdist.read_bytes()).hexdigest()
+    assert demo["tool"]["stacklock"]["build"] == \
+        "demo-sdist is a direct reference to an sdist"
+    assert not list((tmp_path / "cache").rglob("build-*.log"))  # nothing built
