@@ -131,7 +131,7 @@ class NativeGate:
             NativeWheel(package=p.name, version=str(p.version),
                         filename=p.wheel.filename, url=p.wheel.url,
                         sha256=p.wheel.sha256, size=p.wheel.size)
-            for p in packages if not p.is_sdist  # read when install builds it
+            for p in packages if not p.is_sdist and p.wheel is not None
         ]
         target = self._profile.target
         done: list[str] = []
@@ -162,7 +162,9 @@ def check_resolution(
     cache_dir: Path | None = None,
     on_status: Callable[[str], None] | None = None,
 ) -> NativeReport:
-    """The native check of a resolution's wheels (reads cached by sha256)."""
+    """The native check of a resolution's wheels (reads cached by sha256); a
+    package locked as an sdist or a direct reference without a wheel has none to
+    read until install builds it."""
     client = http or client_for(resolution.profile)
     try:
         gate = NativeGate(resolution.profile, http=client, offline=offline,
@@ -213,7 +215,9 @@ def render_resolve(result: ResolveResult) -> str:
             lines.append(f"  warning: {p.name} {p.version} is yanked"
                          + (f" ({p.yanked})" if p.yanked else "")
                          + f"; used because the profile pins {p.name}=={p.version}")
-    downloaded = [p.name for p in res.packages if p.wheel.hash_source == "download"]
+    downloaded = [p.name for p in res.packages
+                  if p.wheel is not None and p.wheel.hash_source == "download"
+                  and p.direct is None]
     if downloaded:
         lines.append("  hashed by download (the index gave no single sha256): "
                      + ", ".join(downloaded))

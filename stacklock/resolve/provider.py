@@ -133,7 +133,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         def newest_first() -> Iterator[Candidate]:
             # a version's files are judged when resolvelib gets to it; one
             # with no compatible file after all is passed over
-            return (c for c in offered if c.evaluations)
+            return (c for c in offered if c.usable)
 
         return newest_first
 
@@ -158,7 +158,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         offered = self._offered.get(candidate.identifier, [])
         at = next((i for i, c in enumerate(offered) if c.key == candidate.key), None)
         if at is not None:
-            after = (c for c in offered[at + 1:] if c.evaluations)
+            after = (c for c in offered[at + 1:] if c.usable)
             self.source.prefetch_metadata(list(itertools.islice(after, READ_AHEAD)))
 
     # -- helpers --------------------------------------------------------------------
@@ -190,7 +190,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
                  if (name, c.version) not in self.excluded]
         matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
         if not matching and not allow and not any(
-                not c.version.is_prerelease and c.evaluations for c in found):
+                not c.version.is_prerelease and c.usable for c in found):
             # Only pre-releases exist: take them, as pip and uv do.
             matching = [c for c in found if spec.contains(c.version, prereleases=True)]
         return matching

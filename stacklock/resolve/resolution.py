@@ -13,6 +13,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -25,7 +26,7 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ResolutionError
+from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -33,24 +34,31 @@ from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import make_build_setup
 from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
+from stacklock.resolve.direct import (
+    DirectArtifact,
+    find_direct,
+    read_direct,
+)
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.model import holds_on
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
-from stacklock.resolve.rules import Rules, holds_on, yanked_pins
+from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
+from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
 
     import httpx
 
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
+    from stacklock.runner import Runner
 
 __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
@@ -94,8 +102,11 @@ def resolve_profile(
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
+    runner: Runner | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
+    ``runner`` runs git for the profile's direct references (None: the real
+    one).
 
     ``gate`` (the native check) judges each complete resolution: the candidates
     it returns are passed over and the profile is resolved again without them,
@@ -122,14 +133,26 @@ def resolve_profile(
                             [*requirements.packages, *requirements.constraints,
                              *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        sdists = SdistReader(client_http, cache_dir=root, store=store,
-                             setup=make_build_setup(profile, log_dir=root / "logs"))
+        setup = make_build_setup(profile, log_dir=root / "logs")
+        sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
                                   store=store, sdists=sdists)
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
+        refs = find_direct(spec, env, path=profile.path, base=(
+            Path(profile.path).parent if profile.path else Path.cwd()))
+        try:
+            direct = {name: read_direct(
+                ref, target=profile.target, http=client_http, store=store,
+                root=root, runner=runner or SubprocessRunner(),
+                setup=None if spec.refuses_build(name) else setup)
+                for name, ref in refs.items()}
+        except ProfileError as exc:  # named in the profile's file
+            raise ProfileError(exc.detail, path=profile.path, key=exc.key,
+                               hint=exc.hint) from None
         rules = Rules(environment=env, overrides=spec.overrides,
-                      constraints=spec.constraints, prereleases=spec.prereleases)
+                      constraints=spec.constraints, prereleases=spec.prereleases,
+                      direct=refs)
         wanted = [*spec.packages,
                   *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
         top = [r for r in wanted if holds_on(r, env)]
@@ -140,7 +163,8 @@ def resolve_profile(
 
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, workers=workers,
+                           prereleases=spec.prereleases, direct=direct,
+                           workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
             passed: list[PassedOver] = []
@@ -165,8 +189,11 @@ def resolve_profile(
                 for cand, pkg in zip(ordered, pending, strict=True):
                     if on_status is not None:
                         on_status(f"hashing {cand.name} {cand.version}")
-                    packages.append(replace(pkg, wheel=settle_wheel(
-                        cand, store=store, http=client_http, progress=on_download)))
+                    if cand.direct is None:  # a direct reference is settled
+                        pkg = replace(pkg, wheel=settle_wheel(
+                            cand, store=store, http=client_http,
+                            progress=on_download))
+                    packages.append(pkg)
                 rejected = list(gate(packages)) if gate is not None else []
                 if not rejected:
                     break
@@ -214,6 +241,8 @@ def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
              source: PackageSource) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
+    if cand.direct is not None:
+        return _direct_package(cand, graph, meta, source)
     index = profile.index_named(cand.index)
     link = cand.best.link
     return ResolvedPackage(
@@ -225,6 +254,26 @@ def _package(cand: Candidate, profile: Profile,
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
         yanked=link.yanked)
+
+
+def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
+                    meta: Any, source: PackageSource) -> ResolvedPackage:
+    """A direct reference as locked: an archive with the sha256 it was read
+    with (its wheel when it is one), a repository at its commit, a folder."""
+    found: DirectArtifact = cand.direct
+    ref = found.ref
+    wheel = None
+    if ref.kind == "archive":
+        wheel = LockedWheel(
+            filename=ref.filename or "", sha256=found.sha256 or "",
+            url=strip_credentials(ref.url) if ref.url else str(ref.path),
+            hash_source="url" if ref.sha256 else "download", size=found.size)
+    return ResolvedPackage(
+        name=cand.name, version=cand.version, index_name="", index_url="",
+        dependencies=tuple(sorted(graph.get(cand.name, ()))), wheel=wheel,
+        requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
+        build=None if wheel is None or ref.is_wheel
+        else f"{cand.name} is a direct reference to an sdist", direct=found)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
