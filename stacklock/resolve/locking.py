@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import httpx
     from packaging.version import Version
 
-    from stacklock.native import NativeReport
+    from stacklock.native import Finding, NativeReport
     from stacklock.profile import Profile
     from stacklock.resolve.result import ResolvedPackage
 
@@ -146,12 +146,12 @@ class NativeGate:
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
-        first: dict[str, str] = {}
+        found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
-            first.setdefault(finding.package, finding.reason())
+            found.setdefault(finding.package, []).append(finding)
         return [PassedOver(name=canonicalize_name(name), version=versions[name],
-                           reason=why)
-                for name, why in sorted(first.items()) if name in versions]
+                           reason=these[0].reason(), findings=tuple(these))
+                for name, these in sorted(found.items()) if name in versions]
 
 
 def check_resolution(

@@ -218,12 +218,16 @@ def _nothing_loads(passed: Sequence[PassedOver],
                    conflict: ResolutionError | None) -> NativeCheckError:
     """No combination imports: the candidates passed over, each with why, then
     what stopped the resolver from going further back."""
-    tried = "\n  ".join(f"{p.name} {p.version}: {p.reason}" for p in passed)
+    from stacklock.native import summarize  # the check's own lines, one an object
+
+    tried = "\n  ".join(line for p in passed for line in (
+        summarize(p.findings) or [f"{p.name} {p.version}: {p.reason}"]))
     then = (f"without them: {str(conflict).splitlines()[0]}" if conflict is not None
             else f"gave up after passing over {len(passed)} candidates")
     return NativeCheckError(
         f"no combination of versions loads: passed over\n  {tried}\n{then}",
-        findings=(), hint="pin versions built for each other (the counterparts "
+        findings=tuple(f for p in passed for f in p.findings),
+        hint="pin versions built for each other (the counterparts "
         "named), or after review add [check] allow = [...] for the package")
 
 

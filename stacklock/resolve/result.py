@@ -33,6 +33,7 @@ class PassedOver:
     name: NormalizedName
     version: Version
     reason: str
+    findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
 
 
 @dataclass(frozen=True, kw_only=True)
