@@ -18,15 +18,20 @@ groups do not see it and the mix check must: a mix with kappa 2.0 and omega
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 
+from stacklock.bisect import GateOracle, bisect_locks
 from stacklock.cli import main
+from stacklock.cli.bisect import _tools
 from tests.helpers.install_server import Served
 from tests.helpers.wheelkit import build_wheel, sha256
 
@@ -242,3 +247,39 @@ def test_no_oracle_is_one_line_exit_2(
     assert main(["bisect", str(good), str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "a command after '--', or --gate" in err
+
+
+def test_a_noisy_gate_classifies_only_clear_numbers(
+    locks: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The gate's seam with a real measurement: the venv's python reports a
+    throughput from the versions it has, with run-to-run noise. 96 tok/s at
+    GOOD, 54 once alpha is new; beta new without alpha sits in between, so
+    BAD with alpha reverted is measured twice and then skipped, numbers kept."""
+    runs = iter(range(1000))
+    script = ("import importlib.metadata as m, sys\n"
+              "alpha, beta = m.version('alpha'), m.version('beta')\n"
+              "base = 54.1 if alpha == '2.0' else 75.0 if beta == '1.1' else 96.1\n"
+              "print(base + (int(sys.argv[1]) % 3 - 1) * 0.8)\n")
+
+    def measure(venv: Path, lock: Path, log: Path) -> float:
+        out = subprocess.run([str(venv / "bin" / "python"), "-c", script,
+                              str(next(runs))], check=True, capture_output=True,
+                             text=True).stdout
+        return float(out)
+
+    args = argparse.Namespace(python=sys.executable, no_toolkit=False)
+    with httpx.Client() as http:
+        result = bisect_locks(*locks, folder=tmp_path / "gate",
+                              tools=_tools(args, http), oracle_id="gate",
+                              oracle=GateOracle(measure=measure, repeat=3))
+    report = result.to_dict()
+    assert _culprit(report) == [("alpha", "1.0", "2.0")]
+    steps = report["steps"]
+    assert steps[0]["state"] == "good" and len(steps[0]["samples"]) == 3
+    assert steps[1]["state"] == "bad" and max(steps[1]["samples"]) < 56
+    unclear = [s for s in steps if "unclear" in s["note"]]
+    assert len(unclear) == 1 and unclear[0]["state"] == "skip"
+    assert len(unclear[0]["samples"]) == 6  # measured, then once more
+    assert all(70 < x < 80 for x in unclear[0]["samples"])
+    assert report["culprits"][0]["verified"] is None  # that state was the revert
