@@ -26,7 +26,7 @@ from stacklock.lock.tables import (
 )
 from stacklock.lock.toml import LockTable
 from stacklock.profile import BUILTIN_DIR
-from stacklock.resolve.rules import requirement_text
+from stacklock.resolve.rules import holds_on
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
@@ -61,13 +61,13 @@ def _package(p: ResolvedPackage) -> LockedPackage:
                     sdist=sdist, wheels=wheels)
     return LockedPackage(entry=entry, tool=PackageTool(
         index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source,
-        build=p.build))
+        build=p.build, yanked=p.yanked))
 
 
 def _stack(resolution: Resolution, where: str) -> StackInfo:
     profile = resolution.profile
     spec = profile.requirements
-    used = {a.override for a in resolution.overrides}
+    env = profile.target.marker_environment()
     allow_mixed = tuple(profile.cuda.allow_mixed)  # reviewed CUDA exceptions
     cuda = None
     if resolution.cuda_entry is not None:
@@ -83,9 +83,12 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
         profile_sha256=profile.sha256, stacklock_version=__version__,
         exclude_newer=exclude.strftime("%Y-%m-%dT%H:%M:%SZ") if exclude else None,
         requirements=tuple(spec.packages),
-        overrides=tuple(r for r in spec.overrides if requirement_text(r) in used),
+        overrides=tuple(spec.overrides),
+        overrides_ignored=tuple(r for r in spec.overrides if not holds_on(r, env)),
         overrides_applied=tuple(resolution.overrides),
         constraints=tuple(spec.constraints),
+        constraints_ignored=tuple(r for r in spec.constraints
+                                  if not holds_on(r, env)),
         prereleases=tuple(sorted(spec.prereleases)),
         target=profile.target,
         gpu_variants=tuple(resolution.variants),
@@ -97,6 +100,9 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
             for f in sorted(resolution.coherence, key=lambda f: (f.package, f.cuda))
             if f.level in ("warning", "carried")),
         check_allow=tuple(sorted(profile.check.allow)),
+        check_passed_over=tuple(
+            {"package": p.name, "version": str(p.version), "reason": p.reason}
+            for p in resolution.passed_over),
         cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
 
 

@@ -21,7 +21,17 @@ if TYPE_CHECKING:
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
-__all__ = ["Resolution", "ResolvedPackage"]
+__all__ = ["PassedOver", "Resolution", "ResolvedPackage"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassedOver:
+    """A candidate the resolution dropped because the native check found that it
+    would not load beside the rest (``reason``: the first finding, one line)."""
+
+    name: NormalizedName
+    version: Version
+    reason: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +45,8 @@ class ResolvedPackage:
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
+    # the yank reason ("" for none) of a yanked file the profile pins exactly
+    yanked: str | None = None
 
     @property
     def is_sdist(self) -> bool:
@@ -54,6 +66,7 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:
         return {p.name: str(p.version) for p in self.packages}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from stacklock.lock.tables import AppliedOverride
 from stacklock.resolve.model import Requirement
@@ -26,13 +27,40 @@ if TYPE_CHECKING:
 
     from stacklock.resolve.model import Candidate
 
-__all__ = ["AppliedOverride", "Rules", "requirement_text"]
+__all__ = ["AppliedOverride", "Rules", "holds_on", "requirement_text", "yanked_pins"]
 
 
 def requirement_text(req: PepRequirement) -> str:
     """``name[extras]specifier`` without the marker (already evaluated)."""
     extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
     return f"{req.name}{extras}{req.specifier}"
+
+
+def holds_on(req: PepRequirement, environment: Mapping[str, str]) -> bool:
+    """Whether the marker of a profile's requirement, override or constraint
+    holds on the target (no marker: always)."""
+    return req.marker is None or req.marker.evaluate({**environment, "extra": ""})
+
+
+def yanked_pins(requirements: Iterable[PepRequirement], environment: Mapping[str, str]
+                ) -> dict[NormalizedName, frozenset[Version]]:
+    """The versions the profile's own requirements, constraints and overrides
+    pin with ``==`` or ``===`` (markers holding on the target): PEP 592 lets
+    their yanked files be used, as uv does. A dependency's pin never does."""
+    found: dict[NormalizedName, set[Version]] = {}
+    for req in requirements:
+        specs = list(req.specifier)
+        if len(specs) != 1 or req.url or not holds_on(req, environment):
+            continue
+        spec = specs[0]
+        if spec.operator == "===" or (spec.operator == "==" and
+                                      not spec.version.endswith(".*")):
+            try:
+                version = Version(spec.version)
+            except InvalidVersion:
+                continue
+            found.setdefault(canonicalize_name(req.name), set()).add(version)
+    return {name: frozenset(v) for name, v in found.items()}
 
 
 class Rules:
@@ -45,14 +73,13 @@ class Rules:
         prereleases: frozenset[NormalizedName] = frozenset(),
     ) -> None:
         self.environment = dict(environment)
-        env = {**self.environment, "extra": ""}
         self.overrides: dict[NormalizedName, PepRequirement] = {
             canonicalize_name(r.name): r for r in overrides
-            if r.marker is None or r.marker.evaluate(env)
+            if holds_on(r, self.environment)
         }
         self._constraints: dict[NormalizedName, SpecifierSet] = {}
         for r in constraints:
-            if r.marker is None or r.marker.evaluate(env):
+            if holds_on(r, self.environment):
                 name = canonicalize_name(r.name)
                 self._constraints[name] = (
                     self._constraints.get(name, SpecifierSet()) & r.specifier)
