@@ -187,6 +187,8 @@ class StackInfo:
     allow_mixed: tuple[str, ...] = ()  # only when there is no cuda entry
     cuda_notes: tuple[CudaNote, ...] = ()  # coherence findings worth keeping
     check_allow: tuple[str, ...] = ()  # [check] allow: reviewed native findings
+    # candidates the native check passed over: {package, version, reason}
+    check_passed_over: tuple[Mapping[str, str], ...] = ()
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
@@ -199,7 +201,7 @@ class StackInfo:
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
         cuda = t.table("cuda", CudaEntry.KEYS)
-        check = t.table("check", ("allow",))
+        check = t.table("check", ("allow", "passed-over"))
         validate = t.data.get("validate")
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
@@ -234,6 +236,10 @@ class StackInfo:
                          cuda=n.str_("cuda"), message=n.str_("message"))
                 for n in t.tables("cuda-notes", CudaNote.KEYS)),
             check_allow=check.strs("allow") if check is not None else (),
+            check_passed_over=tuple(
+                {k: p.str_(k) for k in _PASSED_OVER_KEYS}
+                for p in check.tables("passed-over", _PASSED_OVER_KEYS))
+            if check is not None else (),
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
             validate=validate if isinstance(validate, dict) else None)
 
@@ -263,8 +269,13 @@ class StackInfo:
             out["allow-mixed"] = list(self.allow_mixed)
         if self.cuda_notes:
             out["cuda-notes"] = [dict(n.to_dict()) for n in self.cuda_notes]
+        check: dict[str, TomlValue] = {}
         if self.check_allow:
-            out["check"] = {"allow": list(self.check_allow)}
+            check["allow"] = list(self.check_allow)
+        if self.check_passed_over:
+            check["passed-over"] = [dict(p) for p in self.check_passed_over]
+        if check:
+            out["check"] = check
         if self.cuda is not None:
             out["cuda"] = self.cuda.to_dict()
         if self.validate is not None:
@@ -273,6 +284,7 @@ class StackInfo:
 
 
 _TARGET_KEYS = ("python", "platform", "manylinux", "gpu-arch")
+_PASSED_OVER_KEYS = ("package", "version", "reason")
 
 
 def _overrides_applied(t: LockTable) -> tuple[AppliedOverride, ...]:

@@ -155,6 +155,9 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
             for f in sorted(resolution.coherence, key=lambda f: (f.package, f.cuda))
             if f.level in ("warning", "carried")),
         check_allow=tuple(sorted(profile.check.allow)),
+        check_passed_over=tuple(
+            {"package": p.name, "version": str(p.version), "reason": p.reason}
+            for p in resolution.passed_over),
         cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
 
 

@@ -44,8 +44,16 @@ from stacklock.resolve.model import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import (
+        Callable,
+        Collection,
+        Iterable,
+        Iterator,
+        Mapping,
+        Sequence,
+    )
 
+    from packaging.version import Version
     from resolvelib.structs import RequirementInformation
 
     from stacklock.resolve.rules import Rules
@@ -57,9 +65,12 @@ READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
 
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
-    def __init__(self, source: PackageSource, rules: Rules) -> None:
+    def __init__(self, source: PackageSource, rules: Rules,
+                 excluded: Collection[tuple[str, Version]] = ()) -> None:
         self.source = source
         self.rules = rules
+        # (name, version) the native check found would not load: never offered
+        self.excluded = frozenset(excluded)
         # (name, the requirements' specifiers) -> the candidates that match
         self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
         # identifier -> the candidates last offered for it (prefetch_after)
@@ -175,7 +186,8 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
             spec &= r.specifier
         spec &= self.rules.constraint_for(name)
         allow = self.rules.allows_prerelease(name, reqs)
-        found = self.source.candidates(name)
+        found = [c for c in self.source.candidates(name)
+                 if (name, c.version) not in self.excluded]
         matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
         if not matching and not allow and not any(
                 not c.version.is_prerelease and c.usable for c in found):

@@ -26,7 +26,7 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import ProfileError, ResolutionError
+from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -43,7 +43,7 @@ from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.model import holds_on
 from stacklock.resolve.provider import StackProvider
-from stacklock.resolve.result import Resolution, ResolvedPackage
+from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
@@ -52,7 +52,7 @@ from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     import httpx
 
@@ -64,6 +64,7 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -100,11 +101,17 @@ def resolve_profile(
     cuda_entry: dict[str, Any] | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
+    gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
     runner: Runner | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
     ``runner`` runs git for the profile's direct references (None: the real
     one).
+
+    ``gate`` (the native check) judges each complete resolution: the candidates
+    it returns are passed over and the profile is resolved again without them,
+    as if they had an unsatisfiable requirement; NativeCheckError when no
+    combination is left.
 
     ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
     ``on_status`` receives short progress lines, ``on_download`` byte counts of
@@ -160,26 +167,42 @@ def resolve_profile(
                            workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
-            provider = StackProvider(source, rules)
-            chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
-                                 source, rules, profile.name)
-            metas = {c.name: source.metadata(c) for c in chosen}
+            passed: list[PassedOver] = []
+            while True:  # again without what the gate passed over, if anything
+                provider = StackProvider(source, rules, excluded={
+                    (p.name, p.version) for p in passed})
+                try:
+                    chosen, graph = _run(
+                        provider, [rules.make(r, parent=None) for r in top],
+                        source, rules, profile.name)
+                except ResolutionError as exc:
+                    if passed:
+                        raise _nothing_loads(passed, exc) from None
+                    raise
+                metas = {c.name: source.metadata(c) for c in chosen}
+                ordered = sorted(chosen, key=lambda c: c.name)
+                pending = [_package(c, profile, graph, metas[c.name], source)
+                           for c in ordered]
+                # CUDA checks before any download: a mixed stack fails in seconds
+                pending, coherence = toolkit.annotate(pending, profile)
+                packages = []
+                for cand, pkg in zip(ordered, pending, strict=True):
+                    if on_status is not None:
+                        on_status(f"hashing {cand.name} {cand.version}")
+                    if cand.direct is None:  # a direct reference is settled
+                        pkg = replace(pkg, wheel=settle_wheel(
+                            cand, store=store, http=client_http,
+                            progress=on_download))
+                    packages.append(pkg)
+                rejected = list(gate(packages)) if gate is not None else []
+                if not rejected:
+                    break
+                if len(passed) + len(rejected) > MAX_PASSED_OVER:
+                    raise _nothing_loads([*passed, *rejected], None)
+                passed.extend(rejected)
             stats = source.stats
-        ordered = sorted(chosen, key=lambda c: c.name)
-        pending = [_package(c, profile, graph, metas[c.name], source)
-                   for c in ordered]
-        # CUDA checks before any download: a mixed stack fails in seconds
-        pending, coherence = toolkit.annotate(pending, profile)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
-        packages = []
-        for cand, pkg in zip(ordered, pending, strict=True):
-            if on_status is not None:
-                on_status(f"hashing {cand.name} {cand.version}")
-            if cand.direct is None:
-                pkg = replace(pkg, wheel=settle_wheel(
-                    cand, store=store, http=client_http, progress=on_download))
-            packages.append(pkg)
     finally:
         if own_http:
             client_http.close()
@@ -187,7 +210,25 @@ def resolve_profile(
                       overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
                       coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats,
-                      pages_read=dict(client.pages_read))
+                      pages_read=dict(client.pages_read),
+                      passed_over=tuple(passed))
+
+
+def _nothing_loads(passed: Sequence[PassedOver],
+                   conflict: ResolutionError | None) -> NativeCheckError:
+    """No combination imports: the candidates passed over, each with why, then
+    what stopped the resolver from going further back."""
+    from stacklock.native import summarize  # the check's own lines, one an object
+
+    tried = "\n  ".join(line for p in passed for line in (
+        summarize(p.findings) or [f"{p.name} {p.version}: {p.reason}"]))
+    then = (f"without them: {str(conflict).splitlines()[0]}" if conflict is not None
+            else f"gave up after passing over {len(passed)} candidates")
+    return NativeCheckError(
+        f"no combination of versions loads: passed over\n  {tried}\n{then}",
+        findings=tuple(f for p in passed for f in p.findings),
+        hint="pin versions built for each other (the counterparts "
+        "named), or after review add [check] allow = [...] for the package")
 
 
 def build_reason(cand: Candidate, source: PackageSource) -> str:

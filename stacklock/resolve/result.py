@@ -22,7 +22,18 @@ if TYPE_CHECKING:
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
-__all__ = ["Resolution", "ResolvedPackage"]
+__all__ = ["PassedOver", "Resolution", "ResolvedPackage"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassedOver:
+    """A candidate the resolution dropped because the native check found that it
+    would not load beside the rest (``reason``: the first finding, one line)."""
+
+    name: NormalizedName
+    version: Version
+    reason: str
+    findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +70,7 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:
         return {p.name: str(p.version) for p in self.packages}
