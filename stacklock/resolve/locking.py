@@ -213,6 +213,12 @@ def render_resolve(result: ResolveResult) -> str:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
     for p in res.packages:
+        if p.direct is not None:
+            found = p.direct
+            what = (f"commit {found.commit}" if found.commit else
+                    f"sha256 {found.sha256}" if found.sha256 else "a source folder")
+            lines.append(f"  direct reference: {found.ref.text} -> {p.name} "
+                         f"{p.version} ({what})")
         if p.yanked is not None:
             lines.append(f"  warning: {p.name} {p.version} is yanked"
                          + (f" ({p.yanked})" if p.yanked else "")

@@ -21,7 +21,7 @@ from packaging.pylock import Pylock
 from stacklock.errors import ProfileError, ResolutionError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
-from stacklock.resolve.locking import lock_profile
+from stacklock.resolve.locking import lock_profile, render_resolve
 from tests.helpers.cassette import ReplayTransport
 from tests.helpers.gitrepo import make_repo
 from tests.helpers.wheelkit import build_wheel
@@ -90,6 +90,8 @@ def test_a_git_reference_is_locked_at_the_commit_its_revision_names(
     # a source tree: PEP 751 records no version; its requirements are resolved
     assert "version" not in demo and demo["dependencies"] == [{"name": "six"}]
     assert result.resolution.pins()["demo-direct"] == "0.1.0"
+    assert (f"direct reference: demo-direct @ git+{path.as_uri()}@{rev} -> "
+            f"demo-direct 0.1.0 (commit {first})") in render_resolve(result)
 
 
 def test_a_git_branch_is_locked_at_its_head_and_a_missing_one_is_refused(
