@@ -91,12 +91,12 @@ def uv_accepts(reqs: tuple[str, ...], pins: dict[str, str], work: Path,
 
 
 def installs(lock: Path, work: Path, python: str) -> tuple[bool, str]:
-    """Whether the lock installs with uv pip sync and uv pip check is clean."""
+    """Whether the lock installs with uv pip sync and uv pip check is clean (the
+    wheels come through uv's own cache: a second run fetches nothing)."""
     venv = work / "venv"
     inside = str(venv / "bin" / "python")
     steps = [[uv_binary(), "venv", "-q", "-p", python, str(venv)],
-             [uv_binary(), "pip", "sync", "-q", "--python", inside, "--cache-dir",
-              str(work.parent / "uv-cache"), str(lock)],
+             [uv_binary(), "pip", "sync", "-q", "--python", inside, str(lock)],
              [uv_binary(), "pip", "check", "--python", inside]]
     try:
         for cmd in steps:
