@@ -212,6 +212,7 @@ def render_resolve(result: ResolveResult) -> str:
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
+    lines.extend(f"  warning: {text}" for text in res.warnings)
     for p in res.packages:
         if p.direct is not None:
             found = p.direct

@@ -10,6 +10,7 @@ does, from the :class:`Resolution` returned here.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -64,6 +65,7 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+_EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
 
 
@@ -172,7 +174,7 @@ def resolve_profile(
                 provider = StackProvider(source, rules, excluded={
                     (p.name, p.version) for p in passed})
                 try:
-                    chosen, graph = _run(
+                    chosen, graph, extras = _run(
                         provider, [rules.make(r, parent=None) for r in top],
                         source, rules, profile.name)
                 except ResolutionError as exc:
@@ -180,6 +182,7 @@ def resolve_profile(
                         raise _nothing_loads(passed, exc) from None
                     raise
                 metas = {c.name: source.metadata(c) for c in chosen}
+                warnings = unknown_extras(extras, metas)
                 ordered = sorted(chosen, key=lambda c: c.name)
                 pending = [_package(c, profile, graph, metas[c.name], source)
                            for c in ordered]
@@ -211,7 +214,31 @@ def resolve_profile(
                       coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats,
                       pages_read=dict(client.pages_read),
-                      passed_over=tuple(passed))
+                      passed_over=tuple(passed), warnings=tuple(warnings))
+
+
+def unknown_extras(extras: Mapping[NormalizedName, frozenset[str]],
+                   metas: Mapping[NormalizedName, Any]) -> list[str]:
+    """A warning for each extra asked of a project whose metadata has no such
+    extra (installing it brings nothing more), as uv warns: never dropped
+    without a word. An extra counts as known when Provides-Extra names it or a
+    marker of Requires-Dist does (older metadata omits Provides-Extra)."""
+    out = []
+    for name, wanted in sorted(extras.items()):
+        meta = metas.get(name)
+        if meta is None:
+            continue
+        known = set(meta.provides_extra)
+        for req in meta.requires_dist:
+            if req.marker is not None:
+                known.update(canonicalize_name(e) for e in
+                             _EXTRA_IN_MARKER.findall(str(req.marker)))
+        missing = sorted(wanted - known)
+        if missing:
+            out.append(f"{name} {meta.version} has no extra "
+                       + ", ".join(repr(e) for e in missing)
+                       + "; it adds nothing to the lock")
+    return out
 
 
 def _nothing_loads(passed: Sequence[PassedOver],
@@ -282,9 +309,11 @@ def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
          rules: Rules, profile: str,
-         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
-    """Run resolvelib; return the base candidates and each one's dependencies
-    (the dependencies of ``name[extra]`` belong to ``name``)."""
+         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]],
+                    dict[NormalizedName, frozenset[str]]]:
+    """Run resolvelib; return the base candidates, each one's dependencies
+    (the dependencies of ``name[extra]`` belong to ``name``) and the extras
+    asked of each project."""
     resolver = Resolver(provider, _Reporter(provider))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
@@ -300,6 +329,10 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds",
             hint="pin the large projects (torch, sglang) to exact versions") from None
     chosen = [c for ident, c in result.mapping.items() if not c.extras]
+    extras: dict[NormalizedName, frozenset[str]] = {}
+    for c in result.mapping.values():
+        if c.extras:
+            extras[c.name] = extras.get(c.name, frozenset()) | c.extras
     graph: dict[str, set[NormalizedName]] = defaultdict(set)
     for ident in result.graph:
         if not isinstance(ident, str):
@@ -309,4 +342,4 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             name = canonicalize_name(str(child).split("[", 1)[0])
             if name != owner:
                 graph[owner].add(name)
-    return chosen, graph
+    return chosen, graph, extras

@@ -70,6 +70,7 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what the lock honours differently than asked
     passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:
