@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stacklock.resolve.locking import lock_profile, render_resolve
+from stacklock.resolve.locking import ResolveResult, lock_profile, render_resolve
 from stacklock.runner import find_uv
 from tests.helpers.gitrepo import make_repo
 from tests.helpers.uv import python312, uv_compile_pins
@@ -23,7 +23,7 @@ SIX_URL = ("https://files.pythonhosted.org/packages/d9/5a/e7c31adbe875f2abbb91bd
 TARGET = '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
 
 
-def _lock(tmp_path: Path, requirements: str) -> tuple[object, Path]:
+def _lock(tmp_path: Path, requirements: str) -> tuple[ResolveResult, Path]:
     profile = tmp_path / "live.toml"
     profile.write_text(f"{TARGET}[requirements]\n{requirements}")
     out = tmp_path / "pylock.live.toml"
@@ -56,14 +56,14 @@ def test_a_wheel_by_url_locks_as_an_archive_and_uv_installs_it(tmp_path):
     uv = uv_compile_pins([f"six @ {SIX_URL}", "python-dateutil==2.9.0.post0"],
                          tmp_path)
     # uv writes the direct reference as "six @ URL", which has no pin to compare
-    assert result.resolution.pins() == {**uv, "six": "1.16.0"}  # type: ignore[attr-defined]
+    assert result.resolution.pins() == {**uv, "six": "1.16.0"}
     assert f"six==1.16.0 (from {SIX_URL})" in _sync(lock, tmp_path)
 
 
 def test_an_exact_pin_on_a_yanked_release_locks_it_as_uv_does(tmp_path):
     result, lock = _lock(tmp_path, 'packages = ["requests==2.32.0"]\n')
-    assert "warning: requests 2.32.0 is yanked" in render_resolve(result)  # type: ignore[arg-type]
-    assert result.resolution.pins() == uv_compile_pins(  # type: ignore[attr-defined]
+    assert "warning: requests 2.32.0 is yanked" in render_resolve(result)
+    assert result.resolution.pins() == uv_compile_pins(
         ["requests==2.32.0"], tmp_path)
     assert "requests==2.32.0" in _sync(lock, tmp_path)
 
@@ -74,7 +74,7 @@ def test_an_override_whose_marker_is_false_is_recorded_and_not_applied(tmp_path)
     stack = tomllib.loads(lock.read_text())["tool"]["stacklock"]
     assert stack["overrides"] == ['urllib3==1.26.20; sys_platform == "win32"']
     assert stack["overrides-ignored"] == stack["overrides"]
-    assert result.resolution.pins()["urllib3"].startswith("2.")  # type: ignore[attr-defined]
+    assert result.resolution.pins()["urllib3"].startswith("2.")
     _sync(lock, tmp_path)
 
 
