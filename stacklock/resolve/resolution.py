@@ -35,6 +35,7 @@ from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules
@@ -90,16 +91,20 @@ def resolve_profile(
     workers: int = MAX_CONNECTIONS,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
+    preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
+    ``preferences``: the existing lock's pins, tried first
+    (:mod:`stacklock.resolve.preferences`).
 
     ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
     ``on_status`` receives short progress lines, ``on_download`` byte counts of
     the wheels downloaded to settle a hash."""
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
+    preferences = preferences or Preferences()
     own_http = http is None
     client_http = http or client_for(profile)
     profile = pin_variants(profile)
@@ -131,10 +136,11 @@ def resolve_profile(
 
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, workers=workers,
+                           prereleases=spec.prereleases, preferences=preferences,
+                           workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
-            provider = StackProvider(source, rules)
+            provider = StackProvider(source, rules, preferences)
             chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
                                  source, rules, profile.name)
             metas = {c.name: source.metadata(c) for c in chosen}
@@ -151,7 +157,8 @@ def resolve_profile(
             if on_status is not None:
                 on_status(f"hashing {cand.name} {cand.version}")
             packages.append(replace(pkg, wheel=settle_wheel(
-                cand, store=store, http=client_http, progress=on_download)))
+                cand, store=store, http=client_http, progress=on_download,
+                locked=preferences.pins.get(cand.name))))
     finally:
         if own_http:
             client_http.close()
