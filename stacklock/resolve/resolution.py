@@ -43,6 +43,7 @@ from stacklock.resolve.direct import (
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
 from stacklock.resolve.model import holds_on
+from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules, yanked_pins
@@ -101,6 +102,7 @@ def resolve_profile(
     workers: int = MAX_CONNECTIONS,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
+    preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
@@ -108,7 +110,8 @@ def resolve_profile(
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
     ``runner`` runs git for the profile's direct references (None: the real
-    one).
+    one). ``preferences``: the existing lock's pins, tried first
+    (:mod:`stacklock.resolve.preferences`).
 
     ``gate`` (the native check) judges each complete resolution: the candidates
     it returns are passed over and the profile is resolved again without them,
@@ -120,6 +123,7 @@ def resolve_profile(
     the wheels downloaded to settle a hash."""
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
+    preferences = preferences or Preferences()
     own_http = http is None
     client_http = http or client_for(profile)
     profile = pin_variants(profile)
@@ -166,13 +170,14 @@ def resolve_profile(
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
                            prereleases=spec.prereleases, direct=direct,
+                           preferences=preferences,
                            workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
             passed: list[PassedOver] = []
             while True:  # again without what the gate passed over, if anything
                 provider = StackProvider(source, rules, excluded={
-                    (p.name, p.version) for p in passed})
+                    (p.name, p.version) for p in passed}, preferences=preferences)
                 try:
                     chosen, graph, extras = _run(
                         provider, [rules.make(r, parent=None) for r in top],
@@ -195,7 +200,8 @@ def resolve_profile(
                     if cand.direct is None:  # a direct reference is settled
                         pkg = replace(pkg, wheel=settle_wheel(
                             cand, store=store, http=client_http,
-                            progress=on_download))
+                            progress=on_download,
+                            locked=preferences.pins.get(cand.name)))
                     packages.append(pkg)
                 rejected = list(gate(packages)) if gate is not None else []
                 if not rejected:

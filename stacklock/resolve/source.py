@@ -28,6 +28,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.http import MAX_CONNECTIONS
 from stacklock.resolve.model import Candidate, iter_dependencies
+from stacklock.resolve.preferences import Preferences, locked_first
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -101,6 +102,7 @@ class PackageSource:
         overrides: Mapping[NormalizedName, SpecifierSet] | None = None,
         prereleases: frozenset[NormalizedName] = frozenset(),
         direct: Mapping[NormalizedName, Any] | None = None,
+        preferences: Preferences | None = None,
         workers: int = MAX_CONNECTIONS,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
@@ -111,6 +113,7 @@ class PackageSource:
         self._overrides = dict(overrides or {})
         self._prereleases = prereleases
         self._direct = dict(direct or {})  # name -> DirectArtifact
+        self._preferences = preferences or Preferences()
         self._prefetch_enabled = prefetch and workers > 0
         self._pool = ThreadPoolExecutor(max_workers=max(workers, 1),
                                         thread_name_prefix="stacklock-prefetch")
@@ -207,7 +210,8 @@ class PackageSource:
             found = self.candidates(name)
         except Exception:  # the resolver asks again and reports it
             return
-        best = first_fit(found, spec, allow_prereleases=name in self._prereleases)
+        best = first_fit(locked_first(found, self._preferences.version_of(name)),
+                         spec, allow_prereleases=name in self._prereleases)
         if best is None:
             return
         with self._lock:
