@@ -223,3 +223,14 @@ def test_an_sdist_with_static_pkg_info_is_an_archive_that_install_builds(tmp_pat
     assert demo["tool"]["stacklock"]["build"] == \
         "demo-sdist is a direct reference to an sdist"
     assert not list((tmp_path / "cache").rglob("build-*.log"))  # nothing built
+
+
+def test_uv_installs_a_lock_with_a_local_wheel_archive_offline(tmp_path):
+    from tests.helpers.uv import uv_dry_run
+
+    wheel = build_wheel(tmp_path / "dist", "local-pkg", "1.0",
+                        {"local_pkg/__init__.py": b""})
+    profile = _profile(tmp_path, [f"local-pkg @ {wheel.as_uri()}"])
+    _, _, out = _lock(profile, tmp_path)
+    # uv finds the wheel by the archive's path, relative to the lock
+    assert f"local-pkg @ {wheel.as_uri()}" in uv_dry_run(out, tmp_path, offline=True)
