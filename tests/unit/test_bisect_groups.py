@@ -11,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stacklock.bisect.changes import Change
+from stacklock.bisect.changes import TOOLKIT, Change
+from stacklock.bisect.mix import make_mix
 from stacklock.bisect.requirements import RequirementReader
 from stacklock.bisect.run import group_locks
 from stacklock.cli.bisect import _changes
@@ -70,3 +71,19 @@ def test_a_group_comes_after_what_it_needs(graph) -> None:
     torch = next(i for i, g in enumerate(graph.groups) if "torch" in g.names)
     # torch 2.11.0 requires setuptools<82 (the downgrade 84.2.1 -> 81.0.0)
     assert labels.index("setuptools") in graph.needs[torch]
+
+
+def test_the_toolkit_is_one_of_the_changes_and_moves_with_its_mix() -> None:
+    """The committed locks: a 12.8.1 runfile toolkit, and 13.0.3 as
+    ``source = "pypi"``; a mix takes the toolkit from BAD only when asked."""
+    root = Path(__file__).resolve().parents[2] / "locks"
+    good = load_lock(root / "pylock.blackwell-cu128.toml")
+    bad = load_lock(root / "pylock.pypi-cu130.toml")
+    toolkit = next(c for c in _changes(good, bad) if c.name == TOOLKIT)
+    assert (toolkit.kind, toolkit.old, toolkit.new) == ("toolkit", "12.8.1", "13.0.3")
+    kept = make_mix(good, bad, ["torch"], path="pylock.mix.toml")
+    moved = make_mix(good, bad, ["torch", TOOLKIT], path="pylock.mix.toml")
+    assert kept.cuda == good.cuda and moved.cuda == bad.cuda
+    assert moved.package("torch") is bad.package("torch")
+    assert good.package("numpy") is not None
+    assert moved.package("numpy") is good.package("numpy")
