@@ -182,7 +182,7 @@ class _Session:
         from stacklock.lock.write import dump_lock  # tomlkit: only when a step runs
 
         dump_lock(mix, path)
-        venv = self.folder / "venv"
+        venv = (self.folder / "venv").absolute()
         started = time.monotonic()
         try:
             fetched = self.tools.install(path, venv)
