@@ -165,8 +165,9 @@ class _Session:
         if earlier is None and sum(s.ran for s in self.steps) >= self.max_steps:
             raise OutOfSteps
         number = len(self.steps) + 1
-        folder = self.folder / "steps" / f"{number:03d}"
-        path = folder / f"pylock.step-{number:03d}.toml"
+        key = self.log.count + 1  # unique across resumed runs
+        folder = self.folder / "steps" / f"{key:03d}"
+        path = folder / f"pylock.step-{key:03d}.toml"
         mix = self.lock_for(groups, path)
         broken = sorted(self.check(mix) - self.baseline)
         if broken:

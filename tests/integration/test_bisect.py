@@ -150,6 +150,9 @@ def test_one_culprit_with_its_pinned_partner_resumes_from_the_log(
     assert [s["resumed"] for s in steps[:4]] == [True] * 4  # 3 runs, 1 incoherent
     assert not any(s["resumed"] for s in steps[4:])
     assert report["oracle_runs"] <= _budget()
+    written = [s["lock"] for s in steps if s["lock"]]  # of both runs, each kept
+    assert len(set(written)) == len(written)
+    assert all((tmp_path / lock).is_file() for lock in written)
     # the two ends, then the search; each step's state, exit code and cost
     assert (steps[0]["state"], steps[0]["applied"]) == ("good", [])
     assert steps[1]["state"] == "bad" and steps[1]["exit_code"] == 1
