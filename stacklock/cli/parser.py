@@ -104,6 +104,14 @@ def _add_resolve(sub: _Sub) -> None:
                    help="revalidate cached pages with the indexes")
     p.add_argument("--no-check", action="store_true",
                    help="write the lock without the native check (stacklock check)")
+    p.add_argument("--upgrade", action="store_true",
+                   help="ignore the existing lock's pins (by default its versions "
+                        "are kept while the profile allows them)")
+    p.add_argument("--upgrade-package", action="append", default=[], metavar="NAME",
+                   help="release the existing lock's pin of NAME (repeatable)")
+    p.add_argument("--check", "--locked", dest="check", action="store_true",
+                   help="write nothing; exit 0 if the lock is what resolving "
+                        "would write, else 1 with what differs (for CI)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="seconds one request may take in all (default 120, or "
                         "STACKLOCK_HTTP_TIMEOUT); the whole resolve's requests "

@@ -13,6 +13,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -25,7 +26,7 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ResolutionError
+from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -33,24 +34,32 @@ from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import make_build_setup
 from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
+from stacklock.resolve.direct import (
+    DirectArtifact,
+    find_direct,
+    read_direct,
+)
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.model import holds_on
+from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
-from stacklock.resolve.rules import Rules, holds_on, yanked_pins
+from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
+from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
 
     import httpx
 
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
+    from stacklock.runner import Runner
 
 __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
@@ -91,11 +100,16 @@ def resolve_profile(
     workers: int = MAX_CONNECTIONS,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
+    preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
+    runner: Runner | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
+    ``runner`` runs git for the profile's direct references (None: the real
+    one). ``preferences``: the existing lock's pins, tried first
+    (:mod:`stacklock.resolve.preferences`).
 
     ``gate`` (the native check) judges each complete resolution: the candidates
     it returns are passed over and the profile is resolved again without them,
@@ -107,6 +121,7 @@ def resolve_profile(
     the wheels downloaded to settle a hash."""
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
+    preferences = preferences or Preferences()
     own_http = http is None
     client_http = http or client_for(profile)
     profile = pin_variants(profile)
@@ -122,14 +137,26 @@ def resolve_profile(
                             [*requirements.packages, *requirements.constraints,
                              *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        sdists = SdistReader(client_http, cache_dir=root, store=store,
-                             setup=make_build_setup(profile, log_dir=root / "logs"))
+        setup = make_build_setup(profile, log_dir=root / "logs")
+        sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
                                   store=store, sdists=sdists)
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
+        refs = find_direct(spec, env, path=profile.path, base=(
+            Path(profile.path).parent if profile.path else Path.cwd()))
+        try:
+            direct = {name: read_direct(
+                ref, target=profile.target, http=client_http, store=store,
+                root=root, runner=runner or SubprocessRunner(),
+                setup=None if spec.refuses_build(name) else setup)
+                for name, ref in refs.items()}
+        except ProfileError as exc:  # named in the profile's file
+            raise ProfileError(exc.detail, path=profile.path, key=exc.key,
+                               hint=exc.hint) from None
         rules = Rules(environment=env, overrides=spec.overrides,
-                      constraints=spec.constraints, prereleases=spec.prereleases)
+                      constraints=spec.constraints, prereleases=spec.prereleases,
+                      direct=refs)
         wanted = [*spec.packages,
                   *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
         top = [r for r in wanted if holds_on(r, env)]
@@ -140,13 +167,15 @@ def resolve_profile(
 
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, workers=workers,
+                           prereleases=spec.prereleases, direct=direct,
+                           preferences=preferences,
+                           workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
             passed: list[PassedOver] = []
             while True:  # again without what the gate passed over, if anything
                 provider = StackProvider(source, rules, excluded={
-                    (p.name, p.version) for p in passed})
+                    (p.name, p.version) for p in passed}, preferences=preferences)
                 try:
                     chosen, graph = _run(
                         provider, [rules.make(r, parent=None) for r in top],
@@ -165,8 +194,12 @@ def resolve_profile(
                 for cand, pkg in zip(ordered, pending, strict=True):
                     if on_status is not None:
                         on_status(f"hashing {cand.name} {cand.version}")
-                    packages.append(replace(pkg, wheel=settle_wheel(
-                        cand, store=store, http=client_http, progress=on_download)))
+                    if cand.direct is None:  # a direct reference is settled
+                        pkg = replace(pkg, wheel=settle_wheel(
+                            cand, store=store, http=client_http,
+                            progress=on_download,
+                            locked=preferences.pins.get(cand.name)))
+                    packages.append(pkg)
                 rejected = list(gate(packages)) if gate is not None else []
                 if not rejected:
                     break
@@ -191,12 +224,16 @@ def _nothing_loads(passed: Sequence[PassedOver],
                    conflict: ResolutionError | None) -> NativeCheckError:
     """No combination imports: the candidates passed over, each with why, then
     what stopped the resolver from going further back."""
-    tried = "\n  ".join(f"{p.name} {p.version}: {p.reason}" for p in passed)
+    from stacklock.native import summarize  # the check's own lines, one an object
+
+    tried = "\n  ".join(line for p in passed for line in (
+        summarize(p.findings) or [f"{p.name} {p.version}: {p.reason}"]))
     then = (f"without them: {str(conflict).splitlines()[0]}" if conflict is not None
             else f"gave up after passing over {len(passed)} candidates")
     return NativeCheckError(
         f"no combination of versions loads: passed over\n  {tried}\n{then}",
-        findings=(), hint="pin versions built for each other (the counterparts "
+        findings=tuple(f for p in passed for f in p.findings),
+        hint="pin versions built for each other (the counterparts "
         "named), or after review add [check] allow = [...] for the package")
 
 
@@ -214,6 +251,8 @@ def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
              source: PackageSource) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
+    if cand.direct is not None:
+        return _direct_package(cand, graph, meta, source)
     index = profile.index_named(cand.index)
     link = cand.best.link
     return ResolvedPackage(
@@ -225,6 +264,26 @@ def _package(cand: Candidate, profile: Profile,
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
         yanked=link.yanked)
+
+
+def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
+                    meta: Any, source: PackageSource) -> ResolvedPackage:
+    """A direct reference as locked: an archive with the sha256 it was read
+    with (its wheel when it is one), a repository at its commit, a folder."""
+    found: DirectArtifact = cand.direct
+    ref = found.ref
+    wheel = None
+    if ref.kind == "archive":
+        wheel = LockedWheel(
+            filename=ref.filename or "", sha256=found.sha256 or "",
+            url=strip_credentials(ref.url) if ref.url else str(ref.path),
+            hash_source="url" if ref.sha256 else "download", size=found.size)
+    return ResolvedPackage(
+        name=cand.name, version=cand.version, index_name="", index_url="",
+        dependencies=tuple(sorted(graph.get(cand.name, ()))), wheel=wheel,
+        requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
+        build=None if wheel is None or ref.is_wheel
+        else f"{cand.name} is a direct reference to an sdist", direct=found)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,

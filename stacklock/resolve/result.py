@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stacklock.cuda.coherence import CoherenceFinding
     from stacklock.lock.tables import AppliedOverride
     from stacklock.profile import Profile
+    from stacklock.resolve.direct import DirectArtifact
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
@@ -32,6 +33,7 @@ class PassedOver:
     name: NormalizedName
     version: Version
     reason: str
+    findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,16 +43,18 @@ class ResolvedPackage:
     index_name: str
     index_url: str  # credentials stripped
     dependencies: tuple[NormalizedName, ...]
-    wheel: LockedWheel
+    wheel: LockedWheel | None  # None: a direct reference to a repository or folder
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
     # the yank reason ("" for none) of a yanked file the profile pins exactly
     yanked: str | None = None
+    direct: DirectArtifact | None = None  # a direct reference of the profile
 
     @property
     def is_sdist(self) -> bool:
-        return not self.wheel.filename.endswith(".whl")
+        """Whether install builds it: an sdist, a repository or a folder."""
+        return self.wheel is None or not self.wheel.filename.endswith(".whl")
 
 
 @dataclass(frozen=True, kw_only=True)
