@@ -132,3 +132,21 @@ def test_a_wheel_on_a_folder_index_is_read_from_its_file(tmp_path):
     natives = _reader(server, tmp_path).read(local)
     assert server.requests == 0
     assert natives.objects == tuple(_local_objects()[1])
+
+
+def test_a_large_member_is_listed_unread_until_asked_for(tmp_path, monkeypatch):
+    """Over LARGE_MEMBER compressed, a member's facts wait until the check asks
+    (read_large); the answer is cached with the rest of the wheel."""
+    monkeypatch.setattr("stacklock.native.wheel.LARGE_MEMBER", 0)
+    server = RangeServer()
+    reader = _reader(server, tmp_path)
+    first = reader.read(WHEEL)
+    path = _local_objects()[0][0]
+    assert first.objects == () and first.large == (path,)
+    assert first.files == (path,)
+    sent = server.sent
+    full = reader.read_large(WHEEL, first.large)
+    assert full.objects == tuple(_local_objects()[1]) and full.large == ()
+    assert server.sent > sent
+    again = _reader(RangeServer(), tmp_path).read_large(WHEEL, first.large)
+    assert again == full  # from the cache
