@@ -54,12 +54,18 @@ SETS = {name: reqs for group in GROUPS.values() for name, reqs in group.items()}
 # vllm takes nvidia-cutlass-dsl, whose CUDA 12 libraries ride along with torch's
 # CUDA 13: stacklock refuses such a mix unless the profile allows it (uv does not
 # check), so the bench's profile allows it.
-ALLOW_MIXED: dict[str, list[str]] = {"vllm": ["nvidia-cutlass-dsl-libs-cu12"]}
+ALLOW_MIXED: dict[str, list[str]] = {
+    name: ["nvidia-cutlass-dsl-libs-cu12"] for name in ("vllm", "pypi-cu130")}
 PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
 UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
 FLAGS: list[str] = []  # stacklock resolve's extra flags (--no-check)
 BASELINE: list[str] = []  # the baseline stacklock's interpreter, if any
 BYTES: list[dict[str, int]] = []  # per stacklock run: bytes taken in per phase
+
+
+def set_manylinux(tag: str) -> None:
+    global MANYLINUX, PLATFORM
+    MANYLINUX, PLATFORM = tag, f"x86_64-manylinux_{tag}"
 
 
 def find_python(given: str | None) -> str | None:
@@ -117,9 +123,11 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
                               str(profile), "-o", str(out), "--json", *FLAGS],
                              env=env, stdout=fh)
     if command is None:  # this stacklock: the bytes each phase took in
-        native = json.loads(report.read_text() or "{}").get("native") or {}
-        BYTES.append({"resolve": _cached_bytes(cache) - before,
-                      "check": int(native.get("bytes-read", 0))})
+        printed = json.loads(report.read_text() or "{}")
+        native = printed.get("native") or {}
+        BYTES.append({"resolve": _cached_bytes(cache) - before,  # a replay reads 0
+                      "check": 0 if printed.get("replayed") else
+                      int(native.get("bytes-read", 0))})
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
@@ -206,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--uv-python", metavar="PATH",
                         help=f"a CPython {PYTHON} for uv's --python")
+    parser.add_argument("--manylinux", default=MANYLINUX, metavar="2_34",
+                        help="the target's glibc (pypi-cu130's sglang needs 2_34)")
     args = parser.parse_args(argv)
+    set_manylinux(args.manylinux)
     found = find_python(args.uv_python)
     UV_PYTHON[:] = [found] if found else []
     FLAGS[:] = ["--no-check"] if args.no_check else []

@@ -8,9 +8,12 @@ read once per machine; a wheel already in the artifact store is read from disk.
 
 The loader's view of a library ends with its dynamic section, and a deflate stream
 can only be read from its start: a library's facts cost its whole compressed size.
-Members over :data:`LARGE_MEMBER` compressed (cuDNN, cuBLAS, libtorch_cuda, 3 GB
-of a CUDA 13 stack) are listed in ``large`` and left unread; the check asks for
-one with :meth:`WheelReader.read_large` only when an extension's symbols need it.
+Libraries (``lib*.so*``) over :data:`LARGE_MEMBER` compressed (cuDNN, cuBLAS,
+libtorch_cuda: 3 GB of a CUDA 13 stack) and extension modules over
+:data:`LARGE_EXTENSION` are listed in ``large`` and left unread; the check asks
+for one with :meth:`WheelReader.read_large` only when an extension's symbols need
+it. Extension modules are where a stack breaks (built against another torch or
+CUDA), so they are read up to a larger size.
 """
 
 from __future__ import annotations
@@ -50,7 +53,13 @@ __all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
 
 _FORMAT = 1  # of the cache entries (``large`` is new and optional)
 _TAIL = 64 * 1024
-LARGE_MEMBER = 24 << 20  # compressed bytes of a member read only when needed
+LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
+LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
+
+
+def _is_large(path: str, compressed: int) -> bool:
+    library = path.rsplit("/", 1)[-1].startswith("lib")
+    return compressed > (LARGE_MEMBER if library else LARGE_EXTENSION)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,7 +210,8 @@ class WheelReader:
             for entry in entries:
                 if entry.name not in files or entry.name in done:
                     continue
-                if entry.compressed_size > LARGE_MEMBER and entry.name not in wanted:
+                if _is_large(entry.name, entry.compressed_size) and \
+                        entry.name not in wanted:
                     large.append(entry.name)
                     continue
                 member = InflatedMember(

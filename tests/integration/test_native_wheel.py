@@ -135,9 +135,10 @@ def test_a_wheel_on_a_folder_index_is_read_from_its_file(tmp_path):
 
 
 def test_a_large_member_is_listed_unread_until_asked_for(tmp_path, monkeypatch):
-    """Over LARGE_MEMBER compressed, a member's facts wait until the check asks
-    (read_large); the answer is cached with the rest of the wheel."""
-    monkeypatch.setattr("stacklock.native.wheel.LARGE_MEMBER", 0)
+    """Over LARGE_EXTENSION compressed, an extension module's facts wait until
+    the check asks (read_large); the answer is cached with the rest of the
+    wheel."""
+    monkeypatch.setattr("stacklock.native.wheel.LARGE_EXTENSION", 0)
     server = RangeServer()
     reader = _reader(server, tmp_path)
     first = reader.read(WHEEL)
