@@ -19,6 +19,7 @@ CUDA), so they are read up to a larger size.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import threading
 import zipfile
@@ -46,7 +47,6 @@ from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    import io
     from collections.abc import Iterable, Iterator
 
 __all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
@@ -206,19 +206,23 @@ class WheelReader:
             done = {o.path for o in objects}
             if known is not None:
                 done |= set(known.files) - set(known.large)  # not ELF after all
-            large = []
-            for entry in entries:
-                if entry.name not in files or entry.name in done:
-                    continue
-                if _is_large(entry.name, entry.compressed_size) and \
-                        entry.name not in wanted:
-                    large.append(entry.name)
-                    continue
-                member = InflatedMember(
-                    remote_zip.iter_member(reader, entry), size=entry.size
-                )
-                with member:
+            todo = [e for e in entries if e.name in files and e.name not in done]
+            large = [e.name for e in todo if e.name not in wanted
+                     and _is_large(e.name, e.compressed_size)]
+            small = [e for e in todo if e.name not in large and e.name not in wanted]
+            remote_zip.prefetch_entries(reader, small)  # few requests for many
+            for entry in small:
+                with io.BytesIO(remote_zip.read_entry(reader, entry)) as member:
                     found = _parse(member, entry.name, wheel)
+                if found is not None:
+                    objects.append(found)
+            for entry in todo:
+                if entry.name not in wanted:
+                    continue
+                # read as far as the loader's view reaches, never held whole
+                with InflatedMember(remote_zip.iter_member(reader, entry),
+                                    size=entry.size) as streamed:
+                    found = _parse(streamed, entry.name, wheel)
                 if found is not None:
                     objects.append(found)
         except httpx.HTTPError as exc:
