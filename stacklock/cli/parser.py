@@ -19,6 +19,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"stacklock: error: {message} (see '{self.prog} --help')\n")
 
 
+class _CommandParser(_Parser):
+    """A verb that runs a command: everything after the first ``--`` is that
+    command (``args.command``), options before it may come in any order."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None,
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        head = list(args or ())
+        tail: list[str] = []
+        if "--" in head:
+            cut = head.index("--")
+            head, tail = head[:cut], head[cut + 1:]
+        parsed, extra = super().parse_known_args(head, namespace)
+        parsed.command = tail
+        return parsed, extra
+
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -250,9 +268,38 @@ def _add_fleet(sub: _Sub) -> None:
     p.set_defaults(verb="fleet:fleet_report")
 
 
+def _add_bisect(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "bisect", help="find which change between two locks breaks a stack",
+        usage="stacklock bisect GOOD BAD [options] (-- CMD [ARGS...] | --gate)")
+    p.add_argument("good", metavar="GOOD", help="the lock (or pack) that works")
+    p.add_argument("bad", metavar="BAD", help="the lock (or pack) that does not")
+    p.__class__ = _CommandParser  # CMD [ARGS...] after "--", as it is
+    p.epilog = ("-- CMD [ARGS...]: the oracle, run in each intermediate venv: exit 0 "
+                "good, 125 skip, anything else bad")
+    p.add_argument("--gate", action="store_true",
+                   help="the oracle is GOOD's validation gate (tok/s), measured "
+                   "--repeat times per state")
+    p.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="run the oracle N times per state (default 1; 3 with --gate)")
+    p.add_argument("--max-steps", type=int, default=30, metavar="N",
+                   help="stop after N oracle runs (default 30); run again to resume")
+    p.add_argument("--step-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="a command running longer is stopped and the state is bad "
+                   "(default 1800)")
+    p.add_argument("--dir", default="bisect", metavar="DIR",
+                   help="the log, the step locks, the scratch venv and the two "
+                   "bracketing locks (default ./bisect)")
+    p.add_argument("--python", help="interpreter to build the scratch venv from")
+    p.add_argument("--no-toolkit", action="store_true",
+                   help="leave a runfile toolkit out of each step's install")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="bisect:bisect")
+
+
 _VERBS = {
     "profiles": _add_profiles, "links": _add_links, "resolve": _add_resolve,
     "check": _add_check, "cuda": _add_cuda, "install": _add_install,
     "pack": _add_pack, "snapshot": _add_snapshot, "diff": _add_diff,
-    "validate": _add_validate, "fleet": _add_fleet,
+    "validate": _add_validate, "fleet": _add_fleet, "bisect": _add_bisect,
 }

@@ -31,12 +31,21 @@ from stacklock.index.evaluate import (
 )
 from stacklock.index.links import parse_filename
 from stacklock.index.pages import REASON, classify_filename, link_of
-from stacklock.index.versions import VersionFiles, group_versions, sdist_version_text
+from stacklock.index.versions import (
+    VersionFiles,
+    group_versions,
+    is_yanked_reason,
+    sdist_version_text,
+)
+from stacklock.index.versions import allow_yanked as allow_yanked_file
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
+    from collections.abc import Set as AbstractSet
     from datetime import datetime
+
+    from packaging.utils import NormalizedName
 
     from stacklock.index.client import IndexClient
     from stacklock.index.pages import SkippedLink
@@ -77,8 +86,12 @@ class Finder:
         *,
         exclude_newer: datetime | None = None,
         no_build: bool | frozenset[str] = frozenset(),
+        yanked_pins: Mapping[NormalizedName, AbstractSet[Version]] | None = None,
     ) -> None:
         self.client = client
+        # project -> the versions the profile pins exactly: their yanked files
+        # may be used (PEP 592, as uv does)
+        self.yanked_pins = dict(yanked_pins or {})
         self.indexes = tuple(indexes)
         self.target = target
         self.exclude_newer = exclude_newer
@@ -159,10 +172,8 @@ class Finder:
                 continue
             if ev.compatible:
                 out.append(ev)
-            elif allow_yanked and ev.link.yanked is not None and \
-                    ev.reason is not None and ev.reason.startswith("yanked"):
-                out.append(replace(ev, compatible=True,
-                                   note=f"{ev.reason}; allowed by the exact pin"))
+            elif allow_yanked and is_yanked_reason(ev.reason):
+                out.append(allow_yanked_file(ev))
         with_wheel = {ev.version for ev in out if ev.link.is_wheel}
         return [ev for ev in out if ev.link.is_wheel or ev.version not in with_wheel]
 
@@ -176,7 +187,7 @@ class Finder:
             chosen = self.index_for(name)
             found = [] if chosen is None else group_versions(
                 self.client.get_rows(chosen, name), chosen, project,
-                self._evaluator, _best_first)
+                self._evaluator, _best_first, self.yanked_pins.get(name, frozenset()))
             self._groups[name] = found
         return found
 

@@ -16,6 +16,7 @@ with what to do instead.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tarfile
 import tempfile
@@ -176,7 +177,12 @@ def _real_runner() -> Runner:
 
 
 def _unpack(sdist: Path, into: Path) -> Path:
-    """Unpack the sdist; its one top folder (where pyproject.toml/setup.py is)."""
+    """Unpack the sdist; its one top folder (where pyproject.toml/setup.py is).
+    A source tree (a direct reference) is copied, so a build never writes into
+    it."""
+    if sdist.is_dir():
+        shutil.copytree(sdist, into, ignore=shutil.ignore_patterns(".git"))
+        return into
     into.mkdir(parents=True)
     if sdist.name.endswith(".zip") or zipfile.is_zipfile(sdist):
         with zipfile.ZipFile(sdist) as archive:

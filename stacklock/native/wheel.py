@@ -21,7 +21,6 @@ from urllib.request import url2pathname
 
 import httpx
 from elftools.common.exceptions import ELFError
-from packaging.utils import parse_wheel_filename
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     import io
     from collections.abc import Iterator
 
-__all__ = ["NativeWheel", "WheelNatives", "WheelReader", "has_native_code"]
+__all__ = ["NativeWheel", "WheelNatives", "WheelReader"]
 
 _FORMAT = 1  # of the cache entries
 _TAIL = 64 * 1024
@@ -83,13 +82,6 @@ class WheelNatives:
             files=tuple(data["files"]),
             objects=tuple(SharedObject.from_dict(o) for o in data["objects"]),
         )
-
-
-def has_native_code(filename: str) -> bool:
-    """False for wheels tagged for any platform (``py3-none-any``): they claim
-    to carry no machine code, and are not read."""
-    tags = parse_wheel_filename(filename)[3]
-    return any(tag.platform != "any" for tag in tags)
 
 
 class WheelReader:

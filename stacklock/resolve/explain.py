@@ -114,8 +114,29 @@ def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:
     allow = rules.allows_prerelease(req.name, [req])
     ok = [c for c in found if req.specifier.contains(c.version, prereleases=allow)]
     if not ok:
-        return ": no version with a wheel for the target allows it"
+        return (": no version with a wheel for the target allows it"
+                + _yanked(req, source))
     return f": {len(ok)} version(s) allow it, newest {ok[0].version}"
+
+
+def _yanked(req: Requirement, source: PackageSource) -> str:
+    """The yanked versions ``req`` allows, with the reason: PEP 592 lets a
+    yanked release be used only where the profile pins it with == or ===."""
+    try:
+        evaluations = source.evaluate(req.name)
+    except Exception:  # reported by _available
+        return ""
+    yanked: dict[str, str] = {}
+    for ev in evaluations:
+        if ev.version is not None and ev.link.yanked is not None and \
+                req.specifier.contains(ev.version, prereleases=True):
+            yanked.setdefault(str(ev.version), ev.link.yanked)
+    if not yanked:
+        return ""
+    shown = ", ".join(f"{v} ({why})" if why else v
+                      for v, why in list(yanked.items())[:3])
+    return (f"; yanked: {shown}, used only when the profile pins one with == or "
+            "===")
 
 
 def _loosest(reqs: Sequence[Requirement]) -> str:

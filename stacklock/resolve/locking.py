@@ -8,19 +8,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import canonicalize_name
+
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.preferences import load_preferences
 from stacklock.resolve.resolution import Resolution, client_for, resolve_profile
+from stacklock.resolve.result import PassedOver
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     import httpx
+    from packaging.version import Version
 
-    from stacklock.native import NativeReport
+    from stacklock.native import Finding, NativeReport
+    from stacklock.profile import Profile
+    from stacklock.resolve.result import ResolvedPackage
 
 __all__ = [
     "ResolveResult",
@@ -88,17 +94,17 @@ def lock_profile(
                                    upgrade_packages=upgrade_packages)
     with contextlib.ExitStack() as stack:
         client = http or stack.enter_context(client_for(loaded))
+        gate = NativeGate(loaded, http=client, offline=offline,
+                          cache_dir=cache_dir, on_status=on_status) if check else None
         resolution = resolve_profile(loaded, http=client, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
                                      preferences=preferences, on_status=on_status,
-                                     on_download=on_download)
-        native = None
-        if check:
-            from stacklock.native import raise_for_findings  # ELF readers
+                                     on_download=on_download, gate=gate)
+        native = gate.report if gate is not None else None
+        if native is not None:
+            from stacklock.native import raise_for_findings
 
-            native = check_resolution(resolution, http=client, offline=offline,
-                                      cache_dir=cache_dir, on_status=on_status)
-            raise_for_findings(native)
+            raise_for_findings(native)  # a finding no candidate change could fix
     from stacklock.lock.write import render_lock
     from stacklock.resolve.lockfile import make_lock
 
@@ -129,6 +135,53 @@ def _read_or_none(path: Path) -> bytes | None:
         return None
 
 
+class NativeGate:
+    """The native check as a constraint of the resolution: called with each
+    complete candidate set, it returns the candidates that would not load (a
+    blocking finding the profile's ``[check] allow`` does not name), which the
+    resolver passes over. ``report`` is the check of the last set."""
+
+    def __init__(self, profile: Profile, *, http: httpx.Client, offline: bool,
+                 cache_dir: Path | None,
+                 on_status: Callable[[str], None] | None = None) -> None:
+        from stacklock.native import WheelReader  # ELF readers
+
+        self._profile = profile
+        self._reader = WheelReader(http, cache_dir=cache_dir or default_cache_dir(),
+                                   offline=offline)
+        self._on_status = on_status
+        self.report: NativeReport | None = None
+
+    def __call__(self, packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
+        from stacklock.native import NativeWheel, check_native
+
+        wheels = [
+            NativeWheel(package=p.name, version=str(p.version),
+                        filename=p.wheel.filename, url=p.wheel.url,
+                        sha256=p.wheel.sha256, size=p.wheel.size)
+            for p in packages if not p.is_sdist and p.wheel is not None
+        ]
+        target = self._profile.target
+        done: list[str] = []
+
+        def on_wheel(wheel: NativeWheel) -> None:
+            done.append(wheel.filename)
+            if self._on_status is not None:
+                self._on_status(f"native check: {len(done)} wheels read")
+
+        self.report = report = check_native(
+            wheels, reader=self._reader, manylinux=target.manylinux,
+            platform=target.platform, python=target.python,
+            allow=self._profile.check.allow, on_wheel=on_wheel)
+        versions: dict[str, Version] = {p.name: p.version for p in packages}
+        found: dict[str, list[Finding]] = {}
+        for finding in report.findings:  # finding.package is canonical
+            found.setdefault(finding.package, []).append(finding)
+        return [PassedOver(name=canonicalize_name(name), version=versions[name],
+                           reason=these[0].reason(), findings=tuple(these))
+                for name, these in sorted(found.items()) if name in versions]
+
+
 def check_resolution(
     resolution: Resolution,
     *,
@@ -138,29 +191,15 @@ def check_resolution(
     on_status: Callable[[str], None] | None = None,
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
-    package locked as an sdist has no wheel to read until install builds it."""
-    from stacklock.native import NativeWheel, WheelReader, check_native
-
-    wheels = [
-        NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
-                    url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
-        for p in resolution.packages if not p.is_sdist
-    ]
-    target = resolution.profile.target
-    done: list[str] = []
-
-    def on_wheel(wheel: NativeWheel) -> None:
-        done.append(wheel.filename)
-        if on_status is not None:
-            on_status(f"native check: {len(done)} wheels read")
-
+    package locked as an sdist or a direct reference without a wheel has none to
+    read until install builds it."""
     client = http or client_for(resolution.profile)
     try:
-        reader = WheelReader(client, cache_dir=cache_dir or default_cache_dir(),
-                             offline=offline)
-        return check_native(wheels, reader=reader, manylinux=target.manylinux,
-                            platform=target.platform, python=target.python,
-                            allow=resolution.profile.check.allow, on_wheel=on_wheel)
+        gate = NativeGate(resolution.profile, http=client, offline=offline,
+                          cache_dir=cache_dir, on_status=on_status)
+        gate(resolution.packages)
+        assert gate.report is not None
+        return gate.report
     finally:
         if http is None:
             client.close()
@@ -174,6 +213,13 @@ def render_native(report: NativeReport) -> list[str]:
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    unloaded: dict[str, set[str]] = {}
+    for f in report.unloaded:
+        unloaded.setdefault(f"{f.package} {f.version}", set()).add(f.object)
+    if unloaded:
+        lines.append("  not loaded in this stack (builds for another runtime): "
+                     + ", ".join(f"{p} ({len(o)} libraries)"
+                                 for p, o in sorted(unloaded.items())))
     systems = sorted({f.missing for f in report.notes})
     if systems:
         lines.append(f"  for the system to provide ({len(report.notes)} uses, "
@@ -186,10 +232,20 @@ def render_resolve(result: ResolveResult) -> str:
     res = result.resolution
     lines = [headline(len(res.packages), res.profile.name, result.seconds,
                       result.lock)]
+    for passed in res.passed_over:
+        lines.append(f"  passed over {passed.name} {passed.version} (it would not "
+                     f"load): {passed.reason}")
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
-    downloaded = [p.name for p in res.packages if p.wheel.hash_source == "download"]
+    for p in res.packages:
+        if p.yanked is not None:
+            lines.append(f"  warning: {p.name} {p.version} is yanked"
+                         + (f" ({p.yanked})" if p.yanked else "")
+                         + f"; used because the profile pins {p.name}=={p.version}")
+    downloaded = [p.name for p in res.packages
+                  if p.wheel is not None and p.wheel.hash_source == "download"
+                  and p.direct is None]
     if downloaded:
         lines.append("  hashed by download (the index gave no single sha256): "
                      + ", ".join(downloaded))

@@ -83,9 +83,12 @@ class Replay:
 def memo_key(profile: Profile, *, output: Path, check: bool,
              upgrade: bool = False, released: Sequence[str] = ()) -> str | None:
     """The key of a resolution's fixed inputs; None when it cannot be replayed
-    (a profile not read from files, a local index). ``upgrade`` and ``released``
-    (``--upgrade-package`` names) say which of the existing lock's pins it kept."""
-    if not profile.sha256 or any(is_local(i.url) for i in profile.indexes):
+    (a profile not read from files, a local index, a direct reference: a
+    branch or a folder changes without any page changing). ``upgrade`` and
+    ``released`` (``--upgrade-package`` names) say which of the existing lock's
+    pins it kept."""
+    if not profile.sha256 or any(is_local(i.url) for i in profile.indexes) or any(
+            r.url for r in profile.requirements.packages):
         return None
     env = {k: v for k, v in os.environ.items()
            if k.startswith("STACKLOCK_") and k != "STACKLOCK_CACHE_DIR"}

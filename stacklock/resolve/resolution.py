@@ -13,6 +13,7 @@ import os
 import time
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -25,7 +26,7 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import ResolutionError
+from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -33,30 +34,38 @@ from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import make_build_setup
 from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
+from stacklock.resolve.direct import (
+    DirectArtifact,
+    find_direct,
+    read_direct,
+)
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.model import holds_on
 from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
-from stacklock.resolve.result import Resolution, ResolvedPackage
-from stacklock.resolve.rules import Rules
+from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
+from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
+from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-    from pathlib import Path
+    from collections.abc import Callable, Mapping, Sequence
 
     import httpx
 
     from stacklock.profile import Profile
     from stacklock.resolve.model import Candidate
+    from stacklock.runner import Runner
 
 __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -94,10 +103,18 @@ def resolve_profile(
     preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
+    gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
+    runner: Runner | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
-    ``preferences``: the existing lock's pins, tried first
+    ``runner`` runs git for the profile's direct references (None: the real
+    one). ``preferences``: the existing lock's pins, tried first
     (:mod:`stacklock.resolve.preferences`).
+
+    ``gate`` (the native check) judges each complete resolution: the candidates
+    it returns are passed over and the profile is resolved again without them,
+    as if they had an unsatisfiable requirement; NativeCheckError when no
+    combination is left.
 
     ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
     ``on_status`` receives short progress lines, ``on_download`` byte counts of
@@ -112,23 +129,37 @@ def resolve_profile(
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
         requirements = profile.requirements
+        env = profile.target.marker_environment()
         finder = Finder(client, profile.indexes, profile.target,
                         exclude_newer=requirements.exclude_newer,
-                        no_build=requirements.no_build_all or requirements.no_build)
+                        no_build=requirements.no_build_all or requirements.no_build,
+                        yanked_pins=yanked_pins(
+                            [*requirements.packages, *requirements.constraints,
+                             *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        sdists = SdistReader(client_http, cache_dir=root, store=store,
-                             setup=make_build_setup(profile, log_dir=root / "logs"))
+        setup = make_build_setup(profile, log_dir=root / "logs")
+        sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
         fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
                                   store=store, sdists=sdists)
-        env = profile.target.marker_environment()
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
+        refs = find_direct(spec, env, path=profile.path, base=(
+            Path(profile.path).parent if profile.path else Path.cwd()))
+        try:
+            direct = {name: read_direct(
+                ref, target=profile.target, http=client_http, store=store,
+                root=root, runner=runner or SubprocessRunner(),
+                setup=None if spec.refuses_build(name) else setup)
+                for name, ref in refs.items()}
+        except ProfileError as exc:  # named in the profile's file
+            raise ProfileError(exc.detail, path=profile.path, key=exc.key,
+                               hint=exc.hint) from None
         rules = Rules(environment=env, overrides=spec.overrides,
-                      constraints=spec.constraints, prereleases=spec.prereleases)
+                      constraints=spec.constraints, prereleases=spec.prereleases,
+                      direct=refs)
         wanted = [*spec.packages,
                   *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
-        top = [r for r in wanted
-               if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+        top = [r for r in wanted if holds_on(r, env)]
 
         def progress(stats: SourceStats) -> None:
             if on_status is not None:
@@ -136,29 +167,48 @@ def resolve_profile(
 
         with PackageSource(finder, fetcher, environment=env,
                            overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, preferences=preferences,
+                           prereleases=spec.prereleases, direct=direct,
+                           preferences=preferences,
                            workers=workers,
                            prefetch=prefetch, on_progress=progress) as source:
             source.prefetch(top)
-            provider = StackProvider(source, rules, preferences)
-            chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
-                                 source, rules, profile.name)
-            metas = {c.name: source.metadata(c) for c in chosen}
+            passed: list[PassedOver] = []
+            while True:  # again without what the gate passed over, if anything
+                provider = StackProvider(source, rules, excluded={
+                    (p.name, p.version) for p in passed}, preferences=preferences)
+                try:
+                    chosen, graph = _run(
+                        provider, [rules.make(r, parent=None) for r in top],
+                        source, rules, profile.name)
+                except ResolutionError as exc:
+                    if passed:
+                        raise _nothing_loads(passed, exc) from None
+                    raise
+                metas = {c.name: source.metadata(c) for c in chosen}
+                ordered = sorted(chosen, key=lambda c: c.name)
+                pending = [_package(c, profile, graph, metas[c.name], source)
+                           for c in ordered]
+                # CUDA checks before any download: a mixed stack fails in seconds
+                pending, coherence = toolkit.annotate(pending, profile)
+                packages = []
+                for cand, pkg in zip(ordered, pending, strict=True):
+                    if on_status is not None:
+                        on_status(f"hashing {cand.name} {cand.version}")
+                    if cand.direct is None:  # a direct reference is settled
+                        pkg = replace(pkg, wheel=settle_wheel(
+                            cand, store=store, http=client_http,
+                            progress=on_download,
+                            locked=preferences.pins.get(cand.name)))
+                    packages.append(pkg)
+                rejected = list(gate(packages)) if gate is not None else []
+                if not rejected:
+                    break
+                if len(passed) + len(rejected) > MAX_PASSED_OVER:
+                    raise _nothing_loads([*passed, *rejected], None)
+                passed.extend(rejected)
             stats = source.stats
-        ordered = sorted(chosen, key=lambda c: c.name)
-        pending = [_package(c, profile, graph, metas[c.name], source)
-                   for c in ordered]
-        # CUDA checks before any download: a mixed stack fails in seconds
-        pending, coherence = toolkit.annotate(pending, profile)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
-        packages = []
-        for cand, pkg in zip(ordered, pending, strict=True):
-            if on_status is not None:
-                on_status(f"hashing {cand.name} {cand.version}")
-            packages.append(replace(pkg, wheel=settle_wheel(
-                cand, store=store, http=client_http, progress=on_download,
-                locked=preferences.pins.get(cand.name))))
     finally:
         if own_http:
             client_http.close()
@@ -166,7 +216,25 @@ def resolve_profile(
                       overrides=tuple(rules.applied(chosen)), cuda_entry=entry,
                       coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats,
-                      pages_read=dict(client.pages_read))
+                      pages_read=dict(client.pages_read),
+                      passed_over=tuple(passed))
+
+
+def _nothing_loads(passed: Sequence[PassedOver],
+                   conflict: ResolutionError | None) -> NativeCheckError:
+    """No combination imports: the candidates passed over, each with why, then
+    what stopped the resolver from going further back."""
+    from stacklock.native import summarize  # the check's own lines, one an object
+
+    tried = "\n  ".join(line for p in passed for line in (
+        summarize(p.findings) or [f"{p.name} {p.version}: {p.reason}"]))
+    then = (f"without them: {str(conflict).splitlines()[0]}" if conflict is not None
+            else f"gave up after passing over {len(passed)} candidates")
+    return NativeCheckError(
+        f"no combination of versions loads: passed over\n  {tried}\n{then}",
+        findings=tuple(f for p in passed for f in p.findings),
+        hint="pin versions built for each other (the counterparts "
+        "named), or after review add [check] allow = [...] for the package")
 
 
 def build_reason(cand: Candidate, source: PackageSource) -> str:
@@ -183,6 +251,8 @@ def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
              source: PackageSource) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
+    if cand.direct is not None:
+        return _direct_package(cand, graph, meta, source)
     index = profile.index_named(cand.index)
     link = cand.best.link
     return ResolvedPackage(
@@ -192,7 +262,28 @@ def _package(cand: Candidate, profile: Profile,
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
-        build=None if link.is_wheel else build_reason(cand, source))
+        build=None if link.is_wheel else build_reason(cand, source),
+        yanked=link.yanked)
+
+
+def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
+                    meta: Any, source: PackageSource) -> ResolvedPackage:
+    """A direct reference as locked: an archive with the sha256 it was read
+    with (its wheel when it is one), a repository at its commit, a folder."""
+    found: DirectArtifact = cand.direct
+    ref = found.ref
+    wheel = None
+    if ref.kind == "archive":
+        wheel = LockedWheel(
+            filename=ref.filename or "", sha256=found.sha256 or "",
+            url=strip_credentials(ref.url) if ref.url else str(ref.path),
+            hash_source="url" if ref.sha256 else "download", size=found.size)
+    return ResolvedPackage(
+        name=cand.name, version=cand.version, index_name="", index_url="",
+        dependencies=tuple(sorted(graph.get(cand.name, ()))), wheel=wheel,
+        requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
+        build=None if wheel is None or ref.is_wheel
+        else f"{cand.name} is a direct reference to an sdist", direct=found)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
