@@ -255,9 +255,10 @@ def _parse_requirements(raw: Any, r: TableReader) -> RequirementsSpec:
             canonicalize_name(n)
             for n in r.strings(req.get("prereleases", []), "requirements.prereleases")
         ),
+        # false: no cut-off, said on purpose (a nightly profile over one with)
         exclude_newer=(
             r.date_time(req["exclude-newer"], "requirements.exclude-newer")
-            if "exclude-newer" in req else None
+            if req.get("exclude-newer", False) is not False else None
         ),
     )
     if not requirements.packages:

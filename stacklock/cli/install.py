@@ -36,7 +36,7 @@ def install(args: argparse.Namespace) -> int:
     from stacklock._fs import cache_dir
     from stacklock.install.early import head_start
 
-    started = (nullcontext(None) if args.dry_run else
+    started = (nullcontext(None) if args.dry_run or args.reinstall else
                head_start(Path(args.lock), venv=Path(args.venv), python=args.python,
                           cache=cache_dir()))
     with started as head:
@@ -71,6 +71,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             report_dir=Path(args.report) if args.report else None,
             on_download=on_download,
             head=head,
+            reinstall=args.reinstall,
         )
     print_json(result.to_dict()) if args.json else print(render_install(result))
     return 0 if result.ok else 1

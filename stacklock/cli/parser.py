@@ -173,6 +173,9 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")
     p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--reinstall", action="store_true",
+                   help="build a new generation even when the venv already holds "
+                        "this very lock (by default that install is a no-op)")
     p.add_argument("--rollback", action="store_true", help="restore the previous venv")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="install without a driver (e.g. to build an image)")

@@ -180,8 +180,8 @@ def build_generation(
     )
     atomic_write_text(
         state / f"{plan.generation}.ok",
-        json.dumps({"lock": str(plan.lock_path), "replaces": plan.replaced_generation})
-        + "\n",
+        json.dumps({"lock": str(plan.lock_path), "replaces": plan.replaced_generation,
+                    "python": plan.python}) + "\n",
     )
 
 
