@@ -370,11 +370,14 @@ class PackageTool:
     url: str | None = None  # snapshot: a URL install without hashes
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
+    # resolve: how the sdist's metadata was had (PKG-INFO, pyproject.toml, or
+    # a PEP 517 build on which interpreter, with which runtime pins)
+    metadata: str | None = None
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"))
+             ("build", "build"), ("metadata", "metadata"))
     KEYS = tuple(key for key, _ in _KEYS)
 
     @classmethod

@@ -56,6 +56,9 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+# resolutions at most: a first one, then one whose match-runtime builds get
+# the runtime the first locked (a third only if that moved the runtime again)
+RUNTIME_PASSES = 3
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -111,10 +114,6 @@ def resolve_profile(
                         exclude_newer=requirements.exclude_newer,
                         no_build=requirements.no_build_all or requirements.no_build)
         store = ArtifactStore(root / "artifacts")
-        sdists = SdistReader(client_http, cache_dir=root, store=store,
-                             setup=make_build_setup(profile, log_dir=root / "logs"))
-        fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                  store=store, sdists=sdists)
         env = profile.target.marker_environment()
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
@@ -129,18 +128,36 @@ def resolve_profile(
             if on_status is not None:
                 on_status(f"{stats.pages} pages, {stats.metadata} metadata read")
 
-        with PackageSource(finder, fetcher, environment=env,
-                           overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, workers=workers,
-                           prefetch=prefetch, on_progress=progress) as source:
-            source.prefetch(top)
-            provider = StackProvider(source, rules)
-            chosen, graph = _run(provider, [rules.make(r, parent=None) for r in top],
-                                 source, rules, profile.name)
-            metas = {c.name: source.metadata(c) for c in chosen}
-            stats = source.stats
+        pins = stated_runtime_pins(profile)
+        for _pass in range(RUNTIME_PASSES):
+            sdists = SdistReader(client_http, cache_dir=root, store=store,
+                                 setup=make_build_setup(profile, log_dir=root / "logs",
+                                                        runtime_pins=pins))
+            fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
+                                      store=store, sdists=sdists)
+            with PackageSource(finder, fetcher, environment=env,
+                               overrides=rules.override_specifiers,
+                               prereleases=spec.prereleases, workers=workers,
+                               prefetch=prefetch, on_progress=progress) as source:
+                source.prefetch(top)
+                provider = StackProvider(source, rules)
+                chosen, graph = _run(provider,
+                                     [rules.make(r, parent=None) for r in top],
+                                     source, rules, profile.name)
+                metas = {c.name: source.metadata(c) for c in chosen}
+                stats = source.stats
+            locked = locked_runtime_pins(profile, chosen)
+            if all(pins.get(n) == pin for n, pin in locked.items()):
+                break
+            pins = {**pins, **locked}  # build again against what was locked
+        else:
+            raise ResolutionError(
+                f"profile {profile.name!r}: match-runtime builds did not settle "
+                f"on one runtime ({', '.join(sorted(pins.values()))})",
+                hint="pin the runtime projects of match-runtime exactly "
+                '(packages = ["torch==2.9.1", ...])')
         ordered = sorted(chosen, key=lambda c: c.name)
-        pending = [_package(c, profile, graph, metas[c.name], source)
+        pending = [_package(c, profile, graph, metas[c.name], source, sdists)
                    for c in ordered]
         # CUDA checks before any download: a mixed stack fails in seconds
         pending, coherence = toolkit.annotate(pending, profile)
@@ -172,9 +189,49 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
             "fits the target")
 
 
+def stated_runtime_pins(profile: Profile) -> dict[str, str]:
+    """The runtime pins of ``match-runtime`` the profile states itself: an
+    exact ``==`` on a runtime project in its packages, overrides or
+    constraints (then one pass suffices)."""
+    spec = profile.requirements
+    runtime = {n for names in spec.match_runtime.values() for n in names}
+    pins: dict[str, str] = {}
+    for req in (*spec.packages, *spec.overrides, *spec.constraints):
+        name = canonicalize_name(req.name)
+        exact = [s for s in req.specifier if s.operator in ("==", "===")
+                 and "*" not in s.version]
+        if name in runtime and req.marker is None and len(exact) == 1:
+            pins[name] = f"{name}=={exact[0].version}"
+    return pins
+
+
+def locked_runtime_pins(profile: Profile,
+                        chosen: list[Candidate]) -> dict[str, str]:
+    """``name -> name==version`` for the runtime projects whose versions the
+    builds of the chosen ``match-runtime`` sdists must get. A runtime project
+    missing from the resolution is an error naming both."""
+    by_name = {c.name: c for c in chosen}
+    pins: dict[str, str] = {}
+    for project, runtime in profile.requirements.match_runtime.items():
+        cand = by_name.get(project)
+        if cand is None or cand.best.link.is_wheel:
+            continue  # not built: nothing to match
+        for name in runtime:
+            found = by_name.get(name)
+            if found is None:
+                raise ResolutionError(
+                    f"profile {profile.name!r}: {project} builds against the "
+                    f"locked {name} (match-runtime), and the resolution has no "
+                    f"{name}",
+                    hint=f"add {name} to [requirements] packages, or drop it "
+                    f"from match-runtime.{project}")
+            pins[name] = f"{name}=={found.version}"
+    return pins
+
+
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             source: PackageSource) -> ResolvedPackage:
+             source: PackageSource, sdists: SdistReader) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
     index = profile.index_named(cand.index)
     link = cand.best.link
@@ -185,7 +242,8 @@ def _package(cand: Candidate, profile: Profile,
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
-        build=None if link.is_wheel else build_reason(cand, source))
+        build=None if link.is_wheel else build_reason(cand, source),
+        metadata=None if link.is_wheel else sdists.how(link))
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,

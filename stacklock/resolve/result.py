@@ -35,6 +35,7 @@ class ResolvedPackage:
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
+    metadata: str | None = None  # an sdist's: how its metadata was had
 
     @property
     def is_sdist(self) -> bool:
