@@ -149,7 +149,6 @@ def make_build_setup(profile: Profile, *, log_dir: Path,
     for its ``match-runtime`` projects the pins ``runtime_pins`` gives (name ->
     ``torch==2.9.1``; a name without one goes in bare), from its indexes."""
     from stacklock.runner import find_uv
-    from stacklock.urls import strip_credentials
 
     spec = profile.requirements
     pins = runtime_pins or {}
@@ -157,14 +156,27 @@ def make_build_setup(profile: Profile, *, log_dir: Path,
              for name, reqs in spec.build_requires.items()}
     for name, runtime in spec.match_runtime.items():
         extra.setdefault(name, []).extend(pins.get(n, n) for n in runtime)
-    index_args: list[str] = []
-    for index in profile.indexes:
-        flag = "--find-links" if index.kind == "flat" else "--index"
-        index_args += [flag, strip_credentials(index.url)]
     return BuildSetup(
         uv=find_uv(), python=profile.target.python, log_dir=log_dir,
         build_requires={name: tuple(reqs) for name, reqs in extra.items()},
-        index_args=tuple(index_args))
+        index_args=_index_args(profile))
+
+
+def _index_args(profile: Profile) -> tuple[str, ...]:
+    """uv's index options for build environments: the profile's indexes in its
+    order (the last simple one as uv's default, in PyPI's place), find-links
+    for flat ones; none declared means PyPI, as for the resolution."""
+    from stacklock.urls import strip_credentials
+
+    simple = [strip_credentials(i.url) for i in profile.indexes if i.kind != "flat"]
+    args = [a for i in profile.indexes if i.kind == "flat"
+            for a in ("--find-links", strip_credentials(i.url))]
+    if simple:
+        args += [a for url in simple[:-1] for a in ("--index", url)]
+        args += ["--default-index", simple[-1]]
+    elif profile.indexes:
+        args.append("--no-index")
+    return tuple(args)
 
 
 def diagnose_build_log(text: str) -> str | None:
