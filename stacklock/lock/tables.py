@@ -393,11 +393,14 @@ class PackageTool:
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
     yanked: str | None = None  # resolve: the yank reason of a file pinned with ==
+    # resolve: how the sdist's metadata was had (PKG-INFO, pyproject.toml, or
+    # a PEP 517 build on which interpreter, with which runtime pins)
+    metadata: str | None = None
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"), ("yanked", "yanked"))
+             ("build", "build"), ("yanked", "yanked"), ("metadata", "metadata"))
     KEYS = tuple(key for key, _ in _KEYS)
 
     @classmethod
