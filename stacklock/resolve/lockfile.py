@@ -61,7 +61,7 @@ def _package(p: ResolvedPackage) -> LockedPackage:
                     sdist=sdist, wheels=wheels)
     return LockedPackage(entry=entry, tool=PackageTool(
         index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source,
-        build=p.build, metadata=p.metadata))
+        build=p.build, metadata=p.metadata, match_runtime=p.match_runtime))
 
 
 def _stack(resolution: Resolution, where: str) -> StackInfo:

@@ -243,7 +243,9 @@ def _package(cand: Candidate, profile: Profile,
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
-        metadata=None if link.is_wheel else sdists.how(link))
+        metadata=None if link.is_wheel else sdists.how(link),
+        match_runtime=() if link.is_wheel else tuple(
+            profile.requirements.match_runtime.get(cand.name, ())))
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,

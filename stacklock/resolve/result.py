@@ -36,6 +36,7 @@ class ResolvedPackage:
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
     metadata: str | None = None  # an sdist's: how its metadata was had
+    match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
 
     @property
     def is_sdist(self) -> bool:
