@@ -318,7 +318,9 @@ def _package(cand: Candidate, profile: Profile,
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
         yanked=link.yanked,
-        metadata=None if link.is_wheel else sdists.how(link))
+        metadata=None if link.is_wheel else sdists.how(link),
+        match_runtime=() if link.is_wheel else tuple(
+            profile.requirements.match_runtime.get(cand.name, ())))
 
 
 def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],

@@ -6,26 +6,31 @@ The sdists here are made by the test: flash-attn's with its real PKG-INFO
 (tests/data/sdist/flash_attn-2.8.3.PKG-INFO, ``Dynamic: Requires-Dist``) and an
 in-tree backend that imports torch and names it as a dependency, as its setup.py
 does; "demo" does the same with pip as its runtime, because pip's real wheel
-(the one ensurepip bundles) can be served offline. uv builds everything from a
-loopback find-links folder, the profile's only index (``--no-index``).
+(the one ensurepip bundles) can be served offline. Everything comes from a
+PEP 503 index on a loopback server, the profile's only index; install's uv
+builds demo with the pip the lock installs (uv's ``match-runtime``).
 """
 
 from __future__ import annotations
 
 import ensurepip
 import functools
+import hashlib
 import io
 import os
 import stat
+import subprocess
 import sys
 import tarfile
 import tomllib
 from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from stacklock.errors import MetadataError, SdistBuildError
+from stacklock.install.run import install_lock
 from stacklock.metadata.build import BuildSetup, find_build_python
 from stacklock.profile import load_profile
 from stacklock.resolve.lockfile import make_lock
@@ -33,29 +38,50 @@ from stacklock.resolve.resolution import resolve_profile
 from stacklock.runner import find_uv
 from tests.helpers.loopback import loopback
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "sdist"
 HOST = f"{sys.version_info[0]}.{sys.version_info[1]}"
 BUNDLED = Path(ensurepip.__file__).parent / "_bundled"
 
-# An in-tree PEP 517 backend whose metadata hook imports RUNTIME and requires
-# the version it found, as flash-attn's setup.py imports torch.
+# An in-tree PEP 517 backend whose hooks import RUNTIME and require the version
+# they found, as flash-attn's setup.py imports torch; its wheel says which.
 BACKEND = '''\
-import importlib, os
+import base64, hashlib, importlib, os, zipfile
+
+INFO = "{dist}-{version}.dist-info"
 
 def get_requires_for_build_wheel(config_settings=None):
     return []
 
-def prepare_metadata_for_build_wheel(directory, config_settings=None):
+def _metadata():
     runtime = importlib.import_module("{runtime}")
-    info = os.path.join(directory, "{dist}-{version}.dist-info")
-    os.makedirs(info)
-    with open(os.path.join(info, "METADATA"), "w") as fh:
-        fh.write("Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
-                 "Requires-Dist: {runtime}==" + runtime.__version__ + "\\n")
-    return os.path.basename(info)
+    return ("Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n"
+            "Requires-Dist: {runtime}==" + runtime.__version__ + "\\n")
+
+def prepare_metadata_for_build_wheel(directory, config_settings=None):
+    os.makedirs(os.path.join(directory, INFO))
+    with open(os.path.join(directory, INFO, "METADATA"), "w") as fh:
+        fh.write(_metadata())
+    return INFO
 
 def build_wheel(directory, config_settings=None, metadata_directory=None):
-    raise RuntimeError("not needed for metadata")
+    runtime = importlib.import_module("{runtime}")
+    name = "{dist}-{version}-py3-none-any.whl"
+    files = {{"{dist}.py": "BUILT_WITH = " + repr(runtime.__version__) + "\\n",
+             INFO + "/METADATA": _metadata(),
+             INFO + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: test\\n"
+                              "Root-Is-Purelib: true\\nTag: py3-none-any\\n"}}
+    rows = []
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as whl:
+        for member, text in files.items():
+            whl.writestr(member, text)
+            digest = base64.urlsafe_b64encode(
+                hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+            rows.append(f"{{member}},sha256={{digest}},{{len(text.encode())}}")
+        whl.writestr(INFO + "/RECORD", "\\n".join([*rows, INFO + "/RECORD,,"]))
+    return name
 '''
 PYPROJECT = b'''[build-system]
 requires = []
@@ -91,10 +117,14 @@ def uv_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "no-managed"))
     monkeypatch.delenv("VIRTUAL_ENV", raising=False)
-    base = Path(getattr(sys, "_base_executable", sys.executable)).resolve().parent
+    base = Path(_host_python()).parent
     monkeypatch.setenv("PATH", f"{base}{os.pathsep}/usr/bin{os.pathsep}/bin")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def _host_python() -> str:
+    return str(Path(getattr(sys, "_base_executable", sys.executable)).resolve())
 
 
 def _setup(folder: Path, python: str) -> BuildSetup:
@@ -130,18 +160,25 @@ def test_a_failing_shim_is_refused_never_replaced_by_the_host(
 
 
 @pytest.fixture
-def served(uv_offline: Path) -> tuple[str, Path]:
-    """A find-links folder on a loopback server: pip's real wheel, a demo
-    sdist that imports pip at build time, and flash-attn's that imports torch."""
-    folder = uv_offline / "links"
-    folder.mkdir()
+def served(uv_offline: Path) -> Iterator[tuple[str, Path]]:
+    """A PEP 503 index on a loopback server: pip's real wheel, a demo sdist
+    that imports pip at build time, and flash-attn's that imports torch."""
+    folder = uv_offline / "simple"
     wheel = _pip_wheel()
-    (folder / wheel.name).write_bytes(wheel.read_bytes())
     demo_info = (b"Metadata-Version: 2.2\nName: demo\nVersion: 1.0\n"
                  b"Dynamic: Requires-Dist\n")
-    _sdist(folder, "demo", "1.0", "pip", demo_info)
-    _sdist(folder, "flash-attn", "2.8.3", "torch",
-           (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes())
+    files = {"pip": wheel.read_bytes(),
+             "demo": _sdist(uv_offline, "demo", "1.0", "pip", demo_info),
+             "flash-attn": _sdist(uv_offline, "flash-attn", "2.8.3", "torch",
+                                  (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes())}
+    for project, body in files.items():
+        name = wheel.name if project == "pip" else Path(str(body)).name
+        data = body if isinstance(body, bytes) else Path(body).read_bytes()
+        (folder / project).mkdir(parents=True)
+        (folder / project / name).write_bytes(data)
+        sha = hashlib.sha256(data).hexdigest()
+        (folder / project / "index.html").write_text(
+            f'<html><body><a href="{name}#sha256={sha}">{name}</a></body></html>')
     handler = functools.partial(_QuietHandler, directory=str(folder))
     with loopback(handler) as url:
         yield url + "/", folder
@@ -157,7 +194,7 @@ def _profile(folder: Path, url: str, packages: list[str], extra: str = "") -> Pa
     path.write_text(
         f'[target]\npython = "{HOST}"\nplatform = "linux_x86_64"\n'
         f'manylinux = "2_28"\n[[index]]\nname = "links"\nurl = "{url}"\n'
-        f'kind = "flat"\n[requirements]\npackages = {packages!r}\n{extra}'
+        f'[requirements]\npackages = {packages!r}\n{extra}'
         .replace("'", '"'))
     return path
 
@@ -216,10 +253,11 @@ def test_flash_attn_without_torch_quotes_the_log(
     assert "uv venv" in log and "command not found" not in log
 
 
-def test_a_lock_records_how_metadata_was_had(
+def test_a_match_runtime_lock_installs_built_against_its_runtime(
     served: tuple[str, Path], uv_offline: Path
 ) -> None:
-    """The exact pin in the profile is the runtime of the build: one pass."""
+    """The exact pin in the profile is the runtime of the build (one pass); the
+    lock says so, and install's uv builds demo with the pip it installs."""
     url, _folder = served
     version = _pip_wheel().name.split("-")[1]
     profile = load_profile(str(_profile(
@@ -233,4 +271,15 @@ def test_a_lock_records_how_metadata_was_had(
     data = tomllib.loads(lock_path.read_text())
     demo = next(p for p in data["packages"] if p["name"] == "demo")
     assert demo["tool"]["stacklock"]["metadata"].endswith(f"with pip=={version}")
+    assert demo["tool"]["stacklock"]["match-runtime"] == ["pip"]
     assert demo["sdist"]["name"] == "demo-1.0.tar.gz"
+
+    venv = uv_offline / "env"
+    result = install_lock(lock_path, venv=venv, python=_host_python(),
+                          cache=uv_offline / "cache", validate=False)
+    sync = next(c for c in result.plan.commands if "sync" in c)
+    assert "--config-file" in sync
+    built = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import demo; print(demo.BUILT_WITH)"],
+                           capture_output=True, text=True, check=True)
+    assert built.stdout.strip() == version
