@@ -38,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser(argv).parse_args(argv)
+        if args.verbosity > 1:  # -vv: each request, each page read
+            import logging
+
+            logging.basicConfig(format="stacklock: %(name)s: %(message)s")
+            logging.getLogger("stacklock").setLevel(logging.DEBUG)
         return _verb(args.verb)(args)
     except StacklockError as exc:
         print(f"stacklock: error: {exc}", file=sys.stderr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,7 +13,12 @@ __all__ = ["resolve"]
 def resolve(args: argparse.Namespace) -> int:
     import os
 
-    from stacklock.cli.output import parse_index_option, print_json, progress
+    from stacklock.cli.output import (
+        interactive,
+        parse_index_option,
+        print_json,
+        progress,
+    )
     from stacklock.errors import StacklockError
 
     if args.timeout is not None:
@@ -34,12 +38,12 @@ def resolve(args: argparse.Namespace) -> int:
         if args.json:
             print_json(replayed.to_dict())
         else:
-            print(replayed.render())
+            _report(args, replayed.render())
         return 0
     from stacklock.resolve.locking import lock_profile, render_resolve
 
     live, on_status, on_download = progress(
-        enabled=sys.stderr.isatty() and not args.json, status="resolving")
+        enabled=interactive(args), status="resolving")
     with live:
         result = lock_profile(args.profile, output=args.output,
                               index_urls=urls, offline=args.offline,
@@ -49,5 +53,13 @@ def resolve(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(render_resolve(result))
+        _report(args, render_resolve(result))
     return 0
+
+
+def _report(args: argparse.Namespace, text: str) -> None:
+    """The lines of a resolution: each phase's one line (-v: every line)."""
+    from stacklock.cli.output import brief, say, verbose
+
+    lines = text.split("\n")
+    say(args, "\n".join(lines if verbose(args) else brief(lines)))

@@ -26,7 +26,13 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    NativeCheckError,
+    ProfileError,
+    ResolutionError,
+)
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -56,7 +62,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.profile import Profile
+    from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
     from stacklock.runner import Runner
 
@@ -203,6 +209,13 @@ def resolve_profile(
             stats = source.stats
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
+    except IndexUnreadable as exc:
+        if not exc.network:
+            raise
+        dead = client.find_unreachable(_probes(profile))
+        if exc.index not in {d.index for d in dead}:
+            dead.insert(0, exc)
+        raise IndexesUnreachable(dead) from None
     finally:
         if own_http:
             client_http.close()
@@ -212,6 +225,15 @@ def resolve_profile(
                       seconds=time.monotonic() - started, stats=stats,
                       pages_read=dict(client.pages_read),
                       passed_over=tuple(passed))
+
+
+def _probes(profile: Profile) -> list[tuple[IndexSpec, str]]:
+    """A page to ask each of the profile's indexes for: the first project it
+    alone serves, else the profile's first requirement."""
+    first = profile.requirements.packages[0].name if \
+        profile.requirements.packages else "pip"
+    return [(index, index.packages[0] if index.packages else first)
+            for index in profile.indexes]
 
 
 def _nothing_loads(passed: Sequence[PassedOver],
