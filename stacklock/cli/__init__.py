@@ -74,5 +74,14 @@ def _os_error(exc: OSError) -> str:
 
 
 def run() -> NoReturn:
-    """The ``stacklock`` command."""
-    sys.exit(main())
+    """The ``stacklock`` command. Interrupted, it exits at once: the main
+    thread has unwound (each file published whole or not at all), and worker
+    threads still waiting on a server are not joined for their timeouts."""
+    code = main()
+    if code == 130:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
