@@ -107,6 +107,9 @@ class IndexClient:
         self.pages_read: dict[str, str | None] = {}
         self._pages: dict[tuple[str, str], PageRows | IndexUnreadable] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
+        # index URL -> the error of a page it did not answer for: its other
+        # pages fail at once (one page lost ends the run), not a deadline each
+        self._silent: dict[str, IndexUnreadable] = {}
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------------
@@ -334,6 +337,20 @@ class IndexClient:
         between, end within the request deadline (``--timeout``): an index
         that never answers is reported then, not after three full attempts."""
         shown = redact_url(url)
+        with self._lock:
+            silent = self._silent.get(index.url)
+        if silent is not None:
+            raise silent
+        try:
+            return self._attempts(index, url, headers, shown)
+        except IndexUnreadable as exc:
+            if exc.network:
+                with self._lock:
+                    self._silent.setdefault(index.url, exc)
+            raise
+
+    def _attempts(self, index: IndexSpec, url: str, headers: dict[str, str],
+                  shown: str) -> httpx.Response:
         auth = self.http.auth
         if isinstance(auth, Credentials):
             auth.add_index(index.name, index.url)
@@ -349,8 +366,8 @@ class IndexClient:
             left = ends - retry.clock()
             if left <= 0:
                 raise DeadlineExceeded(
-                    f"no answer within {limits.deadline:g} s (--timeout or "
-                    "STACKLOCK_HTTP_TIMEOUT raises the deadline)")
+                    f"gave up within the {limits.deadline:g} s allowed (--timeout "
+                    "or STACKLOCK_HTTP_TIMEOUT raises it)")
             return get(self.http, url, headers=headers,
                        limits=Limits(max_bytes=limits.max_bytes, deadline=left))
 
