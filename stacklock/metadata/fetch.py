@@ -27,7 +27,7 @@ import httpx
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
-from stacklock.http import describe_http_error, get
+from stacklock.http import describe_http_error, get, is_network_failure
 from stacklock.metadata import remote_zip
 from stacklock.metadata.parse import WheelMetadata, cache_key, parse_metadata
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
@@ -173,7 +173,7 @@ class MetadataFetcher:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read METADATA "
                 f"({describe_http_error(exc)})",
-                hint=_hint_for(exc),
+                hint=_hint_for(exc), network=is_network_failure(exc),
             ) from exc
         except ZipReadError as exc:
             raise MetadataError(

@@ -27,7 +27,13 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    NativeCheckError,
+    ProfileError,
+    ResolutionError,
+)
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.profile import Profile
+    from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
     from stacklock.runner import Runner
 
@@ -199,6 +205,13 @@ def resolve_profile(
         warnings = unknown_extras(extras, metas)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
+    except IndexUnreadable as exc:
+        if not exc.network:
+            raise
+        dead = client.find_unreachable(_probes(profile))
+        if exc.index not in {d.index for d in dead}:
+            dead.insert(0, exc)
+        raise IndexesUnreachable(dead) from None
     finally:
         if own_http:
             client_http.close()
@@ -232,6 +245,15 @@ def unknown_extras(extras: Mapping[NormalizedName, frozenset[str]],
                        + ", ".join(repr(e) for e in missing)
                        + "; it adds nothing to the lock")
     return out
+
+
+def _probes(profile: Profile) -> list[tuple[IndexSpec, str]]:
+    """A page to ask each of the profile's indexes for: the first project it
+    alone serves, else the profile's first requirement."""
+    first = profile.requirements.packages[0].name if \
+        profile.requirements.packages else "pip"
+    return [(index, index.packages[0] if index.packages else first)
+            for index in profile.indexes]
 
 
 def _nothing_loads(passed: Sequence[PassedOver],
