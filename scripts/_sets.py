@@ -66,16 +66,17 @@ def read_sets(folder: Path = SETS) -> list[RequirementSet]:
 
 def profile_text(requirements: list[str] | tuple[str, ...], *,
                  exclude_newer: str | None = None,
-                 allow_mixed: list[str] | tuple[str, ...] = ()) -> str:
+                 allow_mixed: list[str] | tuple[str, ...] = (),
+                 manylinux: str = MANYLINUX) -> str:
     """A stacklock profile resolving ``requirements`` for CPython {PYTHON} on
-    x86_64 manylinux_{MANYLINUX}, as uv pip compile is asked to."""
+    x86_64 ``manylinux`` (a glibc floor), as uv pip compile is asked to."""
     quoted = ", ".join(json.dumps(r) for r in requirements)
     cutoff = f"exclude-newer = {json.dumps(exclude_newer)}\n" if exclude_newer else ""
     mixed = f"[cuda]\nallow-mixed = {json.dumps(list(allow_mixed))}\n" \
         if allow_mixed else ""
     return ('[profile]\ndescription = "a requirement set"\n[target]\n'
             f'python = "{PYTHON}"\nplatform = "linux_x86_64"\n'
-            f'manylinux = "{MANYLINUX}"\n[requirements]\npackages = [{quoted}]\n'
+            f'manylinux = "{manylinux}"\n[requirements]\npackages = [{quoted}]\n'
             f"{cutoff}{mixed}")
 
 

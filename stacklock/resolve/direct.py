@@ -46,7 +46,7 @@ from stacklock._fs import file_digest
 from stacklock.errors import MetadataError, ProfileError
 from stacklock.metadata.parse import WheelMetadata, parse_metadata
 from stacklock.metadata.pkg_info import is_pkg_info_member, untrusted_reason
-from stacklock.metadata.pyproject import static_metadata
+from stacklock.metadata.pyproject import static_project_metadata
 from stacklock.metadata.remote_zip import pick_metadata
 from stacklock.resolve.model import holds_on
 from stacklock.urls import redact_url, strip_credentials
@@ -336,7 +336,7 @@ def _pkg_info(sdist: Path) -> bytes | None:
 def _tree_metadata(ref: DirectRef, tree: Path, setup: BuildSetup | None
                    ) -> WheelMetadata:
     pyproject = tree / "pyproject.toml"
-    found = (static_metadata(pyproject.read_bytes()) if pyproject.is_file()
+    found = (static_project_metadata(pyproject.read_bytes()) if pyproject.is_file()
              else "no pyproject.toml")
     raw = found if isinstance(found, bytes) else _build(ref, tree, setup, found)
     fields, _ = parse_email(raw)
@@ -349,13 +349,14 @@ def _tree_metadata(ref: DirectRef, tree: Path, setup: BuildSetup | None
 
 def _build(ref: DirectRef, source: Path, setup: BuildSetup | None, why: str
            ) -> bytes:
-    from stacklock.metadata.build import prepare_metadata
+    from stacklock.metadata.build import find_build_python, prepare_metadata
 
     if setup is None:
         raise MetadataError(f"{ref.text}: {why}, and building is turned off",
                             hint=f"point {ref.name} at a wheel")
     return prepare_metadata(source, project=ref.name,
-                            filename=f"{ref.name}-direct-reference", setup=setup)
+                            filename=f"{ref.name}-direct-reference", setup=setup,
+                            python=find_build_python(setup))
 
 
 def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,10 +170,12 @@ class NativeGate:
             if self._on_status is not None:
                 self._on_status(f"native check: {len(done)} wheels read")
 
-        self.report = report = check_native(
+        report = check_native(
             wheels, reader=self._reader, manylinux=target.manylinux,
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
+        # bytes of every round, a passed-over candidate's included
+        self.report = replace(report, bytes_read=self._reader.bytes_read)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
@@ -215,6 +217,10 @@ def render_native(report: NativeReport) -> list[str]:
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    if report.unread:
+        owners = sorted({u.split(":", 1)[0] for u in report.unread})
+        lines.append(f"  {len(report.unread)} large libraries known by name only "
+                     f"(no extension needs their symbols): " + ", ".join(owners))
     unloaded: dict[str, set[str]] = {}
     for f in report.unloaded:
         unloaded.setdefault(f"{f.package} {f.version}", set()).add(f.object)

@@ -27,7 +27,13 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    NativeCheckError,
+    ProfileError,
+    ResolutionError,
+)
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -58,7 +64,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.profile import Profile
+    from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
     from stacklock.runner import Runner
 
@@ -68,6 +74,9 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
 MAX_ROUNDS = 5000
 _EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
+# resolutions at most: a first one, then one whose match-runtime builds get
+# the runtime the first locked (a third only if that moved the runtime again)
+RUNTIME_PASSES = 3
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -139,10 +148,8 @@ def resolve_profile(
                             [*requirements.packages, *requirements.constraints,
                              *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        setup = make_build_setup(profile, log_dir=root / "logs")
-        sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
-        fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                  store=store, sdists=sdists)
+        pins = stated_runtime_pins(profile)
+        setup = make_build_setup(profile, log_dir=root / "logs", runtime_pins=pins)
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
         refs = find_direct(spec, env, path=profile.path, base=(
@@ -167,51 +174,44 @@ def resolve_profile(
             if on_status is not None:
                 on_status(f"{stats.pages} pages, {stats.metadata} metadata read")
 
-        with PackageSource(finder, fetcher, environment=env,
-                           overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, direct=direct,
-                           preferences=preferences,
-                           workers=workers,
-                           prefetch=prefetch, on_progress=progress) as source:
-            source.prefetch(top)
-            passed: list[PassedOver] = []
-            while True:  # again without what the gate passed over, if anything
-                provider = StackProvider(source, rules, excluded={
-                    (p.name, p.version) for p in passed}, preferences=preferences)
-                try:
-                    chosen, graph, extras = _run(
-                        provider, [rules.make(r, parent=None) for r in top],
-                        source, rules, profile.name)
-                except ResolutionError as exc:
-                    if passed:
-                        raise _nothing_loads(passed, exc) from None
-                    raise
-                metas = {c.name: source.metadata(c) for c in chosen}
-                warnings = unknown_extras(extras, metas)
-                ordered = sorted(chosen, key=lambda c: c.name)
-                pending = [_package(c, profile, graph, metas[c.name], source)
-                           for c in ordered]
-                # CUDA checks before any download: a mixed stack fails in seconds
-                pending, coherence = toolkit.annotate(pending, profile)
-                packages = []
-                for cand, pkg in zip(ordered, pending, strict=True):
-                    if on_status is not None:
-                        on_status(f"hashing {cand.name} {cand.version}")
-                    if cand.direct is None:  # a direct reference is settled
-                        pkg = replace(pkg, wheel=settle_wheel(
-                            cand, store=store, http=client_http,
-                            progress=on_download,
-                            locked=preferences.pins.get(cand.name)))
-                    packages.append(pkg)
-                rejected = list(gate(packages)) if gate is not None else []
-                if not rejected:
-                    break
-                if len(passed) + len(rejected) > MAX_PASSED_OVER:
-                    raise _nothing_loads([*passed, *rejected], None)
-                passed.extend(rejected)
-            stats = source.stats
+        for _pass in range(RUNTIME_PASSES):
+            sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
+            fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
+                                      store=store, sdists=sdists)
+            with PackageSource(finder, fetcher, environment=env,
+                               overrides=rules.override_specifiers,
+                               prereleases=spec.prereleases, direct=direct,
+                               preferences=preferences, workers=workers,
+                               prefetch=prefetch, on_progress=progress) as source:
+                source.prefetch(top)
+                packages, passed, chosen, extras, metas, coherence = _gated(
+                    source, rules, top, profile, sdists=sdists, gate=gate,
+                    preferences=preferences, settle=lambda cand, locked: settle_wheel(
+                        cand, store=store, http=client_http, progress=on_download,
+                        locked=locked), on_status=on_status)
+                stats = source.stats
+            locked = locked_runtime_pins(profile, chosen)
+            if all(pins.get(n) == pin for n, pin in locked.items()):
+                break
+            pins = {**pins, **locked}  # build again against what was locked
+            setup = make_build_setup(profile, log_dir=root / "logs",
+                                     runtime_pins=pins)
+        else:
+            raise ResolutionError(
+                f"profile {profile.name!r}: match-runtime builds did not settle "
+                f"on one runtime ({', '.join(sorted(pins.values()))})",
+                hint="pin the runtime projects of match-runtime exactly "
+                '(packages = ["torch==2.9.1", ...])')
+        warnings = unknown_extras(extras, metas)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
+    except IndexUnreadable as exc:
+        if not exc.network:
+            raise
+        dead = client.find_unreachable(_probes(profile))
+        if exc.index not in {d.index for d in dead}:
+            dead.insert(0, exc)
+        raise IndexesUnreachable(dead) from None
     finally:
         if own_http:
             client_http.close()
@@ -247,6 +247,15 @@ def unknown_extras(extras: Mapping[NormalizedName, frozenset[str]],
     return out
 
 
+def _probes(profile: Profile) -> list[tuple[IndexSpec, str]]:
+    """A page to ask each of the profile's indexes for: the first project it
+    alone serves, else the profile's first requirement."""
+    first = profile.requirements.packages[0].name if \
+        profile.requirements.packages else "pip"
+    return [(index, index.packages[0] if index.packages else first)
+            for index in profile.indexes]
+
+
 def _nothing_loads(passed: Sequence[PassedOver],
                    conflict: ResolutionError | None) -> NativeCheckError:
     """No combination imports: the candidates passed over, each with why, then
@@ -274,9 +283,49 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
             "fits the target")
 
 
+def stated_runtime_pins(profile: Profile) -> dict[str, str]:
+    """The runtime pins of ``match-runtime`` the profile states itself: an
+    exact ``==`` on a runtime project in its packages, overrides or
+    constraints (then one pass suffices)."""
+    spec = profile.requirements
+    runtime = {n for names in spec.match_runtime.values() for n in names}
+    pins: dict[str, str] = {}
+    for req in (*spec.packages, *spec.overrides, *spec.constraints):
+        name = canonicalize_name(req.name)
+        exact = [s for s in req.specifier if s.operator in ("==", "===")
+                 and "*" not in s.version]
+        if name in runtime and req.marker is None and len(exact) == 1:
+            pins[name] = f"{name}=={exact[0].version}"
+    return pins
+
+
+def locked_runtime_pins(profile: Profile,
+                        chosen: list[Candidate]) -> dict[str, str]:
+    """``name -> name==version`` for the runtime projects whose versions the
+    builds of the chosen ``match-runtime`` sdists must get. A runtime project
+    missing from the resolution is an error naming both."""
+    by_name = {c.name: c for c in chosen}
+    pins: dict[str, str] = {}
+    for project, runtime in profile.requirements.match_runtime.items():
+        cand = by_name.get(project)
+        if cand is None or cand.best.link.is_wheel:
+            continue  # not built: nothing to match
+        for name in runtime:
+            found = by_name.get(name)
+            if found is None:
+                raise ResolutionError(
+                    f"profile {profile.name!r}: {project} builds against the "
+                    f"locked {name} (match-runtime), and the resolution has no "
+                    f"{name}",
+                    hint=f"add {name} to [requirements] packages, or drop it "
+                    f"from match-runtime.{project}")
+            pins[name] = f"{name}=={found.version}"
+    return pins
+
+
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             source: PackageSource) -> ResolvedPackage:
+             source: PackageSource, sdists: SdistReader) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
     if cand.direct is not None:
         return _direct_package(cand, graph, meta, source)
@@ -290,7 +339,10 @@ def _package(cand: Candidate, profile: Profile,
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
-        yanked=link.yanked)
+        yanked=link.yanked,
+        metadata=None if link.is_wheel else sdists.how(link),
+        match_runtime=() if link.is_wheel else tuple(
+            profile.requirements.match_runtime.get(cand.name, ())))
 
 
 def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
@@ -311,6 +363,51 @@ def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if wheel is None or ref.is_wheel
         else f"{cand.name} is a direct reference to an sdist", direct=found)
+
+
+def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
+           profile: Profile, *, sdists: SdistReader,
+           gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None,
+           preferences: Preferences,
+           settle: Callable[[Candidate, Any], LockedWheel],
+           on_status: Callable[[str], None] | None,
+           ) -> tuple[list[ResolvedPackage], list[PassedOver], list[Candidate],
+                      dict[NormalizedName, frozenset[str]], dict[NormalizedName, Any],
+                      list[Any]]:
+    """Resolve until ``gate`` (the native check) passes over nothing: the
+    packages with their hashes settled, what was passed over, the chosen
+    candidates, the extras asked of each, their metadata, the CUDA notes."""
+    passed: list[PassedOver] = []
+    while True:  # again without what the gate passed over, if anything
+        provider = StackProvider(source, rules, excluded={
+            (p.name, p.version) for p in passed}, preferences=preferences)
+        try:
+            chosen, graph, extras = _run(
+                provider, [rules.make(r, parent=None) for r in top],
+                source, rules, profile.name)
+        except ResolutionError as exc:
+            if passed:
+                raise _nothing_loads(passed, exc) from None
+            raise
+        metas = {c.name: source.metadata(c) for c in chosen}
+        ordered = sorted(chosen, key=lambda c: c.name)
+        pending = [_package(c, profile, graph, metas[c.name], source, sdists)
+                   for c in ordered]
+        # CUDA checks before any download: a mixed stack fails in seconds
+        pending, coherence = toolkit.annotate(pending, profile)
+        packages = []
+        for cand, pkg in zip(ordered, pending, strict=True):
+            if on_status is not None:
+                on_status(f"hashing {cand.name} {cand.version}")
+            if cand.direct is None:  # a direct reference is settled
+                pkg = replace(pkg, wheel=settle(cand, preferences.pins.get(cand.name)))
+            packages.append(pkg)
+        rejected = list(gate(packages)) if gate is not None else []
+        if not rejected:
+            return packages, passed, chosen, extras, metas, list(coherence)
+        if len(passed) + len(rejected) > MAX_PASSED_OVER:
+            raise _nothing_loads([*passed, *rejected], None)
+        passed.extend(rejected)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,

@@ -50,6 +50,8 @@ class ResolvedPackage:
     # the yank reason ("" for none) of a yanked file the profile pins exactly
     yanked: str | None = None
     direct: DirectArtifact | None = None  # a direct reference of the profile
+    metadata: str | None = None  # an sdist's: how its metadata was had
+    match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
 
     @property
     def is_sdist(self) -> bool:

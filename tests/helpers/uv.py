@@ -55,14 +55,16 @@ def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
 
 
 def uv_compile_pins(requirements: list[str], folder: Path, *,
-                    exclude_newer: str | None = None) -> dict[str, str]:
+                    exclude_newer: str | None = None,
+                    manylinux: str = "2_28") -> dict[str, str]:
     """{project: version} as ``uv pip compile`` locks ``requirements`` for
-    CPython 3.12 on x86_64 manylinux_2_28, run as scripts/bench_resolve.py runs
-    it: no config, no Python download (it resolves for --python-version alone)."""
+    CPython 3.12 on x86_64 manylinux_``manylinux``, run as scripts/bench_resolve.py
+    runs it: no config, no Python download (it resolves for --python-version
+    alone)."""
     infile = folder / "requirements.in"
     infile.write_text("\n".join(requirements) + "\n")
     cmd = [find_uv(), "pip", "compile", str(infile), "--python-version", "3.12",
-           "--python-platform", "x86_64-manylinux_2_28", "--no-header",
+           "--python-platform", f"x86_64-manylinux_{manylinux}", "--no-header",
            "--no-annotate", "--cache-dir", str(folder / "uv-cache"), "--quiet"]
     if exclude_newer:
         cmd += ["--exclude-newer", exclude_newer]
