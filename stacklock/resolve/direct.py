@@ -189,6 +189,13 @@ def find_direct(spec: RequirementsSpec, environment: Mapping[str, str], *,
         except ProfileError as exc:
             raise ProfileError(exc.detail, path=path, key=exc.key,
                                hint=exc.hint) from None
+        if not ref.is_wheel and spec.refuses_build(ref.name):
+            what = "an sdist" if ref.kind == "archive" else "a source tree"
+            raise ProfileError(f"{ref.text}: {what}, which install builds, and "
+                               f"no-build refuses building {ref.name}", path=path,
+                               key="requirements.no-build",
+                               hint=f"point {ref.name} at a wheel, or leave it out "
+                               "of no-build")
         seen = found.get(ref.name)
         if seen is not None and seen.same_as_key != ref.same_as_key:
             raise ProfileError(f"{seen.text} and {ref.text}: two direct references "

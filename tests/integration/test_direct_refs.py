@@ -142,6 +142,8 @@ def test_a_local_wheel_is_an_archive_with_its_path_and_sha256(tmp_path):
      "a direct reference in overrides is not supported"),
     ("numpy @ https://example.org/numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl",
      "", "no tag of the wheel (cp311-cp311-manylinux_2_17_x86_64) fits the target"),
+    ("demo @ https://example.org/demo-1.0.tar.gz", "no-build = true",
+     "an sdist, which install builds, and no-build refuses building demo"),
 ])
 def test_what_cannot_be_locked_exactly_is_one_line_naming_it(
         tmp_path, package, extra, expected):
