@@ -318,3 +318,20 @@ def test_two_packs_bisect_with_no_network(
     assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
     assert served.requests == []  # METADATA and wheels came from the packs
     assert report["bytes_fetched"] == 0 and report["metadata_bytes"] == 0
+
+
+def test_an_end_that_cannot_install_is_one_line_and_tried_again(
+    locks: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good, bad = locks
+    oracle = _oracle("int(v('alpha') == '2.0')")
+    missing = str(tmp_path / "no-such-python")
+    assert main(["bisect", str(good), str(bad), "--python", missing, "--",
+                 *oracle]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GOOD (" in err and "no-such-python" in err
+    # the log keeps what the oracle said, never a failed install: this run
+    # installs GOOD again, with a python that works
+    code, report = _bisect(locks, oracle, capsys=capsys)
+    assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
+    assert not report["steps"][0]["resumed"]
