@@ -22,7 +22,8 @@ throughput measured ``--repeat`` times. Every step is logged
                    "verified": true | false | null,          # BAD without it passes
                    "confirmed": true,                        # GOOD with it fails
                    "ambiguous": false}],                     # skips left it wider
-     "groups": [{"changes": [...], "ties": ["torchvision 0.26.0 requires torch==2.11.0"]}],
+     "groups": [{"changes": [...],
+                 "ties": ["torchvision 0.26.0 requires torch==2.11.0", ...]}],
      "steps": [{"step": 1, "applied": ["numpy", ...],        # at BAD; the rest GOOD
                 "state": "good" | "bad" | "skip" | "incoherent",
                 "exit_code": 0 | null, "seconds": 0.8, "install_seconds": 1.1,
