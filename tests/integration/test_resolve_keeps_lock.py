@@ -137,6 +137,7 @@ def test_an_unchanged_run_is_replayed_and_check_uses_the_replay(
     def no_resolution(*args, **kwargs):
         raise AssertionError("resolved again")
 
+    real = locking.lock_profile
     monkeypatch.setattr(locking, "lock_profile", no_resolution)
     assert _resolve(profile, out) == 0  # the lock it wrote: its record replays
     assert _resolve(profile, out, "--check") == 0
@@ -145,6 +146,14 @@ def test_an_unchanged_run_is_replayed_and_check_uses_the_replay(
     out.write_bytes(locked.replace(b'"1.0"', b'"1.0" ', 1))
     with pytest.raises(AssertionError, match="resolved again"):
         _resolve(profile, out, "--check")
+    # which resolves to the same packages: only the bytes differ, and --check
+    # says so (exit 1: the file is not what resolve writes)
+    monkeypatch.setattr(locking, "lock_profile", real)
+    capsys.readouterr()
+    assert _resolve(profile, out, "--check") == 1
+    shown = capsys.readouterr().out
+    assert "no differences" in shown and "differ only in what the diff" in shown
+    assert _resolve(profile, out) == 0 and out.read_bytes() == locked
 
 
 def test_a_bad_upgrade_package_or_an_unreadable_lock_is_one_line_exit_2(
