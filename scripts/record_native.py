@@ -3,12 +3,15 @@
     .venv/bin/python scripts/record_native.py
 
 Resolves the profiles in tests/data/native/profiles/ against PyPI (without the
-native check), reads the shared objects of the wheels the tests need with
-stacklock's own reader, and writes ``facts.json.gz``: for each wheel its lock
-entry and what its shared objects need and export. torch's exports (100,000
-symbols) are trimmed to the ones some recorded extension needs, plus the first of
-each C++ namespace and the first ten of each C prefix, so which package owns which
-symbol family stays what it is in the wheel.
+native check), reads every wheel of each lock with stacklock's own reader (the
+central directory of each, the shared objects where there are some), and writes
+``facts.json.gz``: for each wheel its lock entry and what its shared objects need
+and export. The consumers under test (CONSUMERS) keep all their facts; every other
+wheel's exports (torch's are 100,000 symbols) are trimmed to the ones some consumer
+needs, plus the first ten of each C++ namespace and C prefix, so which package owns
+which symbol family stays what it is in the wheel, and their own undefined symbols
+are dropped (not under test). The hermetic resolve of
+``torch211-newest-audio-vision`` finds every wheel of its lock here.
 Also downloads one small real wheel with an extension module (markupsafe) for
 the reader's own tests. Nothing here is typed by hand.
 """
@@ -33,8 +36,8 @@ from stacklock.native.wheel import NativeWheel, WheelReader  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "native"
-CONSUMERS = {"torchaudio", "torchvision"}
-PROVIDERS = {"torch", "nvidia-cuda-runtime"}
+CONSUMERS = {"torchaudio", "torchvision", "xformers", "bitsandbytes",
+             "torch-memory-saver", "torch-c-dlpack-ext"}
 SMALL_WHEEL = "markupsafe"
 
 
@@ -69,9 +72,8 @@ def main() -> int:
             lock = Path(tmp) / f"pylock.{profile.stem}.toml"
             lock_profile(str(profile), output=lock, check=False)
             for wheel in _wheels(lock):
-                if wheel.package in CONSUMERS | PROVIDERS:
-                    wanted[wheel.filename] = wheel
-                elif wheel.package == SMALL_WHEEL:
+                wanted[wheel.filename] = wheel
+                if wheel.package == SMALL_WHEEL:
                     small = wheel
         reader = WheelReader(http, cache_dir=cache_dir())
         facts = {name: reader.read(w).to_dict() for name, w in sorted(wanted.items())}
@@ -81,7 +83,7 @@ def main() -> int:
         records = []
         for name, natives in facts.items():
             wheel = wanted[name]
-            if wheel.package in PROVIDERS:
+            if wheel.package not in CONSUMERS:
                 natives = _trim(natives, needed)
             records.append({"wheel": wheel.__dict__, "natives": natives})
         blob = json.dumps({"wheels": records}, indent=0, sort_keys=True).encode()

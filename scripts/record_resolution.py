@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from stacklock.errors import ResolutionError, StacklockError  # noqa: E402
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.profile import load_profile  # noqa: E402
+from stacklock.resolve.locking import NativeGate  # noqa: E402
 from stacklock.resolve.resolution import resolve_profile  # noqa: E402
 from tests.helpers.cassette import (  # noqa: E402
     CassetteMiss,
@@ -51,7 +52,7 @@ class Layered(httpx.BaseTransport):
             return self.rest.handle_request(request)
 
 
-def record(profile_arg: str, base: str | None = None) -> str:
+def record(profile_arg: str, base: str | None = None, check: bool = False) -> str:
     profile = load_profile(profile_arg)
     folder = OUT / profile.name
     transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
@@ -59,10 +60,15 @@ def record(profile_arg: str, base: str | None = None) -> str:
     if base is not None:
         outer = Layered(ReplayTransport(OUT / base), transport)
     http = make_http_client(transport=outer)
-    with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache:
+    with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache, \
+            make_http_client() as plain:
+        # the native check reads wheels through its own client and the user's
+        # cache: the cassette holds what the resolver read, not gigabytes of wheels
+        gate = NativeGate(profile, http=plain, offline=False,
+                          cache_dir=None) if check else None
         try:
             result = resolve_profile(profile, http=http, cache_dir=Path(cache),
-                                     workers=8)
+                                     workers=8, gate=gate)
             outcome = f"{len(result.packages)} packages"
         except ResolutionError:
             outcome = "no resolution (a conflict case)"
@@ -73,7 +79,8 @@ def record(profile_arg: str, base: str | None = None) -> str:
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
     line = (f"- `{profile.name}/`: {when}, `scripts/record_resolution.py "
-            f"{profile_arg}{f' --base {base}' if base else ''}` against "
+            f"{profile_arg}{f' --base {base}' if base else ''}"
+            f"{' --check' if check else ''}` against "
             "https://pypi.org/simple and "
             f"files.pythonhosted.org; {len(transport.entries)} responses, "
             f"{size // 1024} KiB; outcome: {outcome}\n")
@@ -88,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", metavar="CASSETTE",
                         help="replay this cassette first and record only the "
                         "requests it does not hold (tests layer the two)")
+    parser.add_argument("--check", action="store_true",
+                        help="resolve with the native check, so the cassette also "
+                        "holds what resolving again without a passed-over "
+                        "candidate reads")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     prov = OUT / "PROVENANCE.md"
@@ -99,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             "`tests/cassette.py`; bodies over 32 KiB are gzip-compressed, nothing "
             "else is changed.\n\n", encoding="utf-8")
     for name in args.profiles:
-        sys.stdout.write(record(name, args.base))
+        sys.stdout.write(record(name, args.base, args.check))
     return 0
 
 

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from stacklock.errors import LockError
 from stacklock.install.layout import VenvLayout
 from stacklock.install.selection import Interpreter
-from stacklock.install.uvsteps import UV_LOCK_NAME, uv_commands
+from stacklock.install.uvsteps import BUILD_CONFIG_NAME, UV_LOCK_NAME, uv_commands
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ __all__ = [
     "applicable",
     "assemble",
     "best_wheel",
+    "build_config",
     "make_plan",
     "toolkit_args",
 ]
@@ -157,6 +158,21 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
         if (ranks := [rank[t] for t in wheel_tags(w) if t in rank])
     ]
     return pkg.wheels[min(scored)[2]] if scored else None
+
+
+def build_config(packages: Sequence[LockedPackage]) -> str | None:
+    """uv's config for the locked sdists built against the locked runtime
+    (``match-runtime``): ``extra-build-dependencies`` with ``match-runtime =
+    true``, so uv's build environment gets the version this lock installs."""
+    rows = [
+        f'"{p.name}" = [' + ", ".join(
+            f'{{ requirement = "{n}", match-runtime = true }}'
+            for n in p.tool.match_runtime) + "]"
+        for p in sorted(packages, key=lambda p: p.name)
+        if p.sdist is not None and p.tool.match_runtime]
+    if not rows:
+        return None
+    return "[pip.extra-build-dependencies]\n" + "\n".join(rows) + "\n"
 
 
 def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, ...]:
@@ -349,10 +365,13 @@ def make_plan(
     from stacklock.install.selection import build_flags
 
     downloads, local = _downloads(selected, lock.path, cached)
+    config = VenvLayout(venv=venv).work_dir(generation) / BUILD_CONFIG_NAME
     choices = Choices(
         packages=tuple((s.package.name, str(s.package.version or ""))
                        for s in selected),
-        downloads=tuple(downloads), build=build_flags(selected),
+        downloads=tuple(downloads), build=build_flags(selected, config=(
+            ("--config-file", str(config))
+            if build_config([s.package for s in selected]) else ())),
         selection=tuple(selection),
         hashes=not any(d.kind in ("vcs", "directory") for d in downloads))
     toolkit = lock.cuda if install_toolkit and lock.cuda else None

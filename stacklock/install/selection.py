@@ -140,14 +140,16 @@ def refuse_unhashed(selected: Sequence[Selected], lock: Lock) -> None:
                             hint="lock it again with a sha256 for every file")
 
 
-def build_flags(selected: Sequence[Selected]) -> tuple[str, ...]:
+def build_flags(selected: Sequence[Selected], *, config: Sequence[str] = ()
+                ) -> tuple[str, ...]:
     """uv's flags so that exactly what the plan builds is built: ``--no-build``
-    when nothing is, else every package binary-only but those."""
+    when nothing is, else every package binary-only but those, and ``config``
+    (the ``--config-file`` of :func:`~stacklock.install.plan.build_config`)."""
     built = sorted({str(s.package.name) for s in selected if s.built})
     if not built:
         return ("--no-build",)
     return ("--only-binary", ":all:",
-            *(flag for name in built for flag in ("--no-binary", name)))
+            *(flag for name in built for flag in ("--no-binary", name)), *config)
 
 
 def refuse_builds(selected: Sequence[Selected], lock_path: str) -> None:

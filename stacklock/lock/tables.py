@@ -174,9 +174,12 @@ class StackInfo:
     stacklock_version: str | None = None
     exclude_newer: str | None = None
     requirements: tuple[Requirement, ...] = ()
-    overrides: tuple[Requirement, ...] = ()
+    overrides: tuple[Requirement, ...] = ()  # every override, as written
+    # the overrides (constraints) whose marker is false on the target
+    overrides_ignored: tuple[Requirement, ...] = ()
     overrides_applied: tuple[AppliedOverride, ...] = ()
     constraints: tuple[Requirement, ...] = ()
+    constraints_ignored: tuple[Requirement, ...] = ()
     prereleases: tuple[str, ...] = ()
     target: Target | None = None
     gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
@@ -184,18 +187,21 @@ class StackInfo:
     allow_mixed: tuple[str, ...] = ()  # only when there is no cuda entry
     cuda_notes: tuple[CudaNote, ...] = ()  # coherence findings worth keeping
     check_allow: tuple[str, ...] = ()  # [check] allow: reviewed native findings
+    # candidates the native check passed over: {package, version, reason}
+    check_passed_over: tuple[Mapping[str, str], ...] = ()
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
-            "exclude-newer", "requirements", "overrides", "overrides-applied",
-            "constraints", "prereleases", "target", "gpu-variants", "indexes",
-            "allow-mixed", "cuda-notes", "check", "cuda", "validate")
+            "exclude-newer", "requirements", "overrides", "overrides-ignored",
+            "overrides-applied", "constraints", "constraints-ignored",
+            "prereleases", "target", "gpu-variants", "indexes", "allow-mixed",
+            "cuda-notes", "check", "cuda", "validate")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
         cuda = t.table("cuda", CudaEntry.KEYS)
-        check = t.table("check", ("allow",))
+        check = t.table("check", ("allow", "passed-over"))
         validate = t.data.get("validate")
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
@@ -209,8 +215,10 @@ class StackInfo:
             exclude_newer=t.opt_str("exclude-newer"),
             requirements=t.requirements("requirements"),
             overrides=t.requirements("overrides"),
+            overrides_ignored=t.requirements("overrides-ignored"),
             overrides_applied=_overrides_applied(t),
             constraints=t.requirements("constraints"),
+            constraints_ignored=t.requirements("constraints-ignored"),
             prereleases=t.strs("prereleases"),
             target=_target(t.table("target", _TARGET_KEYS)),
             gpu_variants=tuple(
@@ -228,6 +236,10 @@ class StackInfo:
                          cuda=n.str_("cuda"), message=n.str_("message"))
                 for n in t.tables("cuda-notes", CudaNote.KEYS)),
             check_allow=check.strs("allow") if check is not None else (),
+            check_passed_over=tuple(
+                {k: p.str_(k) for k in _PASSED_OVER_KEYS}
+                for p in check.tables("passed-over", _PASSED_OVER_KEYS))
+            if check is not None else (),
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
             validate=validate if isinstance(validate, dict) else None)
 
@@ -240,8 +252,12 @@ class StackInfo:
             put(out, key, value)
         out["requirements"] = [str(r) for r in self.requirements]
         out["overrides"] = [str(r) for r in self.overrides]
+        if self.overrides_ignored:
+            out["overrides-ignored"] = [str(r) for r in self.overrides_ignored]
         out["overrides-applied"] = [dict(a.to_dict()) for a in self.overrides_applied]
         out["constraints"] = [str(r) for r in self.constraints]
+        if self.constraints_ignored:
+            out["constraints-ignored"] = [str(r) for r in self.constraints_ignored]
         if self.prereleases:
             out["prereleases"] = list(self.prereleases)
         if self.target is not None:
@@ -253,8 +269,13 @@ class StackInfo:
             out["allow-mixed"] = list(self.allow_mixed)
         if self.cuda_notes:
             out["cuda-notes"] = [dict(n.to_dict()) for n in self.cuda_notes]
+        check: dict[str, TomlValue] = {}
         if self.check_allow:
-            out["check"] = {"allow": list(self.check_allow)}
+            check["allow"] = list(self.check_allow)
+        if self.check_passed_over:
+            check["passed-over"] = [dict(p) for p in self.check_passed_over]
+        if check:
+            out["check"] = check
         if self.cuda is not None:
             out["cuda"] = self.cuda.to_dict()
         if self.validate is not None:
@@ -263,6 +284,7 @@ class StackInfo:
 
 
 _TARGET_KEYS = ("python", "platform", "manylinux", "gpu-arch")
+_PASSED_OVER_KEYS = ("package", "version", "reason")
 
 
 def _overrides_applied(t: LockTable) -> tuple[AppliedOverride, ...]:
@@ -370,12 +392,19 @@ class PackageTool:
     url: str | None = None  # snapshot: a URL install without hashes
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
+    yanked: str | None = None  # resolve: the yank reason of a file pinned with ==
+    # resolve: how the sdist's metadata was had (PKG-INFO, pyproject.toml, or
+    # a PEP 517 build on which interpreter, with which runtime pins)
+    metadata: str | None = None
+    # resolve: the projects whose locked versions this sdist's builds get
+    # (the profile's match-runtime; install hands them to uv)
+    match_runtime: tuple[str, ...] = ()
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"))
-    KEYS = tuple(key for key, _ in _KEYS)
+             ("build", "build"), ("yanked", "yanked"), ("metadata", "metadata"))
+    KEYS = (*(key for key, _ in _KEYS), "match-runtime")
 
     @classmethod
     def from_table(cls, t: LockTable) -> PackageTool:
@@ -386,12 +415,15 @@ class PackageTool:
             except InvalidVersion:
                 raise t.reader.fail(f"{t.key}.cuda",
                                     f"{cuda!r} is not a CUDA version") from None
-        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS})
+        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS},
+                   match_runtime=t.strs("match-runtime"))
 
-    def to_dict(self) -> dict[str, str]:
-        out = {}
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {}
         for key, attr in self._KEYS:
             value = getattr(self, attr)
             if value is not None:
                 out[key] = value
+        if self.match_runtime:
+            out["match-runtime"] = list(self.match_runtime)
         return out

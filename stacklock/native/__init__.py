@@ -20,13 +20,16 @@ from packaging.utils import canonicalize_name
 
 from stacklock.errors import NativeCheckError
 from stacklock.native.baseline import baseline_sonames
-from stacklock.native.check import Finding, find_incompatibilities
+from stacklock.native.check import (
+    Finding,
+    find_incompatibilities,
+    large_members_needed,
+)
 from stacklock.native.demangle import demangle
 from stacklock.native.wheel import (
     NativeWheel,
     WheelNatives,
     WheelReader,
-    has_native_code,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +52,8 @@ _SHOWN = 3  # symbols shown per shared object in a message
 @dataclass(frozen=True, kw_only=True)
 class NativeReport:
     """``findings`` block; ``allowed`` would, but the profile allows their
-    package; ``notes`` are sonames the system is to provide."""
+    package; ``notes`` are sonames the system is to provide; ``unloaded`` are
+    findings of run-time alternatives this lock never loads."""
 
     wheels: int
     objects: int
@@ -59,6 +63,8 @@ class NativeReport:
     allow: tuple[str, ...]
     bytes_read: int
     bytes_by_wheel: dict[str, int] = field(default_factory=dict)
+    unloaded: tuple[Finding, ...] = ()
+    unread: tuple[str, ...] = ()  # "package version: path" of large members
 
     @property
     def ok(self) -> bool:
@@ -73,6 +79,8 @@ class NativeReport:
             "findings": [f.to_dict() for f in self.findings],
             "allowed": [f.to_dict() for f in self.allowed],
             "notes": [f.to_dict() for f in self.notes],
+            "unloaded": [f.to_dict() for f in self.unloaded],
+            "unread": list(self.unread),
             "bytes-read": self.bytes_read,
             "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
         }
@@ -86,11 +94,13 @@ def check_native(
     platform: str,
     python: str,
     allow: Iterable[str] = (),
-    threads: int = 4,
+    threads: int = 8,
     on_wheel: Callable[[NativeWheel], None] | None = None,
 ) -> NativeReport:
-    """Read every native wheel of ``wheels`` through ``reader`` and check them."""
-    native = [w for w in wheels if has_native_code(w.filename)]
+    """Read every wheel of ``wheels`` through ``reader`` and check them. A wheel
+    is judged by what it holds, not by its tag: ``py3-none-any`` wheels carry
+    native libraries too (bitsandbytes 0.39.0), and their central directory
+    (one range read, cached by sha256) says whether they do."""
     before = reader.bytes_read
 
     def read(wheel: NativeWheel) -> Any:
@@ -100,13 +110,20 @@ def check_native(
         return result
 
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        natives = list(pool.map(read, native))
-    report = judge_natives(native, natives, manylinux=manylinux, platform=platform,
-                           python=python, allow=allow)
+        read_all = list(pool.map(read, wheels))
+        wanted = large_members_needed(wheels, read_all)
+        again = {at: pool.submit(reader.read_large, wheels[at], paths)
+                 for at, paths in wanted.items()}
+        for at, future in again.items():
+            read_all[at] = future.result()
+    kept = [(w, n) for w, n in zip(wheels, read_all, strict=True) if n.files]
+    native = [w for w, _ in kept]
+    report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
+                           platform=platform, python=python, allow=allow)
     return replace(
         report, bytes_read=reader.bytes_read - before,
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
-                        for w in native},
+                        for w in wheels},
     )
 
 
@@ -135,7 +152,11 @@ def judge_natives(
         objects=sum(len(n.objects) for n in natives),
         findings=tuple(f for f in blocking if f.package not in allowed_names),
         allowed=tuple(f for f in blocking if f.package in allowed_names),
-        notes=tuple(f for f in found if not f.blocking),
+        notes=tuple(f for f in found if not f.blocking and not f.unloaded),
+        unloaded=tuple(f for f in found if f.unloaded),
+        unread=tuple(sorted(f"{w.package} {w.version}: {path}"
+                            for w, n in zip(wheels, natives, strict=True)
+                            for path in n.large)),
         allow=tuple(sorted(allowed_names)),
         bytes_read=0,
     )

@@ -19,24 +19,33 @@ the lock ships in another major version only (``libcudart.so.12`` against
 no locked wheel ships in any version are listed, not refused: the system is to
 provide them (``libibverbs.so.1`` for an RDMA plugin, ``libtbb.so.12`` for numba's
 optional TBB layer, FFmpeg for torchcodec), which a lock cannot see.
+
+Some wheels ship one library per runtime and load only the one that matches
+(:func:`find_alternatives`): bitsandbytes one per CUDA version, torchcodec one per
+FFmpeg major, torch-memory-saver ``_cu12``/``_cu13`` hooks, torch-c-dlpack-ext one
+add-on per torch release. Such a family needs one alternative that loads; when its
+variants are named for a locked package's version (``torch29``), only that version's
+one is ever loaded, and none at all when the wheel has none for it. The others'
+findings are kept as ``unloaded``, not blocking.
 """
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Collection, Iterable, Mapping, Sequence
 
     from stacklock.native.elf import SharedObject
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
-__all__ = ["Finding", "find_incompatibilities", "symbol_family", "top_namespace"]
+__all__ = ["Finding", "find_alternatives", "find_incompatibilities",
+           "large_members_needed", "symbol_family", "top_namespace"]
 
 # _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
 # optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
@@ -59,7 +68,8 @@ class Finding:
     demangled: str | None = None
     counterpart: str | None = None
     counterpart_has: tuple[str, ...] = field(default=())
-    blocking: bool = True  # False: a soname the system is to provide
+    blocking: bool = True  # False: a soname the system is to provide, or unloaded
+    unloaded: str | None = None  # why the object is never loaded in this lock
 
     def describe(self) -> str:
         what = self.missing
@@ -78,6 +88,14 @@ class Finding:
                 f"{self.package} built against {self.counterpart}, or the "
                 f"{(self.counterpart or '').split()[0]} it was built for")
 
+    def reason(self) -> str:
+        """Why the package does not load, without the advice: for a lock."""
+        what = self.demangled or self.missing
+        if self.kind == "soname":
+            has = ", ".join(self.counterpart_has)
+            return f"{self.object} needs {what} ({self.counterpart} ships {has})"
+        return f"{self.object} needs {what}, which {self.counterpart} does not export"
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "package": self.package, "version": self.version, "wheel": self.wheel,
@@ -89,6 +107,8 @@ class Finding:
             out["counterpart"] = self.counterpart
             out["counterpart-has"] = list(self.counterpart_has)
         out["blocking"] = self.blocking
+        if self.unloaded:
+            out["unloaded"] = self.unloaded
         return out
 
 
@@ -149,6 +169,9 @@ class _Index:
         default_factory=lambda: defaultdict(list))
     exports: dict[int, frozenset[str]] = field(default_factory=dict)
     namespaces: dict[int, frozenset[str]] = field(default_factory=dict)
+    # basename -> (wheel, path) of the large members not read (wheel.py)
+    large: dict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list))
 
 
 def _make_index(natives: Sequence[WheelNatives]) -> _Index:
@@ -162,6 +185,8 @@ def _make_index(natives: Sequence[WheelNatives]) -> _Index:
             index.objects[_basename(obj.path)].append((at, obj))
             if obj.soname and obj.soname != _basename(obj.path):
                 index.objects[obj.soname].append((at, obj))
+        for path in wheel.large:
+            index.large[_basename(path)].append((at, path))
     return index
 
 
@@ -173,8 +198,9 @@ def _exports(index: _Index, natives: Sequence[WheelNatives], at: int) -> frozens
     return index.exports[at]
 
 
-def _scope(index: _Index, home: int, obj: SharedObject) -> list[int]:
-    """The wheels whose objects ``obj`` reaches through DT_NEEDED, own first."""
+def _scope(index: _Index, home: int, obj: SharedObject) -> tuple[list[int], set[str]]:
+    """The wheels whose objects ``obj`` reaches through DT_NEEDED, own first, and
+    the sonames it reaches."""
     seen_wheels = [home]
     seen: set[str] = set()
     todo = list(obj.needed)
@@ -189,7 +215,59 @@ def _scope(index: _Index, home: int, obj: SharedObject) -> list[int]:
             if at not in seen_wheels:
                 seen_wheels.append(at)
             todo.extend(dep.needed)
-    return seen_wheels
+    return seen_wheels, seen
+
+
+def _is_cuda(name: str) -> bool:
+    return "cuda" in name.lower()
+
+
+def _may_provide(index: _Index, natives: Sequence[WheelNatives],
+                 wheels: Sequence[NativeWheel], at: int, path: str,
+                 symbol: str) -> bool:
+    """Could the unread large member ``path`` of wheel ``at`` export ``symbol``?
+    Yes when the symbol's family is one its wheel's read objects own (``at::``
+    beside libtorch_python) or it is named for the wheel's project
+    (``torch_exception_get_what``, ``aoti_torch_get_device``), except that a
+    library named for CUDA gives only symbols named for CUDA: every symbol an
+    extension takes from torch's CUDA libraries alone is (``at::cuda::``,
+    ``torch_cuda_stream_synchronize``; so in every extension recorded)."""
+    if _is_cuda(path) and not _is_cuda(symbol):
+        return False
+    _exports(index, natives, at)
+    if (symbol_family(symbol) or "") in index.namespaces[at]:
+        return True
+    project = canonicalize_name(wheels[at].package)
+    return project in symbol.lower().split("_")[:2]
+
+
+def large_members_needed(
+    wheels: Sequence[NativeWheel], natives: Sequence[WheelNatives],
+) -> dict[int, set[str]]:
+    """The large members (wheel -> paths) the symbol check needs read: those an
+    object of another wheel links directly while needing a symbol that nothing
+    read exports and that they may provide (:func:`_may_provide`), except the
+    ones named for CUDA: the symbols only they could give are left unjudged.
+    cuDNN, cuBLAS, NCCL and libtorch_cuda stay unread for a CUDA 13 torch stack
+    (3 GB); libtorch_cpu (120 MB) is read when an extension of torch is locked."""
+    index = _make_index(natives)
+    if not index.large:
+        return {}
+    exported = {s for n in natives for o in n.objects for s in o.exported}
+    wanted: dict[int, set[str]] = defaultdict(set)
+    for at, wheel in enumerate(natives):
+        for obj in wheel.objects:
+            links = [index.large[n] for n in obj.needed if n in index.large]
+            if not links:
+                continue
+            residue = [s for s in obj.undefined
+                       if s not in exported and symbol_family(s) is not None]
+            for other, path in (m for members in links for m in members):
+                if other != at and not _is_cuda(path) and any(
+                        _may_provide(index, natives, wheels, other, path, s)
+                        for s in residue):
+                    wanted[other].add(path)
+    return dict(wanted)
 
 
 def find_incompatibilities(
@@ -205,12 +283,134 @@ def find_incompatibilities(
     something other than a wheel provides (a toolkit) to what provides them."""
     index = _make_index(natives)
     present = set(baseline) | set(extra_sonames or {})
+    versions: dict[str, str] = {canonicalize_name(w.package): w.version
+                                for w in wheels}
     found: list[Finding] = []
     for at, (wheel, wheel_natives) in enumerate(zip(wheels, natives, strict=True)):
+        mine: dict[str, list[Finding]] = defaultdict(list)
         for obj in wheel_natives.objects:
-            found.extend(_missing_sonames(index, wheels, wheel, obj, present))
-            found.extend(_missing_symbols(index, wheels, natives, at, obj))
+            mine[obj.path].extend(_missing_sonames(index, wheels, wheel, obj, present))
+            mine[obj.path].extend(_missing_symbols(index, wheels, natives, at, obj))
+        for family in find_alternatives(wheel_natives.objects, versions):
+            _judge_family(family, mine, versions)
+        found.extend(f for obj in wheel_natives.objects for f in mine[obj.path])
     return found
+
+
+# A run-time alternative is told apart from its siblings by numbers in its path:
+# libbitsandbytes_cuda121.so, torchcodec/libtorchcodec_core7.so,
+# torch_memory_saver_hook_mode_torch_cu13.abi3.so, cuda/core/cu12/_device.*.so.
+_EXTENSION = re.compile(
+    r"(?:\.(?:cpython|pypy)[-\w]*|\.abi3)?\.so(?:\.[0-9][0-9A-Za-z.]*)?$")
+_DIGITS = re.compile(r"[0-9]+")
+_TOKEN = re.compile(r"([._-]?)([A-Za-z]*)#")  # the variant token of a pattern
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """Objects of one wheel of which the wheel loads one at run time.
+    ``variants`` maps a variant ("13", "2.9", "" for an unnumbered default) to
+    its objects' paths; ``selector`` is the word before the number ("cu",
+    "torch")."""
+
+    pattern: str
+    selector: str
+    variants: Mapping[str, tuple[str, ...]]
+
+
+def _pattern(path: str) -> str:
+    return _DIGITS.sub("#", _EXTENSION.sub("", path))
+
+
+def find_alternatives(objects: Sequence[SharedObject],
+                      packages: Collection[str] = ()) -> list[Family]:
+    """The families of run-time alternatives among one wheel's shared objects.
+
+    Objects whose paths differ only in one number (``..._cu12`` and ``..._cu13``)
+    form a family, joined by an unnumbered sibling (``...hook_mode_torch`` beside
+    ``..._torch_cu12``, a build for another runtime), when the number names a
+    version of a locked package (``torch29``, ``packages``) or the variants link
+    another major of one library (``libcudart.so.12`` and ``.so.13``,
+    ``libavutil.so.58`` and ``.so.59``): builds for different runtimes, not
+    modules that are all imported (``_SHA256`` and ``_SHA512``). A member that an
+    object outside every family links (DT_NEEDED) is loaded whenever that one
+    is, so it is no alternative: its family is dropped."""
+    grouped: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for obj in objects:
+        stem = _EXTENSION.sub("", obj.path)
+        grouped[_pattern(obj.path)][".".join(_DIGITS.findall(stem))].append(obj.path)
+    families = {p: v for p, v in grouped.items()
+                if len(v) > 1 and len(_TOKEN.findall(p)) == 1}
+    for pattern, variants in families.items():
+        plain = grouped.get(_TOKEN.sub("", pattern))
+        if plain is not None and list(plain) == [""]:
+            variants[""].extend(plain[""])
+    by_path = {o.path: o for o in objects}
+    families = {p: v for p, v in families.items()
+                if canonicalize_name(_TOKEN.findall(p)[0][1]) in packages
+                or _links_other_majors(v.values(), by_path)}
+    members = {path for v in families.values() for paths in v.values()
+               for path in paths}
+    linked = {name for obj in objects if obj.path not in members
+              for name in obj.needed}
+    out = []
+    for pattern, variants in sorted(families.items()):
+        paths = {p for ps in variants.values() for p in ps}
+        if any(_basename(p) in linked for p in paths) or any(
+                o.soname in linked for o in objects if o.path in paths and o.soname):
+            continue
+        out.append(Family(pattern=pattern, selector=_TOKEN.findall(pattern)[0][1],
+                          variants={k: tuple(sorted(v))
+                                    for k, v in sorted(variants.items())}))
+    return out
+
+
+def _links_other_majors(variants: Iterable[list[str]],
+                        by_path: Mapping[str, SharedObject]) -> bool:
+    majors: dict[str, set[str]] = defaultdict(set)
+    for paths in variants:
+        for soname in {n for p in paths for n in by_path[p].needed}:
+            majors[_stem(soname)].add(_major(soname))
+    return any(len(m) > 1 for m in majors.values())
+
+
+def _selected(family: Family, versions: Mapping[str, str]) -> str | None:
+    """The variant a family named for a locked package's version loads ("" for
+    none); None when the family is not named for a locked package."""
+    locked = versions.get(canonicalize_name(family.selector)) if family.selector \
+        else None
+    if locked is None:
+        return None
+    major_minor = "".join(_DIGITS.findall(locked)[:2])  # "29" for 2.9.1
+    return major_minor if major_minor in family.variants else ""
+
+
+def _judge_family(family: Family, found: dict[str, list[Finding]],
+                  versions: Mapping[str, str]) -> None:
+    """Mark the findings of the alternatives that are not loaded as such."""
+
+    def fails(variant: str) -> bool:
+        return any(f.blocking for p in family.variants[variant] for f in found[p])
+
+    selected = _selected(family, versions)
+    if selected is not None:
+        name = f"{family.selector} {versions[canonicalize_name(family.selector)]}"
+        loaded = [selected] if selected else []
+        why = (f"a build for another {family.selector}; the wheel loads the one "
+               f"for {name}" if selected else
+               f"the wheel has no build for {name} and loads none")
+    else:
+        loaded = [v for v in family.variants if not fails(v)][:1]
+        if not loaded:
+            return  # no alternative loads: every finding stands
+        chosen = family.variants[loaded[0]][0]
+        why = f"a run-time alternative of {chosen}, which loads"
+    for variant, paths in family.variants.items():
+        if variant in loaded:
+            continue
+        for path in paths:
+            found[path] = [replace(f, blocking=False, unloaded=why) if f.blocking
+                           else f for f in found[path]]
 
 
 
@@ -250,7 +450,8 @@ def _missing_symbols(
 ) -> Iterable[Finding]:
     if not obj.undefined:
         return
-    scope = _scope(index, at, obj)
+    scope, reached = _scope(index, at, obj)
+    unread = [m for name in reached for m in index.large.get(name, ())]
     exported = set(_exports(index, natives, at))
     owners: dict[str, int] = {}  # families another package's libraries export
     for other in scope[1:]:
@@ -261,7 +462,8 @@ def _missing_symbols(
         if symbol in exported:
             continue
         owner = owners.get(symbol_family(symbol) or "")
-        if owner is None:
-            continue
+        if owner is None or any(_may_provide(index, natives, wheels, other, path,
+                                             symbol) for other, path in unread):
+            continue  # not judged, or it may be in a library not read
         yield _finding(wheels[at], obj, kind="symbol", missing=symbol,
                        counterpart=_label(wheels[owner]))

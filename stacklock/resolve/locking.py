@@ -4,22 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from packaging.utils import canonicalize_name
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
+from stacklock.resolve.preferences import load_preferences
 from stacklock.resolve.resolution import Resolution, client_for, resolve_profile
+from stacklock.resolve.result import PassedOver
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     import httpx
+    from packaging.version import Version
 
-    from stacklock.native import NativeReport
+    from stacklock.native import Finding, NativeReport
+    from stacklock.profile import Profile
+    from stacklock.resolve.result import ResolvedPackage
 
 __all__ = [
     "ResolveResult",
@@ -36,6 +43,8 @@ class ResolveResult:
     resolution: Resolution
     seconds: float
     native: NativeReport | None = None  # None: the check was not asked for
+    text: str = ""  # the lock's text
+    written: bool = True  # False: the file there already held it, or not asked
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -58,9 +67,18 @@ def lock_profile(
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     check: bool = True,
+    upgrade: bool = False,
+    upgrade_packages: Sequence[str] = (),
+    write: bool = True,
 ) -> ResolveResult:
     """Resolve ``profile`` (a built-in name or a path) and write its lock; on a
     ResolutionError nothing is written and an old lock stays as it was.
+
+    The lock already at the output path is where the resolution starts: its
+    versions and files are kept while the profile allows them
+    (:mod:`stacklock.resolve.preferences`); ``upgrade`` ignores it,
+    ``upgrade_packages`` releases those projects. ``write=False`` only says
+    what would be written (``resolve --check``).
 
     ``check`` runs the native check (:mod:`stacklock.native`) before writing:
     blocking findings the profile's ``[check] allow`` does not name raise
@@ -70,35 +88,101 @@ def lock_profile(
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
-    check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
+    if write:
+        check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
+    preferences = load_preferences(path, upgrade=upgrade,
+                                   upgrade_packages=upgrade_packages)
     with contextlib.ExitStack() as stack:
         client = http or stack.enter_context(client_for(loaded))
+        gate = NativeGate(loaded, http=client, offline=offline,
+                          cache_dir=cache_dir, on_status=on_status) if check else None
         resolution = resolve_profile(loaded, http=client, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
-                                     on_status=on_status,
-                                     on_download=on_download)
-        native = None
-        if check:
-            from stacklock.native import raise_for_findings  # ELF readers
+                                     preferences=preferences, on_status=on_status,
+                                     on_download=on_download, gate=gate)
+        native = gate.report if gate is not None else None
+        if native is not None:
+            from stacklock.native import raise_for_findings
 
-            native = check_resolution(resolution, http=client, offline=offline,
-                                      cache_dir=cache_dir, on_status=on_status)
-            raise_for_findings(native)
+            raise_for_findings(native)  # a finding no candidate change could fix
     from stacklock.lock.write import render_lock
     from stacklock.resolve.lockfile import make_lock
 
     text = render_lock(make_lock(resolution, path=path))
-    publish_bytes(path, text.encode("utf-8"), what="the lock")
+    data = text.encode("utf-8")
+    written = write and _read_or_none(path) != data  # an unchanged file stays
+    if written:
+        publish_bytes(path, data, what="the lock")
     result = ResolveResult(lock=path, resolution=resolution,
-                           seconds=time.monotonic() - started, native=native)
-    key = memo_key(loaded, output=path, check=check)
+                           seconds=time.monotonic() - started, native=native,
+                           text=text, written=written)
+    key = memo_key(loaded, output=path, check=check, upgrade=upgrade,
+                   released=preferences.released)
     if key is not None:
         store_record(cache_dir or default_cache_dir(), key,
                      pages=resolution.pages_read, lock_text=text,
                      packages=len(resolution.packages),
                      lines=render_resolve(result).split("\n")[1:],
-                     native=native.to_dict() if native is not None else None)
+                     native=native.to_dict() if native is not None else None,
+                     seed=preferences.seed)
     return result
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+class NativeGate:
+    """The native check as a constraint of the resolution: called with each
+    complete candidate set, it returns the candidates that would not load (a
+    blocking finding the profile's ``[check] allow`` does not name), which the
+    resolver passes over. ``report`` is the check of the last set."""
+
+    def __init__(self, profile: Profile, *, http: httpx.Client, offline: bool,
+                 cache_dir: Path | None,
+                 on_status: Callable[[str], None] | None = None) -> None:
+        from stacklock.native import WheelReader  # ELF readers
+
+        self._profile = profile
+        self._reader = WheelReader(http, cache_dir=cache_dir or default_cache_dir(),
+                                   offline=offline)
+        self._on_status = on_status
+        self.report: NativeReport | None = None
+
+    def __call__(self, packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
+        from stacklock.native import NativeWheel, check_native
+
+        wheels = [
+            NativeWheel(package=p.name, version=str(p.version),
+                        filename=p.wheel.filename, url=p.wheel.url,
+                        sha256=p.wheel.sha256, size=p.wheel.size)
+            for p in packages if not p.is_sdist and p.wheel is not None
+            and (p.direct is None or p.direct.ref.url is not None)
+        ]
+        target = self._profile.target
+        done: list[str] = []
+
+        def on_wheel(wheel: NativeWheel) -> None:
+            done.append(wheel.filename)
+            if self._on_status is not None:
+                self._on_status(f"native check: {len(done)} wheels read")
+
+        report = check_native(
+            wheels, reader=self._reader, manylinux=target.manylinux,
+            platform=target.platform, python=target.python,
+            allow=self._profile.check.allow, on_wheel=on_wheel)
+        # bytes of every round, a passed-over candidate's included
+        self.report = replace(report, bytes_read=self._reader.bytes_read)
+        versions: dict[str, Version] = {p.name: p.version for p in packages}
+        found: dict[str, list[Finding]] = {}
+        for finding in report.findings:  # finding.package is canonical
+            found.setdefault(finding.package, []).append(finding)
+        return [PassedOver(name=canonicalize_name(name), version=versions[name],
+                           reason=these[0].reason(), findings=tuple(these))
+                for name, these in sorted(found.items()) if name in versions]
 
 
 def check_resolution(
@@ -110,29 +194,16 @@ def check_resolution(
     on_status: Callable[[str], None] | None = None,
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
-    package locked as an sdist has no wheel to read until install builds it."""
-    from stacklock.native import NativeWheel, WheelReader, check_native
-
-    wheels = [
-        NativeWheel(package=p.name, version=str(p.version), filename=p.wheel.filename,
-                    url=p.wheel.url, sha256=p.wheel.sha256, size=p.wheel.size)
-        for p in resolution.packages if not p.is_sdist
-    ]
-    target = resolution.profile.target
-    done: list[str] = []
-
-    def on_wheel(wheel: NativeWheel) -> None:
-        done.append(wheel.filename)
-        if on_status is not None:
-            on_status(f"native check: {len(done)} wheels read")
-
+    package locked as an sdist or a direct reference without a wheel has none to
+    read until install builds it, and a wheel a direct reference names by path
+    is not read over HTTP."""
     client = http or client_for(resolution.profile)
     try:
-        reader = WheelReader(client, cache_dir=cache_dir or default_cache_dir(),
-                             offline=offline)
-        return check_native(wheels, reader=reader, manylinux=target.manylinux,
-                            platform=target.platform, python=target.python,
-                            allow=resolution.profile.check.allow, on_wheel=on_wheel)
+        gate = NativeGate(resolution.profile, http=client, offline=offline,
+                          cache_dir=cache_dir, on_status=on_status)
+        gate(resolution.packages)
+        assert gate.report is not None
+        return gate.report
     finally:
         if http is None:
             client.close()
@@ -146,6 +217,17 @@ def render_native(report: NativeReport) -> list[str]:
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    if report.unread:
+        owners = sorted({u.split(":", 1)[0] for u in report.unread})
+        lines.append(f"  {len(report.unread)} large libraries known by name only "
+                     f"(no extension needs their symbols): " + ", ".join(owners))
+    unloaded: dict[str, set[str]] = {}
+    for f in report.unloaded:
+        unloaded.setdefault(f"{f.package} {f.version}", set()).add(f.object)
+    if unloaded:
+        lines.append("  not loaded in this stack (builds for another runtime): "
+                     + ", ".join(f"{p} ({len(o)} libraries)"
+                                 for p, o in sorted(unloaded.items())))
     systems = sorted({f.missing for f in report.notes})
     if systems:
         lines.append(f"  for the system to provide ({len(report.notes)} uses, "
@@ -158,10 +240,27 @@ def render_resolve(result: ResolveResult) -> str:
     res = result.resolution
     lines = [headline(len(res.packages), res.profile.name, result.seconds,
                       result.lock)]
+    for passed in res.passed_over:
+        lines.append(f"  passed over {passed.name} {passed.version} (it would not "
+                     f"load): {passed.reason}")
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
-    downloaded = [p.name for p in res.packages if p.wheel.hash_source == "download"]
+    lines.extend(f"  warning: {text}" for text in res.warnings)
+    for p in res.packages:
+        if p.direct is not None:
+            found = p.direct
+            what = (f"commit {found.commit}" if found.commit else
+                    f"sha256 {found.sha256}" if found.sha256 else "a source folder")
+            lines.append(f"  direct reference: {found.ref.text} -> {p.name} "
+                         f"{p.version} ({what})")
+        if p.yanked is not None:
+            lines.append(f"  warning: {p.name} {p.version} is yanked"
+                         + (f" ({p.yanked})" if p.yanked else "")
+                         + f"; used because the profile pins {p.name}=={p.version}")
+    downloaded = [p.name for p in res.packages
+                  if p.wheel is not None and p.wheel.hash_source == "download"
+                  and p.direct is None]
     if downloaded:
         lines.append("  hashed by download (the index gave no single sha256): "
                      + ", ".join(downloaded))

@@ -18,10 +18,22 @@ if TYPE_CHECKING:
     from stacklock.cuda.coherence import CoherenceFinding
     from stacklock.lock.tables import AppliedOverride
     from stacklock.profile import Profile
+    from stacklock.resolve.direct import DirectArtifact
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
-__all__ = ["Resolution", "ResolvedPackage"]
+__all__ = ["PassedOver", "Resolution", "ResolvedPackage"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassedOver:
+    """A candidate the resolution dropped because the native check found that it
+    would not load beside the rest (``reason``: the first finding, one line)."""
+
+    name: NormalizedName
+    version: Version
+    reason: str
+    findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,14 +43,20 @@ class ResolvedPackage:
     index_name: str
     index_url: str  # credentials stripped
     dependencies: tuple[NormalizedName, ...]
-    wheel: LockedWheel
+    wheel: LockedWheel | None  # None: a direct reference to a repository or folder
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
+    # the yank reason ("" for none) of a yanked file the profile pins exactly
+    yanked: str | None = None
+    direct: DirectArtifact | None = None  # a direct reference of the profile
+    metadata: str | None = None  # an sdist's: how its metadata was had
+    match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
 
     @property
     def is_sdist(self) -> bool:
-        return not self.wheel.filename.endswith(".whl")
+        """Whether install builds it: an sdist, a repository or a folder."""
+        return self.wheel is None or not self.wheel.filename.endswith(".whl")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +72,8 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what the lock honours differently than asked
+    passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:
         return {p.name: str(p.version) for p in self.packages}

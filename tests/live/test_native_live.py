@@ -181,26 +181,84 @@ def test_committed_locks_pass_the_check(name, capsys):
     assert "native check passed" in capsys.readouterr().out
 
 
-def test_the_allowed_cuda_12_hooks_of_pypi_cu130_really_miss_libcudart_12(
+def test_torch_memory_saver_loads_its_cuda_13_hooks_beside_torch_for_cuda_13(
         torch_venv, tmp_path):
-    """pypi-cu130 allows torch-memory-saver after review: its hooks need
-    libcudart.so.12 in a CUDA 13 stack. The loader agrees: asked to resolve each
-    hook's libraries (``ld.so --list``, what ldd runs) with the venv's CUDA 13
-    libraries on the path, it finds no libcudart.so.12. (A dlopen here would stop
-    first at libcuda.so.1, which only a GPU driver provides.)"""
+    """torch-memory-saver 0.0.10 ships hooks for CUDA 12 (_cu12, and unsuffixed
+    for ROCm) and CUDA 13 (_cu13): the check passes it, its CUDA 12 hooks not
+    loaded. The package agrees: imported beside torch for CUDA 13 it picks the
+    _cu13 hooks, and the loader finds their libcudart.so.13 in the venv (``ldd``;
+    a dlopen here would stop first at libcuda.so.1, which only a driver has)."""
     python, _ = torch_venv
-    lock = REPO / "locks" / "pylock.pypi-cu130.toml"
+    out = tmp_path / "pylock.toml"
+    result = _resolve("torch211-runtime-builds", out)
+    assert result.native is not None and result.native.ok
+    unloaded = {f.object for f in result.native.unloaded
+                if f.package == "torch-memory-saver"}
+    assert unloaded and not any("_cu13" in o for o in unloaded)
+    overlay = _overlay(tmp_path, python, out, "torch-memory-saver")
+    (tmp_path / "np").mkdir()
+    numpy = _overlay(tmp_path / "np", python, out, "numpy")
+    done = subprocess.run(
+        [str(python), "-c", "import torch_memory_saver\n"
+         "from torch_memory_saver.utils import get_binary_path_from_package as g\n"
+         "for s in ('preload', 'torch'):\n"
+         "    print(g(f'torch_memory_saver_hook_mode_{s}'))\n"],
+        capture_output=True, text=True, check=False, timeout=600,
+        env={**os.environ, "PYTHONPATH": f"{overlay}:{numpy}"})
+    assert done.returncode == 0, done.stderr
+    picked = [Path(line) for line in done.stdout.split()]
+    assert [p.name for p in picked] == [
+        "torch_memory_saver_hook_mode_preload_cu13.abi3.so",
+        "torch_memory_saver_hook_mode_torch_cu13.abi3.so"]
+    site = next((python.parent.parent / "lib").glob("python3.12/site-packages"))
+    env = {**os.environ, "LD_LIBRARY_PATH": str(site / "nvidia" / "cu13" / "lib")}
+    for hook in picked:
+        listed = subprocess.run(["ldd", str(hook)], capture_output=True, text=True,
+                                env=env, check=False).stdout
+        assert "libcudart.so.13 => " + str(site) in listed, listed
+
+
+def test_torch_2_11_0_with_the_newest_torchaudio_locks_the_one_that_imports(
+        torch_venv, tmp_path, capsys):
+    """uv locks torchaudio 2.11.1 here, which does not import; stacklock passes it
+    over (exit 0) and locks 2.11.0, and the lock says why."""
+    python, _ = torch_venv
+    out = tmp_path / "pylock.toml"
+    code = main(["resolve", str(PROFILES / "torch211-newest-audio-vision.toml"),
+                 "-o", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0 and "passed over torchaudio 2.11.1" in printed
+    data = tomllib.loads(out.read_text())
+    pins = {p["name"]: p["version"] for p in data["packages"]}
+    assert pins["torchaudio"] == "2.11.0" and pins["torch"] == "2.11.0"
+    [passed] = data["tool"]["stacklock"]["check"]["passed-over"]
+    assert passed["package"] == "torchaudio" and passed["version"] == "2.11.1"
+    # the oracle: 2.11.1 in the torch 2.11.0 venv fails on the symbol named
+    unchecked = tmp_path / "pylock.unchecked.toml"
+    _resolve("torch211-newest-audio-vision", unchecked, check=False)
+    assert _wheel_of(unchecked, "torchaudio")["name"].startswith(
+        "torchaudio-2.11.1-")
+    overlay = _overlay(tmp_path, python, unchecked, "torchaudio")
+    done = _run(python, "import torchaudio", overlay)
+    assert done.returncode != 0 and "undefined symbol: " in done.stderr
+    symbol = done.stderr.split("undefined symbol: ", 1)[1].split()[0]
     from stacklock.http import make_http_client
 
     with make_http_client() as http:
-        report = check_lock_file(lock, http=http, cache_dir=LIVE / "stacklock")
-    hooks = {f.object for f in report.allowed if f.package == "torch-memory-saver"}
-    assert hooks and {f.missing for f in report.allowed
-                      if f.package == "torch-memory-saver"} == {"libcudart.so.12"}
-    overlay = _overlay(tmp_path, python, lock, "torch-memory-saver")
-    site = next((python.parent.parent / "lib").glob("python3.12/site-packages"))
-    env = {**os.environ, "LD_LIBRARY_PATH": str(site / "nvidia" / "cu13" / "lib")}
-    for hook in sorted(hooks):
-        listed = subprocess.run(["ldd", str(overlay / hook)], capture_output=True,
-                                text=True, env=env, check=False).stdout
-        assert "libcudart.so.12 => not found" in listed, (hook, listed)
+        report = check_lock_file(unchecked, http=http, cache_dir=LIVE / "stacklock")
+    assert symbol in {f.missing for f in report.findings if f.package == "torchaudio"}
+
+
+def test_xformers_0_0_35_beside_torch_for_cuda_13_is_refused_and_does_not_import(
+        torch_venv, tmp_path):
+    python, _ = torch_venv
+    with pytest.raises(NativeCheckError) as caught:
+        _resolve("torch211-xformers035", tmp_path / "pylock.refused.toml")
+    assert "xformers/_C.so needs libcudart.so.12" in str(caught.value)
+    unchecked = tmp_path / "pylock.unchecked.toml"
+    _resolve("torch211-xformers035", unchecked, check=False)
+    overlay = _overlay(tmp_path, python, unchecked, "xformers")
+    done = _run(python, "import torch, ctypes\n"
+                f"ctypes.CDLL({str(overlay / 'xformers' / '_C.so')!r})", overlay)
+    assert done.returncode != 0
+    assert "libcudart.so.12: cannot open shared object file" in done.stderr

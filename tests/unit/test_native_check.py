@@ -5,13 +5,19 @@ verdicts with real imports in a real venv."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from stacklock.errors import NativeCheckError
 from stacklock.native import judge_natives, raise_for_findings
 from stacklock.native.baseline import baseline_sonames
-from stacklock.native.check import symbol_family, top_namespace
+from stacklock.native.check import (
+    find_alternatives,
+    large_members_needed,
+    symbol_family,
+    top_namespace,
+)
 from tests.helpers.native_facts import load_facts, pick
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
@@ -124,3 +130,112 @@ def test_top_namespace_of_real_symbols():
     assert top_namespace("_ZTVN5torch8autograd4NodeE") == "torch"
     assert top_namespace("_ZNSt6vectorIiSaIiEED1Ev") is None  # std::, substituted
     assert top_namespace("_Z3fooi") is None and top_namespace("PyInit__C") is None
+
+
+# -- the cases of issue 30 and issue 28 item 6, each on a real wheel's facts ------
+
+
+def test_xformers_0_0_35_beside_torch_for_cuda_13_needs_libcudart_12():
+    report = _judge(*TORCH, "xformers==0.0.35")
+    cudart = [f for f in report.findings if f.missing == "libcudart.so.12"]
+    assert {f.object for f in cudart} == {"xformers/_C.so"}
+    assert cudart[0].counterpart == "nvidia-cuda-runtime 13.0.96"
+    assert report.unloaded == ()
+
+
+def test_torchaudio_2_11_1_misses_a_stable_abi_function_of_torch_2_11_0():
+    report = _judge(*TORCH, "torchaudio==2.11.1")
+    missing = {f.missing for f in report.findings}
+    assert "torch_exception_get_what" in missing
+    assert {f.package for f in report.findings} == {"torchaudio"}
+    assert "does not export" in report.findings[0].reason()
+
+
+def test_a_py3_none_any_wheel_with_cuda_12_libraries_only_is_refused():
+    """bitsandbytes 0.39.0 is tagged py3-none-any and ships one library per CUDA
+    11/12 release: none of them finds a libcudart the lock ships."""
+    wheels, _ = pick("bitsandbytes==0.39.0")
+    assert wheels[0].filename.endswith("-py3-none-any.whl")
+    report = _judge(*TORCH, "bitsandbytes==0.39.0")
+    needing = {f.object for f in report.findings if f.missing.startswith("libcudart")}
+    assert "bitsandbytes/libbitsandbytes_cuda121.so" in needing
+    assert report.unloaded == ()
+
+
+def test_bitsandbytes_with_a_cuda_13_build_passes_its_other_builds_unloaded():
+    report = _judge(*TORCH, "bitsandbytes==0.50.2")
+    assert report.ok
+    unloaded = {f.object for f in report.unloaded}
+    assert unloaded and all("cuda13" not in o for o in unloaded)
+    assert all(f.unloaded and "loads" in f.unloaded for f in report.unloaded)
+
+
+def test_torch_memory_saver_loads_its_cuda_13_hooks():
+    """Its _cu12 hooks and the unsuffixed ones (the ROCm build) link
+    libcudart.so.12; under torch for CUDA 13 it loads the _cu13 ones (the live
+    test imports it and asks which)."""
+    report = _judge(*TORCH, "torch-memory-saver==0.0.10")
+    assert report.ok
+    assert {f.object for f in report.unloaded} == {
+        "torch_memory_saver_hook_mode_preload.abi3.so",
+        "torch_memory_saver_hook_mode_preload_cu12.abi3.so",
+        "torch_memory_saver_hook_mode_torch.abi3.so",
+        "torch_memory_saver_hook_mode_torch_cu12.abi3.so"}
+
+
+def test_torch_c_dlpack_ext_has_no_add_on_for_torch_2_11_and_loads_none():
+    report = _judge(*TORCH, "torch-c-dlpack-ext==0.1.5")
+    assert report.ok and report.unloaded
+    assert {f.unloaded for f in report.unloaded} == {
+        "the wheel has no build for torch 2.11.0 and loads none"}
+
+
+def test_alternatives_are_builds_for_runtimes_not_modules_imported_together():
+    _, natives = pick("torch-memory-saver==0.0.10")
+    families = find_alternatives(natives[0].objects)
+    assert [(f.pattern, f.selector, sorted(f.variants)) for f in families] == [
+        ("torch_memory_saver_hook_mode_preload_cu#", "cu", ["", "12", "13"]),
+        ("torch_memory_saver_hook_mode_torch_cu#", "cu", ["", "12", "13"])]
+    _, natives = pick("torch-c-dlpack-ext==0.1.5")
+    assert find_alternatives(natives[0].objects) == []  # named for torch: needs it
+    assert len(find_alternatives(natives[0].objects, {"torch"})) == 2
+    _, natives = pick("nvidia-cusolver==12.0.4.66")  # libcusolver, libcusolverMg
+    assert find_alternatives(natives[0].objects, {"torch"}) == []
+
+
+# -- large members unread (wheel.LARGE_MEMBER): the same real facts, torch's big
+#    libraries listed as not read, as a cold check first sees them -------------
+
+
+def _unread(natives, *paths):
+    return replace(natives, objects=tuple(o for o in natives.objects
+                                          if o.path not in paths),
+                   large=tuple(sorted(paths)))
+
+
+BIG = ("torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so")
+
+
+def test_an_extension_of_torch_asks_for_libtorch_cpu_never_libtorch_cuda():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.1")
+    natives[0] = _unread(natives[0], *BIG)
+    assert large_members_needed(wheels, natives) == {0: {"torch/lib/libtorch_cpu.so"}}
+
+
+def test_nothing_asks_for_cuda_libraries_an_extension_does_not_link():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.0")
+    nvidia = natives[1]
+    natives[1] = _unread(nvidia, *(o.path for o in nvidia.objects))
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    assert large_members_needed(wheels, natives) == {}
+
+
+def test_with_libtorch_cuda_unread_only_symbols_named_for_cuda_go_unjudged():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.1")
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    report = judge_natives(wheels, natives, **TARGET)
+    assert "torch_exception_get_what" in {f.missing for f in report.findings}
+    assert report.unread == ("torch 2.11.0: torch/lib/libtorch_cuda.so",)
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.0")
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    assert judge_natives(wheels, natives, **TARGET).ok

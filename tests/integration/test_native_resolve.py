@@ -1,0 +1,81 @@
+"""The native check inside the resolution, over recorded real PyPI traffic
+(tests/data/resolve/cassettes/, scripts/record_resolution.py --check) and the
+recorded facts of every wheel those resolutions lock (tests/data/native/): a
+candidate that would not load is passed over like one with an unsatisfiable
+requirement, and the lock says why; when nothing else is left, the refusal names
+what was tried."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from stacklock.errors import NativeCheckError
+from stacklock.http import make_http_client
+from stacklock.lock import load_lock
+from stacklock.native.wheel import WheelReader
+from stacklock.resolve.locking import lock_profile, render_resolve
+from tests.helpers.cassette import Layered, ReplayTransport
+from tests.helpers.data import DATA
+from tests.helpers.native_facts import NATIVE, load_facts
+
+PROFILES = NATIVE / "profiles"
+CASSETTES = DATA / "resolve" / "cassettes"
+
+
+@pytest.fixture
+def facts_cache(tmp_path):
+    """A cache that holds the recorded facts of every wheel, so no wheel is read."""
+    cache = tmp_path / "cache"
+    with make_http_client() as http:
+        reader = WheelReader(http, cache_dir=cache, offline=True)
+        for _wheel, natives in load_facts().values():
+            reader.remember(natives)
+    return cache
+
+
+def _lock(name: str, out, cache, *cassettes: str):
+    transport = ReplayTransport(CASSETTES / cassettes[0])
+    for more in cassettes[1:]:
+        transport = Layered(ReplayTransport(CASSETTES / more), transport)
+    with make_http_client(transport=transport) as http:
+        return lock_profile(str(PROFILES / f"{name}.toml"), output=out, http=http,
+                            cache_dir=cache)
+
+
+def test_torchaudio_2_11_1_is_passed_over_for_2_11_0_and_the_lock_says_why(
+        tmp_path, facts_cache):
+    out = tmp_path / "pylock.toml"
+    result = _lock("torch211-newest-audio-vision", out, facts_cache,
+                   "torch211-newest-audio-vision")
+    pins = result.resolution.pins()
+    assert pins["torch"] == "2.11.0" and pins["torchaudio"] == "2.11.0"
+    assert pins["torchvision"] == "0.26.0"
+    assert result.native is not None and result.native.ok
+    assert result.native.bytes_read == 0  # every wheel from the facts
+    [passed] = result.resolution.passed_over
+    assert (passed.name, str(passed.version)) == ("torchaudio", "2.11.1")
+    assert "torch_exception_get_what" in passed.reason
+    assert "torch 2.11.0" in passed.reason
+    written = tomllib.loads(out.read_text())["tool"]["stacklock"]["check"]
+    assert written["passed-over"] == [{"package": "torchaudio", "version": "2.11.1",
+                                       "reason": passed.reason}]
+    stack = load_lock(out).stack
+    assert stack is not None and stack.check_passed_over == tuple(
+        written["passed-over"])
+    assert "passed over torchaudio 2.11.1 (it would not load)" in render_resolve(
+        result)
+
+
+def test_when_no_version_loads_the_refusal_names_what_was_tried(tmp_path,
+                                                                facts_cache):
+    out = tmp_path / "pylock.toml"
+    with pytest.raises(NativeCheckError) as caught:
+        _lock("torch211-xformers035", out, facts_cache,
+              "torch211-newest-audio-vision", "torch211-xformers035")
+    text = str(caught.value)
+    assert caught.value.exit_code == 1 and not out.exists()
+    assert "no combination of versions loads" in text
+    assert "xformers 0.0.35: xformers/_C.so needs libcudart.so.12" in text
+    assert "nvidia-cuda-runtime 13.0.96 ships libcudart.so.13" in text
