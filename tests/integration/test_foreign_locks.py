@@ -298,3 +298,24 @@ def test_requires_python_and_groups_are_diffed_for_every_lock(
     assert stack["requires-python"][1] == ">=3.11"
     assert "lint" in stack["dependency-groups"][0]  # type: ignore[operator]
     assert main(["diff", str(lock), str(new), "--exit-code"]) == 1
+
+
+@pytest.mark.parametrize(("driver", "verdict"), [("535.54.03", "driver"),
+                                                 ("610.43.02", None)])
+def test_the_inferred_cuda_is_checked_against_the_driver(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str,
+        verdict: str | None) -> None:
+    """uv's CUDA 13 torch lock, no ``--allow-no-gpu``: a CUDA 12-era driver is
+    refused for what the lock holds (it was planned as a CPU lock before); the
+    driver CUDA 13.3 bundles (its nvjitlink is 13.3) passes, and the note says
+    what was checked."""
+    monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", driver)
+    lock = CORPUS / "uv-maia3.toml"
+    if verdict is None:
+        result = install_lock(lock, venv=tmp_path / "env", python=PY, dry_run=True)
+        assert any("CUDA 13" in n for n in result.notes)
+        return
+    with pytest.raises(PreflightError) as info:
+        install_lock(lock, venv=tmp_path / "env", python=PY, dry_run=True)
+    checks = [p for p in info.value.problems if p.check == verdict]
+    assert checks and all("CUDA 13" in p.message for p in checks)
