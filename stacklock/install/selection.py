@@ -6,8 +6,11 @@ PEP 751 says how an installer picks from a lock (``requires-python``, then
 wheel / the sdist); :meth:`packaging.pylock.Pylock.select` is that algorithm,
 so install asks it rather than re-implementing it, and every lock uv, pip, pdm
 or pex writes is planned as the reference planner plans it. What stacklock adds
-is the words: the two lock-wide checks as one line each, a refusal naming the
-package, and a note for each sdist uv builds because no wheel fits.
+is the words (a refusal naming the package, a note for each sdist uv builds
+because no wheel fits) and what uv needs told: the files it checks by sha256,
+what it may build (:func:`build_flags`), ``--extra``/``--group`` (:class:`Wanted`).
+The two lock-wide checks come first, one preflight line each
+(:func:`stacklock.install.preflight.check_lock_fits`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from packaging.pylock import (
     PackageWheel,
     PylockSelectError,
 )
-from packaging.utils import canonicalize_name
 
 from stacklock.errors import LockError
 
@@ -94,7 +96,9 @@ def select_packages(lock: Lock, interp: Interpreter, *,
                     extras: Collection[str] = (),
                     groups: Collection[str] | None = None) -> list[Selected]:
     """What ``Pylock.select()`` installs for ``interp`` with ``extras`` and
-    ``groups`` (None: the lock's ``default-groups``), in lock order."""
+    ``groups`` (None: the lock's ``default-groups``), in lock order. An
+    interpreter whose tags the probe could not derive (not manylinux) is
+    given this process's own tags, as ``select()`` defaults to."""
     by_entry = {id(p.entry): p for p in lock.packages}
     try:
         chosen = list(lock.to_pylock().select(
@@ -198,10 +202,6 @@ def selection_notes(selected: Sequence[Selected], interp: Interpreter) -> list[s
                      "--require-hashes (a vcs entry is pinned by its commit) and "
                      "still checks every hash the lock gives")
     return notes
-
-
-def normalize_names(names: Collection[str]) -> tuple[str, ...]:
-    return tuple(sorted({canonicalize_name(n) for n in names}))
 
 
 @dataclass(frozen=True, kw_only=True)
