@@ -105,8 +105,8 @@ def check_lock_fits(lock: Lock, interp: Interpreter) -> None:
 
 def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
     """The platform and glibc a stacklock lock was resolved for. Python and
-    the lock's environments were checked first
-    (:func:`~stacklock.install.selection.check_lock_fits`); which wheel fits is
+    the lock's environments were checked first (:func:`check_lock_fits`);
+    which wheel fits is
     ``Pylock.select()``'s (:mod:`~stacklock.install.selection`)."""
     from stacklock.target import PLATFORMS
 
@@ -153,8 +153,8 @@ def _foreign_cuda(lock: Lock, selected: Sequence[Selected], notes: list[str]
 
 
 def _known(inferred: Mapping[str, str], catalog: Catalog) -> dict[str, str]:
-    """An inferred CUDA the catalog does not list (a library's own version
-    such as nvjitlink 13.3 running ahead of the toolkits) checked as its major."""
+    """An inferred CUDA the catalog does not list (a library whose own version
+    runs past the newest toolkit the catalog knows) checked as its major."""
     out = {}
     for name, cuda in inferred.items():
         try:
