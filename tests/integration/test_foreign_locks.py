@@ -30,13 +30,14 @@ from packaging.utils import canonicalize_name
 from scripts.record_foreign_expectations import source_of
 from stacklock.cli import main
 from stacklock.diff import diff_lock_files
-from stacklock.errors import LockError, PreflightError
+from stacklock.errors import LockError, PreflightError, StacklockError
 from stacklock.install.run import install_lock
 from stacklock.install.selection import Wanted, select_packages
 from stacklock.lock import load_lock
 from tests.helpers.data import DATA
 from tests.helpers.interpreters import target_interpreter
 from tests.helpers.projects import commit_all, make_project
+from tests.helpers.wheelkit import build_wheel, sha256
 
 CORPUS = DATA / "foreign-locks"
 LOCKS = sorted(CORPUS.glob("*.toml"))
@@ -182,39 +183,50 @@ def test_a_gpu_lock_without_stacklock_tables_gets_its_cuda_inferred(
 
 def test_vcs_and_directory_entries_install_for_real(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A lock as pip writes one for a git dependency (url + commit, no version)
-    and a project folder next to the lock (relative path): uv builds both, the
-    commit pinned, with nothing from the network; the plan says it drops
-    ``--require-hashes`` (PEP 751 gives neither a hash)."""
+    """A lock as pip writes one for a git dependency (url + commit, no version),
+    a project folder next to the lock and an archive (relative paths): uv builds
+    the first two, the commit pinned, and checks the archive's sha256, with
+    nothing from the network; the plan says it drops ``--require-hashes`` (PEP
+    751 gives vcs and directory no hash). The archive's bytes changed: refused."""
     monkeypatch.setenv("UV_OFFLINE", "1")
     repo = make_project(tmp_path / "repo", "fromgit", "1.0", "git")
     commit = commit_all(repo)
     (repo / "fromgit" / "__init__.py").write_text("VALUE = 'later'\n")
     commit_all(repo)  # a newer commit: the locked one must win
     make_project(tmp_path / "app" / "local", "fromdir", "2.0", "dir")
+    wheel = build_wheel(tmp_path / "app" / "dist", "fromzip", "3.0",
+                        {"fromzip/__init__.py": b"VALUE = 'zip'\n"})
     lock = tmp_path / "app" / "pylock.toml"
     lock.write_text(
         'lock-version = "1.0"\ncreated-by = "pip"\n\n'
         '[[packages]]\nname = "fromgit"\n'
         f'vcs = {{ type = "git", url = "{repo.as_uri()}", commit-id = "{commit}" }}\n'
         '\n[[packages]]\nname = "fromdir"\n'
-        'directory = { path = "local", editable = false }\n')
+        'directory = { path = "local", editable = false }\n'
+        '\n[[packages]]\nname = "fromzip"\nversion = "3.0"\n'
+        f'archive = {{ path = "dist/{wheel.name}", hashes = {{ sha256 = '
+        f'"{sha256(wheel)}" }} }}\n')
     result = install_lock(lock, venv=tmp_path / "env", python=PY, allow_no_gpu=True,
                           report_dir=tmp_path / "report")
     assert "--require-hashes" not in result.plan.commands[1]
     assert result.validation is not None, result.notes
     checks = {c.name: c.status for c in result.validation.all_checks}
     assert checks["distributions"] == "pass", result.validation.to_dict()
-    assert [d.kind for d in result.plan.downloads] == ["vcs", "directory"]
+    assert [d.kind for d in result.plan.downloads] == ["vcs", "directory", "archive"]
     assert any(n.startswith("no hash in PEP 751 for fromdir (directory), fromgit (vcs)")
                for n in result.notes)
     import subprocess
 
     shown = subprocess.run(
         [str(tmp_path / "env" / "bin" / "python"), "-c",
-         "import fromgit, fromdir; print(fromgit.VALUE, fromdir.VALUE)"],
+         "import fromgit, fromdir, fromzip; "
+         "print(fromgit.VALUE, fromdir.VALUE, fromzip.VALUE)"],
         check=True, capture_output=True, text=True).stdout.split()
-    assert shown == ["git", "dir"]
+    assert shown == ["git", "dir", "zip"]
+    wheel.write_bytes(wheel.read_bytes() + b"\0")  # not the locked bytes any more
+    with pytest.raises(StacklockError, match="fromzip"):
+        install_lock(lock, venv=tmp_path / "env", python=PY, validate=False,
+                     reinstall=True)
 
 
 HISTORY = [
