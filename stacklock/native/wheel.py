@@ -42,7 +42,7 @@ from stacklock.native.elf import (
     is_shared_object_name,
     parse_shared_object,
 )
-from stacklock.native.stream import InflatedMember
+from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
@@ -219,10 +219,7 @@ class WheelReader:
             for entry in todo:
                 if entry.name not in wanted:
                     continue
-                # read as far as the loader's view reaches, never held whole
-                with InflatedMember(remote_zip.iter_member(reader, entry),
-                                    size=entry.size) as streamed:
-                    found = _parse(streamed, entry.name, wheel)
+                found = _parse_streamed(reader, entry, wheel)
                 if found is not None:
                     objects.append(found)
         except httpx.HTTPError as exc:
@@ -233,6 +230,20 @@ class WheelReader:
         except ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
         return replace(_natives(wheel, files, objects), large=tuple(sorted(large)))
+
+
+def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
+                    wheel: NativeWheel) -> SharedObject | None:
+    """A large member, read as far as the loader's view reaches, its middle
+    not kept; read again keeping all if the view needs the middle after all."""
+    for skip in (True, False):
+        with InflatedMember(remote_zip.iter_member(reader, entry), size=entry.size,
+                            skip=skip) as streamed:
+            try:
+                return _parse(streamed, entry.name, wheel)
+            except Discarded:
+                continue
+    raise AssertionError("unreachable: the second read keeps every byte")
 
 
 def _parse(
