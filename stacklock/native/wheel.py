@@ -55,6 +55,7 @@ _FORMAT = 1  # of the cache entries (``large`` is new and optional)
 _TAIL = 64 * 1024
 LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
 LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
+_SMALL = 1 << 20  # members read whole, neighbours in one request
 
 
 def _is_large(path: str, compressed: int) -> bool:
@@ -209,7 +210,8 @@ class WheelReader:
             todo = [e for e in entries if e.name in files and e.name not in done]
             large = [e.name for e in todo if e.name not in wanted
                      and _is_large(e.name, e.compressed_size)]
-            small = [e for e in todo if e.name not in large and e.name not in wanted]
+            small = [e for e in todo
+                     if e.compressed_size <= _SMALL and e.name not in large]
             remote_zip.prefetch_entries(reader, small)  # few requests for many
             for entry in small:
                 with io.BytesIO(remote_zip.read_entry(reader, entry)) as member:
@@ -217,9 +219,10 @@ class WheelReader:
                 if found is not None:
                     objects.append(found)
             for entry in todo:
-                if entry.name not in wanted:
+                if entry in small or entry.name in large:
                     continue
-                found = _parse_streamed(reader, entry, wheel)
+                found = _parse_streamed(reader, entry, wheel,
+                                        skip=entry.name in wanted)
                 if found is not None:
                     objects.append(found)
         except httpx.HTTPError as exc:
@@ -233,12 +236,13 @@ class WheelReader:
 
 
 def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
-                    wheel: NativeWheel) -> SharedObject | None:
-    """A large member, read as far as the loader's view reaches, its middle
-    not kept; read again keeping all if the view needs the middle after all."""
-    for skip in (True, False):
+                    wheel: NativeWheel, *, skip: bool) -> SharedObject | None:
+    """A member read only as far as the loader's view reaches (NVIDIA's
+    libraries end it early); with ``skip``, its middle not kept, and read again
+    keeping all if the view needs the middle after all."""
+    for keep_all in ((False, True) if skip else (True,)):
         with InflatedMember(remote_zip.iter_member(reader, entry), size=entry.size,
-                            skip=skip) as streamed:
+                            skip=not keep_all) as streamed:
             try:
                 return _parse(streamed, entry.name, wheel)
             except Discarded:
