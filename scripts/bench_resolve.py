@@ -44,7 +44,7 @@ import tomllib
 from pathlib import Path
 
 from _bench import stacklock_command, timed, uv_binary
-from packaging.utils import canonicalize_name
+from _sets import MANYLINUX, PLATFORM, PYTHON, parse_pins, profile_text
 
 import stacklock
 
@@ -56,7 +56,6 @@ SETS = {name: reqs for group in GROUPS.values() for name, reqs in group.items()}
 # check), so the bench's profile allows it.
 ALLOW_MIXED: dict[str, list[str]] = {
     name: ["nvidia-cutlass-dsl-libs-cu12"] for name in ("vllm", "pypi-cu130")}
-PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
 UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
 FLAGS: list[str] = []  # stacklock resolve's extra flags (--no-check)
 BASELINE: list[str] = []  # the baseline stacklock's interpreter, if any
@@ -94,26 +93,14 @@ def run_uv(reqs: list[str], cache: Path, work: Path, _allow: list[str]
     # to download one; it resolves for --python-version without it.
     env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
     seconds, cpu = timed(cmd, env=env)
-    pins: dict[str, str] = {}
-    for line in outfile.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "==" in line:
-            name, version = line.split("==", 1)
-            pins[canonicalize_name(name.split("[")[0])] = version.strip()
-    return seconds, cpu, pins
+    return seconds, cpu, parse_pins(outfile.read_text())
 
 
 def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
                   command: list[str] | None = None
                   ) -> tuple[float, float, dict[str, str]]:
     profile = work / "bench.toml"
-    quoted = ", ".join(json.dumps(r) for r in reqs)
-    mixed = f"[cuda]\nallow-mixed = {json.dumps(allow)}\n" if allow else ""
-    profile.write_text(
-        "[profile]\ndescription = \"bench\"\n[target]\n"
-        f"python = \"{PYTHON}\"\nplatform = \"linux_x86_64\"\n"
-        f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n"
-        + mixed)
+    profile.write_text(profile_text(reqs, allow_mixed=allow, manylinux=MANYLINUX))
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
     report = work / "resolve.json"

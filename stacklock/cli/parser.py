@@ -19,6 +19,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"stacklock: error: {message} (see '{self.prog} --help')\n")
 
 
+class _CommandParser(_Parser):
+    """A verb that runs a command: everything after the first ``--`` is that
+    command (``args.command``), options before it may come in any order."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None,
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        head = list(args or ())
+        tail: list[str] = []
+        if "--" in head:
+            cut = head.index("--")
+            head, tail = head[:cut], head[cut + 1:]
+        parsed, extra = super().parse_known_args(head, namespace)
+        parsed.command = tail
+        return parsed, extra
+
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -43,11 +61,71 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     adders = _VERBS.values() if verb not in _VERBS else (_VERBS[verb],)
     for add in adders:
         add(sub)
+    for name, leaf in _leaves(sub):
+        _finish(name, leaf)
     return parser
 
 
+_JSON_HELP = "print the result as JSON (stable keys) instead of text"
+# The example each verb's --help ends with, by its name under ``stacklock``.
+_EXAMPLES = {
+    "profiles": "stacklock profiles",
+    "links": "stacklock links sgl-kernel --profile blackwell-cu130 --python 3.12",
+    "resolve": "stacklock resolve blackwell-cu130 -o locks/pylock.blackwell-cu130"
+               ".toml",
+    "check": "stacklock check locks/pylock.pypi-cu130.toml --offline",
+    "cuda list": "stacklock cuda list --platform linux-sbsa",
+    "cuda show": "stacklock cuda show 13.0",
+    "cuda check-driver": "stacklock cuda check-driver --lock "
+                         "locks/pylock.blackwell-cu130.toml",
+    "cuda refresh": "stacklock cuda refresh --version 13.0.1",
+    "install": "stacklock install locks/pylock.pypi-small.toml --venv .venv "
+               "--dry-run",
+    "pack": "stacklock pack locks/pylock.pypi-small.toml -o pypi-small.pack",
+    "snapshot": "stacklock snapshot --venv .venv -o pylock.snapshot.toml",
+    "diff": "stacklock diff locks/pylock.blackwell-cu128.toml "
+            "locks/pylock.blackwell-cu130.toml --format markdown",
+    "validate": "stacklock validate locks/pylock.pypi-cu130.toml --venv .venv "
+                "--report out/",
+    "fleet install": "stacklock fleet install stack.pack -i hosts.ini --report "
+                     "fleet/",
+    "fleet report": "stacklock fleet report fleet/",
+    "bisect": "stacklock bisect good.toml bad.toml -- python -c 'import torch'",
+}
+
+
+def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every parser that runs a verb, by its name (``cuda show``)."""
+    found = []
+    for name, parser in sub.choices.items():
+        nested = [a for a in parser._actions
+                  if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            found.extend(_leaves(nested[0], f"{prefix}{name} "))
+        else:
+            found.append((f"{prefix}{name}", parser))
+    return found
+
+
+def _finish(name: str, p: argparse.ArgumentParser) -> None:
+    """What every verb has: -q / -v, help for --json, an example at the end."""
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const",
+                      const=-1, help="print errors only (--json output stays)")
+    loud.add_argument("-v", "--verbose", dest="verbosity", action="count",
+                      help="print every line (-vv: and each request)")
+    p.set_defaults(verbosity=0)
+    for action in p._actions:
+        if action.dest == "json" and action.help is None:
+            action.help = _JSON_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    example = f"example:\n  {_EXAMPLES[name]}" if name in _EXAMPLES else ""
+    p.epilog = "\n\n".join(t for t in (p.epilog, example) if t)
+
+
 def _add_profiles(sub: _Sub) -> None:
-    p = sub.add_parser("profiles", help="list the built-in profiles")
+    p = sub.add_parser("profiles", help="list the profiles a name finds (built-in "
+                       "and ./profiles), with origin and description")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="profiles:profiles")
 
@@ -56,15 +134,26 @@ def _add_links(sub: _Sub) -> None:
     p = sub.add_parser(
         "links", help="list every link an index has for a project, and why each "
         "fits the target or not")
-    p.add_argument("project")
-    p.add_argument("--index", required=True, metavar="[NAME=]URL",
-                   help="https URL of a simple index, a file:// URL or a folder")
+    p.add_argument("project", help="the project name, e.g. torch")
+    p.add_argument("--index", metavar="[NAME=]URL",
+                   help="https URL of a simple index, a file:// URL or a folder "
+                        "(default: the --profile's index for PROJECT, else PyPI)")
+    p.add_argument("--profile", metavar="PROFILE",
+                   help="take the index and the target from this profile")
+    p.add_argument("--all", action="store_true",
+                   help="every link, one a line (default: a summary of the newest "
+                        "10 versions and the counts)")
     p.add_argument("--flat", action="store_true",
                    help="the URL is a find-links page, not a simple index root")
-    p.add_argument("--python", default="3.12")
-    p.add_argument("--platform", default="linux_x86_64")
-    p.add_argument("--manylinux", default="2_28")
-    p.add_argument("--exclude-newer", metavar="TIME")
+    p.add_argument("--python", help="the target's Python version (default 3.12, "
+                   "or the --profile's)")
+    p.add_argument("--platform", help="the target's platform: linux_x86_64 or "
+                   "linux_aarch64 (default linux_x86_64, or the --profile's)")
+    p.add_argument("--manylinux", help="the target's glibc floor, e.g. 2_28 "
+                   "(default 2_28, or the --profile's)")
+    p.add_argument("--exclude-newer", metavar="TIME",
+                   help="judge links uploaded after this RFC 3339 time as too new, "
+                        "e.g. 2026-02-15T00:00:00Z")
     p.add_argument("--offline", action="store_true", help="use only the page cache")
     p.add_argument("--refresh", action="store_true",
                    help="revalidate cached pages with the index")
@@ -86,6 +175,14 @@ def _add_resolve(sub: _Sub) -> None:
                    help="revalidate cached pages with the indexes")
     p.add_argument("--no-check", action="store_true",
                    help="write the lock without the native check (stacklock check)")
+    p.add_argument("--upgrade", action="store_true",
+                   help="ignore the existing lock's pins (by default its versions "
+                        "are kept while the profile allows them)")
+    p.add_argument("--upgrade-package", action="append", default=[], metavar="NAME",
+                   help="release the existing lock's pin of NAME (repeatable)")
+    p.add_argument("--check", "--locked", dest="check", action="store_true",
+                   help="write nothing; exit 0 if the lock is what resolving "
+                        "would write, else 1 with what differs (for CI)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="seconds one request may take in all (default 120, or "
                         "STACKLOCK_HTTP_TIMEOUT); the whole resolve's requests "
@@ -116,14 +213,17 @@ def _add_cuda(sub: _Sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="cuda:cuda_list")
     p = cuda_sub.add_parser("show", help="one release: runfile, URL, hashes, drivers")
-    p.add_argument("cuda_version", metavar="VERSION")
+    p.add_argument("cuda_version", metavar="VERSION",
+                   help="a release (13.0.1) or a series (13.0: all its releases)")
     p.add_argument("--platform", default="linux-x86_64", help=platform_help)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="cuda:cuda_show")
     p = cuda_sub.add_parser(
         "check-driver", help="does the local driver run a toolkit and a lock's "
         "wheels? (exit 1 if not)")
-    p.add_argument("cuda_version", metavar="VERSION", nargs="?")
+    p.add_argument("cuda_version", metavar="VERSION", nargs="?",
+                   help="the toolkit to check the driver against (default: the "
+                        "--lock's)")
     p.add_argument("--lock", metavar="LOCK",
                    help="check the toolkit and wheels of this pylock file")
     p.add_argument("--json", action="store_true")
@@ -147,12 +247,16 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")
     p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--reinstall", action="store_true",
+                   help="build a new generation even when the venv already holds "
+                        "this very lock (by default that install is a no-op)")
     p.add_argument("--rollback", action="store_true", help="restore the previous venv")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="install without a driver (e.g. to build an image)")
     p.add_argument("--link-cuda", action="store_true",
                    help="also point /usr/local/cuda at the new toolkit")
-    p.add_argument("--no-validate", action="store_true")
+    p.add_argument("--no-validate", action="store_true",
+                   help="skip the validation that ends an install")
     p.add_argument("--report", metavar="DIR",
                    help="write the closing validation's report here (default "
                    "<venv>.stacklock/validate)")
@@ -180,7 +284,8 @@ def _add_pack(sub: _Sub) -> None:
 
 def _add_snapshot(sub: _Sub) -> None:
     p = sub.add_parser("snapshot", help="a PEP 751 lock of what a venv holds")
-    p.add_argument("--venv", default=".venv")
+    p.add_argument("--venv", default=".venv",
+                   help="the venv to describe (default .venv)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
     p.set_defaults(verb="snapshot:snapshot")
 
@@ -188,8 +293,11 @@ def _add_snapshot(sub: _Sub) -> None:
 def _add_diff(sub: _Sub) -> None:
     p = sub.add_parser("diff", help="what changed between two PEP 751 locks")
     p.add_argument("old", metavar="OLD", help="a lock, a uv pylock.toml or a snapshot")
-    p.add_argument("new", metavar="NEW")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("new", metavar="NEW", help="the lock to compare OLD with")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text (default), markdown (for a pull request) or json "
+                        "(the same as --json)")
+    p.add_argument("--json", action="store_true")
     p.add_argument(
         "--exit-code", action="store_true", help="exit 1 when the locks differ"
     )
@@ -239,9 +347,38 @@ def _add_fleet(sub: _Sub) -> None:
     p.set_defaults(verb="fleet:fleet_report")
 
 
+def _add_bisect(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "bisect", help="find which change between two locks breaks a stack",
+        usage="stacklock bisect GOOD BAD [options] (-- CMD [ARGS...] | --gate)")
+    p.add_argument("good", metavar="GOOD", help="the lock (or pack) that works")
+    p.add_argument("bad", metavar="BAD", help="the lock (or pack) that does not")
+    p.__class__ = _CommandParser  # CMD [ARGS...] after "--", as it is
+    p.epilog = ("-- CMD [ARGS...]: the oracle, run in each intermediate venv: exit 0 "
+                "good, 125 skip, anything else bad")
+    p.add_argument("--gate", action="store_true",
+                   help="the oracle is GOOD's validation gate (tok/s), measured "
+                   "--repeat times per state")
+    p.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="run the oracle N times per state (default 1; 3 with --gate)")
+    p.add_argument("--max-steps", type=int, default=30, metavar="N",
+                   help="stop after N oracle runs (default 30); run again to resume")
+    p.add_argument("--step-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="a command running longer is stopped and the state is bad "
+                   "(default 1800)")
+    p.add_argument("--dir", default="bisect", metavar="DIR",
+                   help="the log, the step locks, the scratch venv and the two "
+                   "bracketing locks (default ./bisect)")
+    p.add_argument("--python", help="interpreter to build the scratch venv from")
+    p.add_argument("--no-toolkit", action="store_true",
+                   help="leave a runfile toolkit out of each step's install")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="bisect:bisect")
+
+
 _VERBS = {
     "profiles": _add_profiles, "links": _add_links, "resolve": _add_resolve,
     "check": _add_check, "cuda": _add_cuda, "install": _add_install,
     "pack": _add_pack, "snapshot": _add_snapshot, "diff": _add_diff,
-    "validate": _add_validate, "fleet": _add_fleet,
+    "validate": _add_validate, "fleet": _add_fleet, "bisect": _add_bisect,
 }

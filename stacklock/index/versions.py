@@ -11,12 +11,15 @@ are grouped by version, newest first. :meth:`VersionFiles.judge` then judges one
 version's files, with the rule :meth:`Finder.find_candidates` applies: the
 compatible wheels best first, or, where none is compatible, the version's
 compatible sdists. A version whose files all fail (requires-python, yanked,
-newer than the cut-off) judges to nothing.
+newer than the cut-off) judges to nothing, but for yanked files of a version
+the profile pins exactly (``==`` or ``===``, PEP 592): those are used, with a
+note naming the yank.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -25,12 +28,14 @@ from stacklock.index.pages import REASON, link_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
+    from collections.abc import Set as AbstractSet
 
     from stacklock.index.evaluate import Evaluation, LinkEvaluator
     from stacklock.index.pages import PageRows
     from stacklock.profile import IndexSpec
 
-__all__ = ["VersionFiles", "group_versions", "sdist_version_text"]
+__all__ = ["VersionFiles", "allow_yanked", "group_versions", "is_yanked_reason",
+           "sdist_version_text"]
 
 
 class VersionFiles:
@@ -39,8 +44,10 @@ class VersionFiles:
     def __init__(self, *, version: Version, index: IndexSpec, project: str,
                  page: PageRows, wheels: list[int], sdists: list[int],
                  evaluator: LinkEvaluator,
-                 best_first: Callable[[list[Evaluation]], list[Evaluation]]) -> None:
+                 best_first: Callable[[list[Evaluation]], list[Evaluation]],
+                 allow_yanked: bool = False) -> None:
         self.version = version
+        self.allow_yanked = allow_yanked
         self.index = index
         self._project = project
         self._page = page
@@ -71,16 +78,35 @@ class VersionFiles:
                 continue
             ev = self._evaluator.evaluate(link_of(row), index=self.index.name,
                                           project=self._project)
-            if ev.compatible and ev.version == self.version:
+            if ev.version != self.version:
+                continue
+            if ev.compatible:
                 out.append(ev)
+            elif self.allow_yanked and is_yanked_reason(ev.reason):
+                out.append(allow_yanked(ev))
         return out
+
+
+def is_yanked_reason(reason: str | None) -> bool:
+    """Whether an evaluation failed only for being yanked (the checks before
+    it, tags and requires-python, passed)."""
+    return reason is not None and reason.startswith("yanked")
+
+
+def allow_yanked(ev: Evaluation) -> Evaluation:
+    """A yanked file taken because the profile pins its version exactly."""
+    return replace(ev, compatible=True, reason=None,
+                   note=f"{ev.reason}; allowed by the exact pin =={ev.version} "
+                   "(PEP 592)")
 
 
 def group_versions(
     page: PageRows, index: IndexSpec, project: str, evaluator: LinkEvaluator,
     best_first: Callable[[list[Evaluation]], list[Evaluation]],
+    yanked_pins: AbstractSet[Version] = frozenset(),
 ) -> list[VersionFiles]:
-    """The versions of ``page`` with a file that can fit, newest first."""
+    """The versions of ``page`` with a file that can fit, newest first;
+    ``yanked_pins`` are the versions whose yanked files may be used."""
     names = page.filenames()
     wheels, sdists = evaluator.split_could_fit(names)
     parsed: dict[str, Version | None] = {}
@@ -98,7 +124,8 @@ def group_versions(
             groups.setdefault(version, ([], []))[kind].append(i)
     return [
         VersionFiles(version=v, index=index, project=project, page=page,
-                     wheels=w, sdists=s, evaluator=evaluator, best_first=best_first)
+                     wheels=w, sdists=s, evaluator=evaluator, best_first=best_first,
+                     allow_yanked=v in yanked_pins)
         for v, (w, s) in sorted(groups.items(), key=lambda kv: kv[0], reverse=True)
     ]
 

@@ -126,7 +126,12 @@ class Lock:
 
     @property
     def overrides(self) -> tuple[Requirement, ...]:
-        return self.stack.overrides if self.stack is not None else ()
+        """The overrides in force on the lock's target (those whose marker is
+        false there are recorded, and ignored)."""
+        if self.stack is None:
+            return ()
+        ignored = {str(r) for r in self.stack.overrides_ignored}
+        return tuple(r for r in self.stack.overrides if str(r) not in ignored)
 
     @property
     def validate(self) -> Mapping[str, object]:

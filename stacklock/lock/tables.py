@@ -174,9 +174,12 @@ class StackInfo:
     stacklock_version: str | None = None
     exclude_newer: str | None = None
     requirements: tuple[Requirement, ...] = ()
-    overrides: tuple[Requirement, ...] = ()
+    overrides: tuple[Requirement, ...] = ()  # every override, as written
+    # the overrides (constraints) whose marker is false on the target
+    overrides_ignored: tuple[Requirement, ...] = ()
     overrides_applied: tuple[AppliedOverride, ...] = ()
     constraints: tuple[Requirement, ...] = ()
+    constraints_ignored: tuple[Requirement, ...] = ()
     prereleases: tuple[str, ...] = ()
     target: Target | None = None
     gpu_variants: tuple[VariantChoice, ...] = ()  # which per-arch project, and why
@@ -190,9 +193,10 @@ class StackInfo:
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
-            "exclude-newer", "requirements", "overrides", "overrides-applied",
-            "constraints", "prereleases", "target", "gpu-variants", "indexes",
-            "allow-mixed", "cuda-notes", "check", "cuda", "validate")
+            "exclude-newer", "requirements", "overrides", "overrides-ignored",
+            "overrides-applied", "constraints", "constraints-ignored",
+            "prereleases", "target", "gpu-variants", "indexes", "allow-mixed",
+            "cuda-notes", "check", "cuda", "validate")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
@@ -211,8 +215,10 @@ class StackInfo:
             exclude_newer=t.opt_str("exclude-newer"),
             requirements=t.requirements("requirements"),
             overrides=t.requirements("overrides"),
+            overrides_ignored=t.requirements("overrides-ignored"),
             overrides_applied=_overrides_applied(t),
             constraints=t.requirements("constraints"),
+            constraints_ignored=t.requirements("constraints-ignored"),
             prereleases=t.strs("prereleases"),
             target=_target(t.table("target", _TARGET_KEYS)),
             gpu_variants=tuple(
@@ -246,8 +252,12 @@ class StackInfo:
             put(out, key, value)
         out["requirements"] = [str(r) for r in self.requirements]
         out["overrides"] = [str(r) for r in self.overrides]
+        if self.overrides_ignored:
+            out["overrides-ignored"] = [str(r) for r in self.overrides_ignored]
         out["overrides-applied"] = [dict(a.to_dict()) for a in self.overrides_applied]
         out["constraints"] = [str(r) for r in self.constraints]
+        if self.constraints_ignored:
+            out["constraints-ignored"] = [str(r) for r in self.constraints_ignored]
         if self.prereleases:
             out["prereleases"] = list(self.prereleases)
         if self.target is not None:
@@ -382,12 +392,19 @@ class PackageTool:
     url: str | None = None  # snapshot: a URL install without hashes
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
+    yanked: str | None = None  # resolve: the yank reason of a file pinned with ==
+    # resolve: how the sdist's metadata was had (PKG-INFO, pyproject.toml, or
+    # a PEP 517 build on which interpreter, with which runtime pins)
+    metadata: str | None = None
+    # resolve: the projects whose locked versions this sdist's builds get
+    # (the profile's match-runtime; install hands them to uv)
+    match_runtime: tuple[str, ...] = ()
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"))
-    KEYS = tuple(key for key, _ in _KEYS)
+             ("build", "build"), ("yanked", "yanked"), ("metadata", "metadata"))
+    KEYS = (*(key for key, _ in _KEYS), "match-runtime")
 
     @classmethod
     def from_table(cls, t: LockTable) -> PackageTool:
@@ -398,12 +415,15 @@ class PackageTool:
             except InvalidVersion:
                 raise t.reader.fail(f"{t.key}.cuda",
                                     f"{cuda!r} is not a CUDA version") from None
-        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS})
+        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS},
+                   match_runtime=t.strs("match-runtime"))
 
-    def to_dict(self) -> dict[str, str]:
-        out = {}
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {}
         for key, attr in self._KEYS:
             value = getattr(self, attr)
             if value is not None:
                 out[key] = value
+        if self.match_runtime:
+            out["match-runtime"] = list(self.match_runtime)
         return out

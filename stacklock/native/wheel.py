@@ -34,7 +34,7 @@ from elftools.common.exceptions import ELFError
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
-from stacklock.http import describe_http_error
+from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
 from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
@@ -229,6 +229,7 @@ class WheelReader:
             raise NativeError(
                 f"{where}: cannot read the wheel ({describe_http_error(exc)})",
                 hint="check the network, or use --offline with a filled cache",
+                network=is_network_failure(exc),
             ) from exc
         except ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc

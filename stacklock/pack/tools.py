@@ -118,4 +118,4 @@ def resolve_tools(
                             name="stacklock-tools")
     resolution = resolve_profile(profile, http=http, cache_dir=cache_dir,
                                  on_status=on_status)
-    return [p.wheel for p in resolution.packages]
+    return [p.wheel for p in resolution.packages if p.wheel is not None]

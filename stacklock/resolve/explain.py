@@ -48,7 +48,7 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
         if constraint:
             lines.append(f"    the profile's constraints allow {name}{constraint}")
         lines.append("    " + _available(name, source, rules))
-        if len(reqs) > 1 and name not in rules.overrides:
+        if len(reqs) > 1 and name not in rules.overrides and name not in rules.direct:
             hints.append(f'add an override such as "{name}{_loosest(reqs)}" to '
                          "[requirements] overrides (it replaces every requirement"
                          f" on {name})")
@@ -114,8 +114,29 @@ def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:
     allow = rules.allows_prerelease(req.name, [req])
     ok = [c for c in found if req.specifier.contains(c.version, prereleases=allow)]
     if not ok:
-        return ": no version with a wheel for the target allows it"
+        return (": no version with a wheel for the target allows it"
+                + _yanked(req, source))
     return f": {len(ok)} version(s) allow it, newest {ok[0].version}"
+
+
+def _yanked(req: Requirement, source: PackageSource) -> str:
+    """The yanked versions ``req`` allows, with the reason: PEP 592 lets a
+    yanked release be used only where the profile pins it with == or ===."""
+    try:
+        evaluations = source.evaluate(req.name)
+    except Exception:  # reported by _available
+        return ""
+    yanked: dict[str, str] = {}
+    for ev in evaluations:
+        if ev.version is not None and ev.link.yanked is not None and \
+                req.specifier.contains(ev.version, prereleases=True):
+            yanked.setdefault(str(ev.version), ev.link.yanked)
+    if not yanked:
+        return ""
+    shown = ", ".join(f"{v} ({why})" if why else v
+                      for v, why in list(yanked.items())[:3])
+    return (f"; yanked: {shown}, used only when the profile pins one with == or "
+            "===")
 
 
 def _loosest(reqs: Sequence[Requirement]) -> str:
@@ -129,6 +150,9 @@ def _available(name: str, source: PackageSource, rules: Rules) -> str:
         found = source.compatible(name)
     except Exception as exc:  # a message about a message
         return f"the versions of {name} could not be read: {exc}"
+    if found and found[0].direct is not None:
+        return (f"{name} comes only from the profile's direct reference "
+                f"{found[0].direct.ref.text} (version {found[0].version})")
     index = source.index_for(name)
     where = f" on index {index.name!r}" if index is not None else ""
     if found:

@@ -6,11 +6,20 @@ gives the same lock and :func:`~stacklock.lock.write.render_lock` the same bytes
 
 from __future__ import annotations
 
+import copy
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.markers import Marker
-from packaging.pylock import Package, PackageSdist, PackageWheel
+from packaging.pylock import (
+    Package,
+    PackageArchive,
+    PackageDirectory,
+    PackageSdist,
+    PackageVcs,
+    PackageWheel,
+)
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
@@ -26,10 +35,12 @@ from stacklock.lock.tables import (
 )
 from stacklock.lock.toml import LockTable
 from stacklock.profile import BUILTIN_DIR
-from stacklock.resolve.rules import requirement_text
+from stacklock.resolve.model import holds_on
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
     from stacklock.resolve.result import Resolution, ResolvedPackage
 
 __all__ = ["make_lock"]
@@ -44,10 +55,12 @@ def _profile_source(path: str | None, name: str) -> str:
     return str(path)
 
 
-def _package(p: ResolvedPackage) -> LockedPackage:
+def _package(p: ResolvedPackage, lock_dir: Path) -> LockedPackage:
     """The package with its wheel, or with its sdist (PEP 751 ``sdist``) and the
     reason install builds it."""
     f = p.wheel
+    if p.direct is not None or f is None:
+        return _direct_package(p, lock_dir)
     hashes = {"sha256": f.sha256}
     sdist = wheels = None
     if p.is_sdist:
@@ -60,14 +73,57 @@ def _package(p: ResolvedPackage) -> LockedPackage:
                     dependencies=[{"name": d} for d in p.dependencies],
                     sdist=sdist, wheels=wheels)
     return LockedPackage(entry=entry, tool=PackageTool(
-        index_name=p.index_name, cuda=p.cuda, hash_source=p.wheel.hash_source,
+        index_name=p.index_name, cuda=p.cuda, hash_source=f.hash_source,
+        build=p.build, yanked=p.yanked, metadata=p.metadata,
+        match_runtime=p.match_runtime))
+
+
+def _direct_package(p: ResolvedPackage, lock_dir: Path) -> LockedPackage:
+    """A direct reference of the profile as PEP 751 writes one: an ``archive``
+    (URL, or path relative to the lock, and sha256), a ``vcs`` at its commit or
+    a ``directory``; no version for the last two, which are source trees whose
+    version only a build decides (PEP 751)."""
+    assert p.direct is not None
+    found, ref = p.direct, p.direct.ref
+    archive = vcs = directory = None
+    version: Version | None = None
+    where = os.path.relpath(ref.path, lock_dir) if ref.path is not None else None
+    if ref.kind == "archive":
+        version = p.version
+        archive = PackageArchive(
+            url=strip_credentials(ref.url) if ref.url else None, path=where,
+            size=found.size, hashes={"sha256": found.sha256 or ""},
+            subdirectory=ref.subdirectory)
+    elif ref.kind == "vcs":
+        assert ref.url is not None and found.commit is not None
+        vcs = PackageVcs(type="git", url=strip_credentials(ref.url),
+                         requested_revision=ref.revision, commit_id=found.commit,
+                         subdirectory=ref.subdirectory)
+    else:
+        assert where is not None
+        directory = PackageDirectory(path=where, editable=False,
+                                     subdirectory=ref.subdirectory)
+    entry = Package(name=p.name, version=version,
+                    dependencies=[{"name": d} for d in p.dependencies],
+                    archive=archive, vcs=vcs, directory=directory)
+    return LockedPackage(entry=entry, tool=PackageTool(
+        hash_source=p.wheel.hash_source if p.wheel is not None else None,
         build=p.build))
+
+
+def _without_credentials(req: Requirement) -> Requirement:
+    """A direct reference's URL as a lock may record it."""
+    if not req.url:
+        return req
+    bare = copy.copy(req)
+    bare.url = strip_credentials(req.url)
+    return bare
 
 
 def _stack(resolution: Resolution, where: str) -> StackInfo:
     profile = resolution.profile
     spec = profile.requirements
-    used = {a.override for a in resolution.overrides}
+    env = profile.target.marker_environment()
     allow_mixed = tuple(profile.cuda.allow_mixed)  # reviewed CUDA exceptions
     cuda = None
     if resolution.cuda_entry is not None:
@@ -82,10 +138,13 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
         lock_version=LOCK_VERSION, profile=profile.name,
         profile_sha256=profile.sha256, stacklock_version=__version__,
         exclude_newer=exclude.strftime("%Y-%m-%dT%H:%M:%SZ") if exclude else None,
-        requirements=tuple(spec.packages),
-        overrides=tuple(r for r in spec.overrides if requirement_text(r) in used),
+        requirements=tuple(_without_credentials(r) for r in spec.packages),
+        overrides=tuple(spec.overrides),
+        overrides_ignored=tuple(r for r in spec.overrides if not holds_on(r, env)),
         overrides_applied=tuple(resolution.overrides),
         constraints=tuple(spec.constraints),
+        constraints_ignored=tuple(r for r in spec.constraints
+                                  if not holds_on(r, env)),
         prereleases=tuple(sorted(spec.prereleases)),
         target=profile.target,
         gpu_variants=tuple(resolution.variants),
@@ -109,8 +168,9 @@ def make_lock(resolution: Resolution, *, path: str | Path = "") -> Lock:
     target = profile.target
     source = _profile_source(profile.path, profile.name)
     python = ".".join(map(str, target.python_minor))
-    packages = tuple(_package(p) for p in sorted(resolution.packages,
-                                                  key=lambda p: p.name))
+    lock_dir = Path(path).resolve().parent if path else Path.cwd()
+    packages = tuple(_package(p, lock_dir) for p in sorted(resolution.packages,
+                                                            key=lambda p: p.name))
     return Lock(path=str(path), lock_version=Version("1.0"),
                 environments=(Marker(target.environment_marker()),),
                 requires_python=SpecifierSet(f"=={python}.*"),

@@ -18,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     from packaging.markers import Marker
     from packaging.requirements import Requirement as PepRequirement
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Candidate",
     "Requirement",
+    "holds_on",
     "iter_dependencies",
     "make_identifier",
     "parse_identifier",
@@ -107,13 +108,21 @@ class Candidate:
     :class:`stacklock.index.versions.VersionFiles` that judges them when first
     asked: ``evaluations`` (empty when none is compatible after all). ``best``
     is the wheel the lock records: the most preferred tag, then the highest
-    build tag."""
+    build tag. A direct reference of the profile is a candidate with no files
+    and its ``direct`` (a :class:`stacklock.resolve.direct.DirectArtifact`)."""
 
     name: NormalizedName
     version: Version
     extras: frozenset[str] = frozenset()
     files: Any = ()  # tuple of stacklock.index.finder.Evaluation, or VersionFiles
     index: str = ""
+    direct: Any = None
+
+    @property
+    def usable(self) -> bool:
+        """Whether the resolver may take it: a direct reference, or a version
+        with a compatible file (judged now, when not yet)."""
+        return self.direct is not None or bool(self.evaluations)
 
     @functools.cached_property
     def evaluations(self) -> tuple[Any, ...]:
@@ -147,7 +156,7 @@ class Candidate:
 
     def with_extras(self, extras: frozenset[str]) -> Candidate:
         return Candidate(name=self.name, version=self.version, extras=extras,
-                         files=self.files, index=self.index)
+                         files=self.files, index=self.index, direct=self.direct)
 
     @property
     def cuda(self) -> str | None:
@@ -186,6 +195,12 @@ def iter_dependencies(
             if extras and _evaluate(req.marker, environment, ""):
                 continue  # a base dependency; the base candidate brings it
             yield req
+
+
+def holds_on(req: PepRequirement, environment: Mapping[str, str]) -> bool:
+    """Whether the marker of a profile's requirement, override or constraint
+    holds on the target (no marker: always)."""
+    return req.marker is None or req.marker.evaluate({**environment, "extra": ""})
 
 
 def _evaluate(marker: Marker, environment: dict[str, str], extra: str) -> bool:

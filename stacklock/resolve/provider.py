@@ -42,6 +42,7 @@ from stacklock.resolve.model import (
     Requirement,
     parse_identifier,
 )
+from stacklock.resolve.preferences import Preferences, locked_first
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -66,11 +67,13 @@ READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def __init__(self, source: PackageSource, rules: Rules,
-                 excluded: Collection[tuple[str, Version]] = ()) -> None:
+                 excluded: Collection[tuple[str, Version]] = (),
+                 preferences: Preferences | None = None) -> None:
         self.source = source
         self.rules = rules
         # (name, version) the native check found would not load: never offered
         self.excluded = frozenset(excluded)
+        self.preferences = preferences or Preferences()
         # (name, the requirements' specifiers) -> the candidates that match
         self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
         # identifier -> the candidates last offered for it (prefetch_after)
@@ -127,13 +130,14 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         found = [c for c in self._matching(name, reqs) if c.version not in bad]
+        found = locked_first(found, self.preferences.version_of(name))
         offered = [c.with_extras(extras) for c in found] if extras else found
         self._offered[identifier] = offered
 
         def newest_first() -> Iterator[Candidate]:
             # a version's files are judged when resolvelib gets to it; one
             # with no compatible file after all is passed over
-            return (c for c in offered if c.evaluations)
+            return (c for c in offered if c.usable)
 
         return newest_first
 
@@ -158,7 +162,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         offered = self._offered.get(candidate.identifier, [])
         at = next((i for i, c in enumerate(offered) if c.key == candidate.key), None)
         if at is not None:
-            after = (c for c in offered[at + 1:] if c.evaluations)
+            after = (c for c in offered[at + 1:] if c.usable)
             self.source.prefetch_metadata(list(itertools.islice(after, READ_AHEAD)))
 
     # -- helpers --------------------------------------------------------------------
@@ -190,7 +194,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
                  if (name, c.version) not in self.excluded]
         matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
         if not matching and not allow and not any(
-                not c.version.is_prerelease and c.evaluations for c in found):
+                not c.version.is_prerelease and c.usable for c in found):
             # Only pre-releases exist: take them, as pip and uv do.
             matching = [c for c in found if spec.contains(c.version, prereleases=True)]
         return matching

@@ -10,9 +10,11 @@ does, from the :class:`Resolution` returned here.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from packaging.requirements import Requirement as PepRequirement
@@ -25,7 +27,13 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ResolutionError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    NativeCheckError,
+    ProfileError,
+    ResolutionError,
+)
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -33,30 +41,42 @@ from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import make_build_setup
 from stacklock.metadata.sdist import SdistReader
 from stacklock.resolve import toolkit
+from stacklock.resolve.direct import (
+    DirectArtifact,
+    find_direct,
+    read_direct,
+)
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.model import holds_on
+from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
-from stacklock.resolve.rules import Rules
+from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
+from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from pathlib import Path
 
     import httpx
 
-    from stacklock.profile import Profile
+    from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
+    from stacklock.runner import Runner
 
 __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+_EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
+# resolutions at most: a first one, then one whose match-runtime builds get
+# the runtime the first locked (a third only if that moved the runtime again)
+RUNTIME_PASSES = 3
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -91,11 +111,16 @@ def resolve_profile(
     workers: int = MAX_CONNECTIONS,
     prefetch: bool = True,
     cuda_entry: dict[str, Any] | None = None,
+    preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
+    runner: Runner | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
+    ``runner`` runs git for the profile's direct references (None: the real
+    one). ``preferences``: the existing lock's pins, tried first
+    (:mod:`stacklock.resolve.preferences`).
 
     ``gate`` (the native check) judges each complete resolution: the candidates
     it returns are passed over and the profile is resolved again without them,
@@ -107,6 +132,7 @@ def resolve_profile(
     the wheels downloaded to settle a hash."""
     started = time.monotonic()
     root = cache_dir or default_cache_dir()
+    preferences = preferences or Preferences()
     own_http = http is None
     client_http = http or client_for(profile)
     profile = pin_variants(profile)
@@ -114,66 +140,78 @@ def resolve_profile(
         client = IndexClient(client_http, cache_dir=root, offline=offline,
                              refresh=refresh)
         requirements = profile.requirements
+        env = profile.target.marker_environment()
         finder = Finder(client, profile.indexes, profile.target,
                         exclude_newer=requirements.exclude_newer,
-                        no_build=requirements.no_build_all or requirements.no_build)
+                        no_build=requirements.no_build_all or requirements.no_build,
+                        yanked_pins=yanked_pins(
+                            [*requirements.packages, *requirements.constraints,
+                             *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        sdists = SdistReader(client_http, cache_dir=root, store=store,
-                             setup=make_build_setup(profile, log_dir=root / "logs"))
-        fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                  store=store, sdists=sdists)
-        env = profile.target.marker_environment()
+        pins = stated_runtime_pins(profile)
+        setup = make_build_setup(profile, log_dir=root / "logs", runtime_pins=pins)
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
+        refs = find_direct(spec, env, path=profile.path, base=(
+            Path(profile.path).parent if profile.path else Path.cwd()))
+        try:
+            direct = {name: read_direct(
+                ref, target=profile.target, http=client_http, store=store,
+                root=root, runner=runner or SubprocessRunner(),
+                setup=None if spec.refuses_build(name) else setup)
+                for name, ref in refs.items()}
+        except ProfileError as exc:  # named in the profile's file
+            raise ProfileError(exc.detail, path=profile.path, key=exc.key,
+                               hint=exc.hint) from None
         rules = Rules(environment=env, overrides=spec.overrides,
-                      constraints=spec.constraints, prereleases=spec.prereleases)
+                      constraints=spec.constraints, prereleases=spec.prereleases,
+                      direct=refs)
         wanted = [*spec.packages,
                   *(PepRequirement(t) for t in toolkit.extra_requirements(profile))]
-        top = [r for r in wanted
-               if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+        top = [r for r in wanted if holds_on(r, env)]
 
         def progress(stats: SourceStats) -> None:
             if on_status is not None:
                 on_status(f"{stats.pages} pages, {stats.metadata} metadata read")
 
-        with PackageSource(finder, fetcher, environment=env,
-                           overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, workers=workers,
-                           prefetch=prefetch, on_progress=progress) as source:
-            source.prefetch(top)
-            passed: list[PassedOver] = []
-            while True:  # again without what the gate passed over, if anything
-                provider = StackProvider(source, rules, excluded={
-                    (p.name, p.version) for p in passed})
-                try:
-                    chosen, graph = _run(
-                        provider, [rules.make(r, parent=None) for r in top],
-                        source, rules, profile.name)
-                except ResolutionError as exc:
-                    if passed:
-                        raise _nothing_loads(passed, exc) from None
-                    raise
-                metas = {c.name: source.metadata(c) for c in chosen}
-                ordered = sorted(chosen, key=lambda c: c.name)
-                pending = [_package(c, profile, graph, metas[c.name], source)
-                           for c in ordered]
-                # CUDA checks before any download: a mixed stack fails in seconds
-                pending, coherence = toolkit.annotate(pending, profile)
-                packages = []
-                for cand, pkg in zip(ordered, pending, strict=True):
-                    if on_status is not None:
-                        on_status(f"hashing {cand.name} {cand.version}")
-                    packages.append(replace(pkg, wheel=settle_wheel(
-                        cand, store=store, http=client_http, progress=on_download)))
-                rejected = list(gate(packages)) if gate is not None else []
-                if not rejected:
-                    break
-                if len(passed) + len(rejected) > MAX_PASSED_OVER:
-                    raise _nothing_loads([*passed, *rejected], None)
-                passed.extend(rejected)
-            stats = source.stats
+        for _pass in range(RUNTIME_PASSES):
+            sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
+            fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
+                                      store=store, sdists=sdists)
+            with PackageSource(finder, fetcher, environment=env,
+                               overrides=rules.override_specifiers,
+                               prereleases=spec.prereleases, direct=direct,
+                               preferences=preferences, workers=workers,
+                               prefetch=prefetch, on_progress=progress) as source:
+                source.prefetch(top)
+                packages, passed, chosen, extras, metas, coherence = _gated(
+                    source, rules, top, profile, sdists=sdists, gate=gate,
+                    preferences=preferences, settle=lambda cand, locked: settle_wheel(
+                        cand, store=store, http=client_http, progress=on_download,
+                        locked=locked), on_status=on_status)
+                stats = source.stats
+            locked = locked_runtime_pins(profile, chosen)
+            if all(pins.get(n) == pin for n, pin in locked.items()):
+                break
+            pins = {**pins, **locked}  # build again against what was locked
+            setup = make_build_setup(profile, log_dir=root / "logs",
+                                     runtime_pins=pins)
+        else:
+            raise ResolutionError(
+                f"profile {profile.name!r}: match-runtime builds did not settle "
+                f"on one runtime ({', '.join(sorted(pins.values()))})",
+                hint="pin the runtime projects of match-runtime exactly "
+                '(packages = ["torch==2.9.1", ...])')
+        warnings = unknown_extras(extras, metas)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
+    except IndexUnreadable as exc:
+        if not exc.network:
+            raise
+        dead = client.find_unreachable(_probes(profile))
+        if exc.index not in {d.index for d in dead}:
+            dead.insert(0, exc)
+        raise IndexesUnreachable(dead) from None
     finally:
         if own_http:
             client_http.close()
@@ -182,7 +220,40 @@ def resolve_profile(
                       coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats,
                       pages_read=dict(client.pages_read),
-                      passed_over=tuple(passed))
+                      passed_over=tuple(passed), warnings=tuple(warnings))
+
+
+def unknown_extras(extras: Mapping[NormalizedName, frozenset[str]],
+                   metas: Mapping[NormalizedName, Any]) -> list[str]:
+    """A warning for each extra asked of a project whose metadata has no such
+    extra (installing it brings nothing more), as uv warns: never dropped
+    without a word. An extra counts as known when Provides-Extra names it or a
+    marker of Requires-Dist does (older metadata omits Provides-Extra)."""
+    out = []
+    for name, wanted in sorted(extras.items()):
+        meta = metas.get(name)
+        if meta is None:
+            continue
+        known = set(meta.provides_extra)
+        for req in meta.requires_dist:
+            if req.marker is not None:
+                known.update(canonicalize_name(e) for e in
+                             _EXTRA_IN_MARKER.findall(str(req.marker)))
+        missing = sorted(wanted - known)
+        if missing:
+            out.append(f"{name} {meta.version} has no extra "
+                       + ", ".join(repr(e) for e in missing)
+                       + "; it adds nothing to the lock")
+    return out
+
+
+def _probes(profile: Profile) -> list[tuple[IndexSpec, str]]:
+    """A page to ask each of the profile's indexes for: the first project it
+    alone serves, else the profile's first requirement."""
+    first = profile.requirements.packages[0].name if \
+        profile.requirements.packages else "pip"
+    return [(index, index.packages[0] if index.packages else first)
+            for index in profile.indexes]
 
 
 def _nothing_loads(passed: Sequence[PassedOver],
@@ -212,10 +283,52 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
             "fits the target")
 
 
+def stated_runtime_pins(profile: Profile) -> dict[str, str]:
+    """The runtime pins of ``match-runtime`` the profile states itself: an
+    exact ``==`` on a runtime project in its packages, overrides or
+    constraints (then one pass suffices)."""
+    spec = profile.requirements
+    runtime = {n for names in spec.match_runtime.values() for n in names}
+    pins: dict[str, str] = {}
+    for req in (*spec.packages, *spec.overrides, *spec.constraints):
+        name = canonicalize_name(req.name)
+        exact = [s for s in req.specifier if s.operator in ("==", "===")
+                 and "*" not in s.version]
+        if name in runtime and req.marker is None and len(exact) == 1:
+            pins[name] = f"{name}=={exact[0].version}"
+    return pins
+
+
+def locked_runtime_pins(profile: Profile,
+                        chosen: list[Candidate]) -> dict[str, str]:
+    """``name -> name==version`` for the runtime projects whose versions the
+    builds of the chosen ``match-runtime`` sdists must get. A runtime project
+    missing from the resolution is an error naming both."""
+    by_name = {c.name: c for c in chosen}
+    pins: dict[str, str] = {}
+    for project, runtime in profile.requirements.match_runtime.items():
+        cand = by_name.get(project)
+        if cand is None or cand.best.link.is_wheel:
+            continue  # not built: nothing to match
+        for name in runtime:
+            found = by_name.get(name)
+            if found is None:
+                raise ResolutionError(
+                    f"profile {profile.name!r}: {project} builds against the "
+                    f"locked {name} (match-runtime), and the resolution has no "
+                    f"{name}",
+                    hint=f"add {name} to [requirements] packages, or drop it "
+                    f"from match-runtime.{project}")
+            pins[name] = f"{name}=={found.version}"
+    return pins
+
+
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             source: PackageSource) -> ResolvedPackage:
+             source: PackageSource, sdists: SdistReader) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
+    if cand.direct is not None:
+        return _direct_package(cand, graph, meta, source)
     index = profile.index_named(cand.index)
     link = cand.best.link
     return ResolvedPackage(
@@ -225,14 +338,85 @@ def _package(cand: Candidate, profile: Profile,
         wheel=LockedWheel(filename=link.filename, url=strip_credentials(link.url),
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
-        build=None if link.is_wheel else build_reason(cand, source))
+        build=None if link.is_wheel else build_reason(cand, source),
+        yanked=link.yanked,
+        metadata=None if link.is_wheel else sdists.how(link),
+        match_runtime=() if link.is_wheel else tuple(
+            profile.requirements.match_runtime.get(cand.name, ())))
+
+
+def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
+                    meta: Any, source: PackageSource) -> ResolvedPackage:
+    """A direct reference as locked: an archive with the sha256 it was read
+    with (its wheel when it is one), a repository at its commit, a folder."""
+    found: DirectArtifact = cand.direct
+    ref = found.ref
+    wheel = None
+    if ref.kind == "archive":
+        wheel = LockedWheel(
+            filename=ref.filename or "", sha256=found.sha256 or "",
+            url=strip_credentials(ref.url) if ref.url else str(ref.path),
+            hash_source="url" if ref.sha256 else "download", size=found.size)
+    return ResolvedPackage(
+        name=cand.name, version=cand.version, index_name="", index_url="",
+        dependencies=tuple(sorted(graph.get(cand.name, ()))), wheel=wheel,
+        requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
+        build=None if wheel is None or ref.is_wheel
+        else f"{cand.name} is a direct reference to an sdist", direct=found)
+
+
+def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
+           profile: Profile, *, sdists: SdistReader,
+           gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None,
+           preferences: Preferences,
+           settle: Callable[[Candidate, Any], LockedWheel],
+           on_status: Callable[[str], None] | None,
+           ) -> tuple[list[ResolvedPackage], list[PassedOver], list[Candidate],
+                      dict[NormalizedName, frozenset[str]], dict[NormalizedName, Any],
+                      list[Any]]:
+    """Resolve until ``gate`` (the native check) passes over nothing: the
+    packages with their hashes settled, what was passed over, the chosen
+    candidates, the extras asked of each, their metadata, the CUDA notes."""
+    passed: list[PassedOver] = []
+    while True:  # again without what the gate passed over, if anything
+        provider = StackProvider(source, rules, excluded={
+            (p.name, p.version) for p in passed}, preferences=preferences)
+        try:
+            chosen, graph, extras = _run(
+                provider, [rules.make(r, parent=None) for r in top],
+                source, rules, profile.name)
+        except ResolutionError as exc:
+            if passed:
+                raise _nothing_loads(passed, exc) from None
+            raise
+        metas = {c.name: source.metadata(c) for c in chosen}
+        ordered = sorted(chosen, key=lambda c: c.name)
+        pending = [_package(c, profile, graph, metas[c.name], source, sdists)
+                   for c in ordered]
+        # CUDA checks before any download: a mixed stack fails in seconds
+        pending, coherence = toolkit.annotate(pending, profile)
+        packages = []
+        for cand, pkg in zip(ordered, pending, strict=True):
+            if on_status is not None:
+                on_status(f"hashing {cand.name} {cand.version}")
+            if cand.direct is None:  # a direct reference is settled
+                pkg = replace(pkg, wheel=settle(cand, preferences.pins.get(cand.name)))
+            packages.append(pkg)
+        rejected = list(gate(packages)) if gate is not None else []
+        if not rejected:
+            return packages, passed, chosen, extras, metas, list(coherence)
+        if len(passed) + len(rejected) > MAX_PASSED_OVER:
+            raise _nothing_loads([*passed, *rejected], None)
+        passed.extend(rejected)
 
 
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
          rules: Rules, profile: str,
-         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
-    """Run resolvelib; return the base candidates and each one's dependencies
-    (the dependencies of ``name[extra]`` belong to ``name``)."""
+         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]],
+                    dict[NormalizedName, frozenset[str]]]:
+    """Run resolvelib; return the base candidates, each one's dependencies
+    (the dependencies of ``name[extra]`` belong to ``name``) and the extras
+    asked of each project."""
     resolver = Resolver(provider, _Reporter(provider))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
@@ -248,6 +432,10 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds",
             hint="pin the large projects (torch, sglang) to exact versions") from None
     chosen = [c for ident, c in result.mapping.items() if not c.extras]
+    extras: dict[NormalizedName, frozenset[str]] = {}
+    for c in result.mapping.values():
+        if c.extras:
+            extras[c.name] = extras.get(c.name, frozenset()) | c.extras
     graph: dict[str, set[NormalizedName]] = defaultdict(set)
     for ident in result.graph:
         if not isinstance(ident, str):
@@ -257,4 +445,4 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             name = canonicalize_name(str(child).split("[", 1)[0])
             if name != owner:
                 graph[owner].add(name)
-    return chosen, graph
+    return chosen, graph, extras

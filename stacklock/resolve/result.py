@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from stacklock.cuda.coherence import CoherenceFinding
     from stacklock.lock.tables import AppliedOverride
     from stacklock.profile import Profile
+    from stacklock.resolve.direct import DirectArtifact
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
@@ -42,14 +43,20 @@ class ResolvedPackage:
     index_name: str
     index_url: str  # credentials stripped
     dependencies: tuple[NormalizedName, ...]
-    wheel: LockedWheel
+    wheel: LockedWheel | None  # None: a direct reference to a repository or folder
     requires_dist: tuple[str, ...] = ()
     cuda: str | None = None
     build: str | None = None  # why it is built from its sdist on install
+    # the yank reason ("" for none) of a yanked file the profile pins exactly
+    yanked: str | None = None
+    direct: DirectArtifact | None = None  # a direct reference of the profile
+    metadata: str | None = None  # an sdist's: how its metadata was had
+    match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
 
     @property
     def is_sdist(self) -> bool:
-        return not self.wheel.filename.endswith(".whl")
+        """Whether install builds it: an sdist, a repository or a folder."""
+        return self.wheel is None or not self.wheel.filename.endswith(".whl")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +72,7 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what the lock honours differently than asked
     passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:

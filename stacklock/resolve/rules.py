@@ -11,28 +11,57 @@ which package's requirement was changed, from what, to what.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
+from packaging.version import InvalidVersion, Version
 
+from stacklock.errors import ProfileError, ResolutionError
 from stacklock.lock.tables import AppliedOverride
-from stacklock.resolve.model import Requirement
+from stacklock.resolve.model import Requirement, holds_on
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     from packaging.requirements import Requirement as PepRequirement
 
+    from stacklock.resolve.direct import DirectRef
     from stacklock.resolve.model import Candidate
 
-__all__ = ["AppliedOverride", "Rules", "requirement_text"]
+__all__ = ["AppliedOverride", "Rules", "requirement_text", "yanked_pins"]
 
 
 def requirement_text(req: PepRequirement) -> str:
-    """``name[extras]specifier`` without the marker (already evaluated)."""
+    """``name[extras]specifier`` (or ``name[extras] @ URL``, credentials
+    redacted) without the marker (already evaluated)."""
     extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    if req.url:
+        return f"{req.name}{extras} @ {redact_url(req.url)}"
     return f"{req.name}{extras}{req.specifier}"
+
+
+def yanked_pins(requirements: Iterable[PepRequirement], environment: Mapping[str, str]
+                ) -> dict[NormalizedName, frozenset[Version]]:
+    """The versions the profile's own requirements, constraints and overrides
+    pin with ``==`` or ``===`` (markers holding on the target): PEP 592 lets
+    their yanked files be used, as uv does. A dependency's pin never does."""
+    found: dict[NormalizedName, set[Version]] = {}
+    for req in requirements:
+        specs = list(req.specifier)
+        if len(specs) != 1 or req.url or not holds_on(req, environment):
+            continue
+        spec = specs[0]
+        if spec.operator == "===" or (spec.operator == "==" and
+                                      not spec.version.endswith(".*")):
+            try:
+                version = Version(spec.version)
+            except InvalidVersion:
+                continue
+            found.setdefault(canonicalize_name(req.name), set()).add(version)
+    return {name: frozenset(v) for name, v in found.items()}
 
 
 class Rules:
@@ -43,16 +72,17 @@ class Rules:
         overrides: Iterable[PepRequirement] = (),
         constraints: Iterable[PepRequirement] = (),
         prereleases: frozenset[NormalizedName] = frozenset(),
+        direct: Mapping[NormalizedName, DirectRef] | None = None,
     ) -> None:
         self.environment = dict(environment)
-        env = {**self.environment, "extra": ""}
+        self.direct = dict(direct or {})
         self.overrides: dict[NormalizedName, PepRequirement] = {
             canonicalize_name(r.name): r for r in overrides
-            if r.marker is None or r.marker.evaluate(env)
+            if holds_on(r, self.environment)
         }
         self._constraints: dict[NormalizedName, SpecifierSet] = {}
         for r in constraints:
-            if r.marker is None or r.marker.evaluate(env):
+            if holds_on(r, self.environment):
                 name = canonicalize_name(r.name)
                 self._constraints[name] = (
                     self._constraints.get(name, SpecifierSet()) & r.specifier)
@@ -76,6 +106,8 @@ class Rules:
         name = canonicalize_name(req.name)
         who = f"{parent.name} {parent.version}" if parent is not None else None
         override = self.overrides.get(name)
+        if override is None and req.url and parent is not None:
+            self._check_direct(req, who or "")
         if override is None:
             return Requirement(name=name, extras=_extras(req.extras),
                                specifier=req.specifier, text=requirement_text(req),
@@ -92,6 +124,30 @@ class Rules:
             name=name, extras=_extras(override.extras), specifier=override.specifier,
             text=requirement_text(override), parent=who,
             overridden=requirement_text(req) if changed else None)
+
+    def _check_direct(self, req: PepRequirement, who: str) -> None:
+        """A dependency's direct reference is locked only where the profile
+        names the same one (then the profile's is the candidate)."""
+        from stacklock.resolve.direct import parse_direct
+
+        name = canonicalize_name(req.name)
+        ref = self.direct.get(name)
+        text = requirement_text(req)
+        if ref is None:
+            raise ResolutionError(
+                f"{who} requires {text}: a direct reference in a dependency's "
+                "metadata, which stacklock locks only when the profile names it",
+                hint=f"add {text} to [requirements] packages, or override "
+                f"{req.name} with a version from an index")
+        try:
+            same = parse_direct(req, base=Path.cwd()).same_as_key == ref.same_as_key
+        except ProfileError:
+            same = False
+        if not same:
+            raise ResolutionError(
+                f"{who} requires {text}, but the profile names {ref.text}",
+                hint=f"point the profile's {req.name} at the same reference, or "
+                f"override {req.name}")
 
     def applied(self, chosen: Iterable[Candidate]) -> list[AppliedOverride]:
         """The replacements made for the profile and the chosen candidates only

@@ -28,6 +28,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.http import MAX_CONNECTIONS
 from stacklock.resolve.model import Candidate, iter_dependencies
+from stacklock.resolve.preferences import Preferences, locked_first
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -59,7 +60,7 @@ def first_fit(found: Iterable[Candidate], specifier: SpecifierSet, *,
     one)."""
     allow = allow_prereleases or bool(specifier.prereleases)
     return next((c for c in found if specifier.contains(c.version, prereleases=allow)
-                 and c.evaluations), None)
+                 and c.usable), None)
 
 
 class _Job:
@@ -89,7 +90,8 @@ class PackageSource:
     :class:`stacklock.index.finder.Finder`, ``fetcher`` a
     :class:`stacklock.metadata.MetadataFetcher`; ``overrides`` maps a name to the
     specifier that replaces every requirement on it, so prefetch guesses the
-    versions the resolver will actually pick."""
+    versions the resolver will actually pick; ``direct`` maps a name to the
+    profile's direct reference of it, its one candidate."""
 
     def __init__(
         self,
@@ -99,6 +101,8 @@ class PackageSource:
         environment: Mapping[str, str],
         overrides: Mapping[NormalizedName, SpecifierSet] | None = None,
         prereleases: frozenset[NormalizedName] = frozenset(),
+        direct: Mapping[NormalizedName, Any] | None = None,
+        preferences: Preferences | None = None,
         workers: int = MAX_CONNECTIONS,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
@@ -108,6 +112,8 @@ class PackageSource:
         self._env = dict(environment)
         self._overrides = dict(overrides or {})
         self._prereleases = prereleases
+        self._direct = dict(direct or {})  # name -> DirectArtifact
+        self._preferences = preferences or Preferences()
         self._prefetch_enabled = prefetch and workers > 0
         self._pool = ThreadPoolExecutor(max_workers=max(workers, 1),
                                         thread_name_prefix="stacklock-prefetch")
@@ -132,7 +138,7 @@ class PackageSource:
     def compatible(self, name: str) -> list[Candidate]:
         """The :meth:`candidates` with a compatible file, every version judged
         (for messages)."""
-        return [c for c in self.candidates(name) if c.evaluations]
+        return [c for c in self.candidates(name) if c.usable]
 
     def metadata(self, candidate: Candidate) -> Any:
         """The candidate's ``WheelMetadata`` (of its best wheel)."""
@@ -151,8 +157,10 @@ class PackageSource:
         return found[1]
 
     def evaluate(self, name: str) -> list[Any]:
-        """Every link of ``name`` with the reason it was skipped, for messages."""
-        return list(self._finder.evaluate(canonicalize_name(name)))
+        """Every link of ``name`` with the reason it was skipped, for messages
+        (none for a project of a direct reference: no index is asked for it)."""
+        norm = canonicalize_name(name)
+        return [] if norm in self._direct else list(self._finder.evaluate(norm))
 
     def count_wheels(self, name: str, version: Any) -> int:
         """How many wheels of ``version`` the project's index has, any tag."""
@@ -202,12 +210,14 @@ class PackageSource:
             found = self.candidates(name)
         except Exception:  # the resolver asks again and reports it
             return
-        best = first_fit(found, spec, allow_prereleases=name in self._prereleases)
+        best = first_fit(locked_first(found, self._preferences.version_of(name)),
+                         spec, allow_prereleases=name in self._prereleases)
         if best is None:
             return
         with self._lock:
             self.stats.prefetched += 1
-        if here and not self._fetcher.is_local(best.best.link):
+        if here and best.direct is None and not self._fetcher.is_local(
+                best.best.link):
             self._submit(functools.partial(self._walk, req, best))
         else:
             self._walk(req, best)
@@ -233,6 +243,8 @@ class PackageSource:
         return job
 
     def _meta_job(self, candidate: Candidate) -> _Job:
+        if candidate.direct is not None:  # read before the resolution started
+            return self._direct_job(candidate.direct)
         link = candidate.best.link
         job = self._meta.get(link.url)  # the common case, without the lock
         if job is not None:
@@ -247,6 +259,14 @@ class PackageSource:
             self._submit(job.run)
         return job
 
+    def _direct_job(self, direct: Any) -> _Job:
+        key = f"direct {direct.ref.name}"
+        job = self._meta.get(key)
+        if job is None:
+            with self._lock:
+                job = self._meta.setdefault(key, _Job(lambda: direct.metadata))
+        return job
+
     def _submit(self, fn: Callable[[], None]) -> None:
         try:
             self._pool.submit(fn)
@@ -254,6 +274,10 @@ class PackageSource:
             pass
 
     def _load_candidates(self, name: NormalizedName) -> list[Candidate]:
+        direct = self._direct.get(name)
+        if direct is not None:  # the profile's direct reference, and nothing else
+            return [Candidate(name=name, version=direct.metadata.version,
+                              direct=direct)]
         found = candidates_of(self._finder, name)
         self._count("pages")
         return found

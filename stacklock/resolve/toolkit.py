@@ -43,7 +43,8 @@ def annotate(packages: Sequence[ResolvedPackage], profile: Profile
     profile declares a toolkit (without one, the mix is a warning finding)."""
     infos = {
         p.name: PackageInfo(name=p.name, version=str(p.version),
-                            filename=p.wheel.filename, index_url=p.index_url,
+                            filename=p.wheel.filename if p.wheel else "",
+                            index_url=p.index_url,
                             requires_dist=p.requires_dist,
                             dependencies=tuple(p.dependencies))
         for p in packages

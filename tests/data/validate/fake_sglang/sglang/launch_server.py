@@ -46,6 +46,8 @@ class State:
         self.requests = 0
         self.verify = 0
         self.tokens = 0
+        self.in_flight = 0
+        self.most_in_flight = 0  # the most requests streaming at once
 
     @property
     def accept(self) -> int:
@@ -86,6 +88,7 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     avg = state.tokens / state.verify if state.verify else None
                     served = state.requests
+                    most = state.most_in_flight
                 self._json(200, {"model_path": args.model_path,
                                  "speculative_algorithm": args.speculative_algorithm,
                                  "internal_states": [{
@@ -94,7 +97,8 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
                                          avg if args.speculative_algorithm else None}],
                                  "version": "0.5.9",
                                  # the stand-in's own: what tests count warm-ups by
-                                 "fake_requests_served": served})
+                                 "fake_requests_served": served,
+                                 "fake_most_in_flight": most})
             else:
                 self._json(404, {"detail": "Not Found"})
 
@@ -113,6 +117,15 @@ def make_handler(state: State) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 state.requests += 1
                 number = state.requests
+                state.in_flight += 1
+                state.most_in_flight = max(state.most_in_flight, state.in_flight)
+            try:
+                yield from self._scripted(number, max_new)
+            finally:
+                with state.lock:
+                    state.in_flight -= 1
+
+        def _scripted(self, number: int, max_new: int):  # type: ignore[no-untyped-def]
             if args.fake_mode.startswith("crash-after="):
                 if number > int(args.fake_mode.split("=", 1)[1]):
                     os._exit(7)
