@@ -30,8 +30,10 @@ _DETAIL = (
     ("allowed by [check] allow:", "allowed by [check] allow", False),
     ("not loaded in this stack", "not loaded in this stack", True),
     ("for the system to provide", "sonames for the system to provide", True),
+    ("skipped ", "skipped", False),
 )
 _PHASE = "native check:"  # a line that starts a phase of its own
+_KEEP = ("report:",)  # detail lines shown all the same: where the result is
 
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")
 
@@ -57,18 +59,23 @@ def interactive(args: argparse.Namespace) -> bool:
 
 
 def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
-    """The default output of a report's lines: each phase's headline, its detail
-    lines counted on one line. A phase is the first line (the headline) and
-    each ``native check:`` line; a detail line is one indented under it."""
+    """The default output of a report's lines: each phase's line, its detail
+    lines counted on it. A phase is a line at the left margin, and each
+    ``native check:`` line; a detail line is one indented under it, counted by
+    kind (``_DETAIL``; under a heading ending in ':', as items of it)."""
     out: list[str] = []
     counts: dict[str, int] = {}
+    kept: list[str] = []
 
     def close() -> None:
-        if counts:
-            summary = ", ".join(f"{n} {label}" for label, n in counts.items())
-            out[-1] = (f"{out[-1]}; {summary} ({more})" if out else
-                       f"{summary} ({more})")
-            counts.clear()
+        if counts and out:
+            summary = ", ".join(f"{n} {label}".rstrip() for label, n in
+                                counts.items())
+            glue = " " if out[-1].endswith(":") else "; "
+            out[-1] = f"{out[-1]}{glue}{summary} ({more})"
+        out.extend(kept)
+        counts.clear()
+        kept.clear()
 
     for index, line in enumerate(lines):
         text = line.strip()
@@ -76,9 +83,12 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
             close()
             out.append(line)
             continue
+        if text.startswith(_KEEP):
+            kept.append(line)
+            continue
+        heading = "" if out and out[-1].endswith(":") else "more lines"
         label, items = next(((lb, it) for start, lb, it in _DETAIL
-                             if text.startswith(start)),
-                            (text.partition(":")[0][:40], False))
+                             if text.startswith(start)), (heading, False))
         n = len(text.partition(": ")[2].split(", ")) if items else 1
         counts[label] = counts.get(label, 0) + n
     close()
