@@ -35,7 +35,7 @@ def install(args: argparse.Namespace) -> int:
     from stacklock._fs import cache_dir
     from stacklock.install.early import head_start
 
-    started = (nullcontext(None) if args.dry_run else
+    started = (nullcontext(None) if args.dry_run or args.reinstall else
                head_start(Path(args.lock), venv=Path(args.venv), python=args.python,
                           cache=cache_dir()))
     with started as head:
@@ -76,6 +76,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             report_dir=Path(args.report) if args.report else None,
             on_download=on_download,
             head=head,
+            reinstall=args.reinstall,
         )
     if args.json:
         print_json(result.to_dict())

@@ -181,6 +181,14 @@ def _add_resolve(sub: _Sub) -> None:
                    help="revalidate cached pages with the indexes")
     p.add_argument("--no-check", action="store_true",
                    help="write the lock without the native check (stacklock check)")
+    p.add_argument("--upgrade", action="store_true",
+                   help="ignore the existing lock's pins (by default its versions "
+                        "are kept while the profile allows them)")
+    p.add_argument("--upgrade-package", action="append", default=[], metavar="NAME",
+                   help="release the existing lock's pin of NAME (repeatable)")
+    p.add_argument("--check", "--locked", dest="check", action="store_true",
+                   help="write nothing; exit 0 if the lock is what resolving "
+                        "would write, else 1 with what differs (for CI)")
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="seconds one request may take in all (default 120, or "
                         "STACKLOCK_HTTP_TIMEOUT); the whole resolve's requests "
@@ -245,6 +253,9 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")
     p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--reinstall", action="store_true",
+                   help="build a new generation even when the venv already holds "
+                        "this very lock (by default that install is a no-op)")
     p.add_argument("--rollback", action="store_true", help="restore the previous venv")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="install without a driver (e.g. to build an image)")

@@ -29,11 +29,14 @@ def resolve(args: argparse.Namespace) -> int:
     from stacklock.resolve.memo import replay_lock
 
     urls = dict(parse_index_option(item) for item in args.index)
+    if args.check:
+        return _check(args, urls)
     # nothing changed since the last resolution of this profile: its lock again,
     # without importing the resolver (stacklock.resolve.memo)
     replayed = replay_lock(args.profile, output=args.output, index_urls=urls,
                            offline=args.offline, refresh=args.refresh,
-                           check=not args.no_check)
+                           check=not args.no_check, upgrade=args.upgrade,
+                           upgrade_packages=args.upgrade_package)
     if replayed is not None:
         if args.json:
             print_json(replayed.to_dict())
@@ -49,12 +52,69 @@ def resolve(args: argparse.Namespace) -> int:
                               index_urls=urls, offline=args.offline,
                               refresh=args.refresh, on_status=on_status,
                               on_download=on_download,
-                              check=not args.no_check)
+                              check=not args.no_check, upgrade=args.upgrade,
+                              upgrade_packages=args.upgrade_package)
     if args.json:
         print_json(result.to_dict())
     else:
         _report(args, render_resolve(result))
     return 0
+
+
+def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
+    """``resolve --check``: resolve as ``resolve`` would (the lock's pins
+    preferred, a replay where nothing changed), write nothing, and compare with
+    the lock there; what differs is shown by ``stacklock diff``'s renderer."""
+    from pathlib import Path
+
+    from stacklock.cli.output import interactive, print_json, progress, say
+    from stacklock.resolve.memo import replay_lock
+
+    options = {"output": args.output, "index_urls": urls, "offline": args.offline,
+               "refresh": args.refresh, "check": not args.no_check,
+               "upgrade": args.upgrade, "upgrade_packages": args.upgrade_package}
+    replayed = replay_lock(args.profile, write=False, **options)
+    if replayed is not None:
+        path, text, seconds = replayed.lock, replayed.text, replayed.seconds
+    else:
+        from stacklock.resolve.locking import lock_profile
+
+        live, on_status, on_download = progress(
+            enabled=interactive(args), status="resolving")
+        with live:
+            result = lock_profile(args.profile, write=False, on_status=on_status,
+                                  on_download=on_download, **options)
+        path, text, seconds = result.lock, result.text, result.seconds
+    try:
+        current: bytes | None = Path(path).read_bytes()
+    except OSError:
+        current = None
+    same = current == text.encode("utf-8")
+    differences = None
+    if current is not None and not same:
+        from stacklock.diff import diff_locks, render_diff
+        from stacklock.lock import parse_lock
+
+        differences = diff_locks(
+            parse_lock(current, path=str(path)),
+            parse_lock(text.encode("utf-8"), path=f"{path} (resolved now)"))
+    if args.json:
+        print_json({"lock": str(path), "up-to-date": same,
+                    "seconds": round(seconds, 3),
+                    "diff": differences.to_dict() if differences else None})
+    elif same:
+        say(args, f"{path} is up to date with {args.profile} ({seconds:.1f} s)")
+    elif current is None:
+        say(args, f"{path}: no lock there; stacklock resolve {args.profile} writes it")
+    else:
+        assert differences is not None
+        say(args, render_diff(differences, "text"), end="")
+        if not differences.differs:
+            say(args, "the files differ only in what the diff does not compare "
+                "(header, stacklock version, layout)")
+        say(args, f"{path} is not what resolving {args.profile} writes now "
+            f"({seconds:.1f} s); stacklock resolve {args.profile} updates it")
+    return 0 if same else 1
 
 
 def _report(args: argparse.Namespace, text: str) -> None:

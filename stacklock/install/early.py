@@ -41,6 +41,7 @@ from stacklock.errors import InstallError
 from stacklock.install.layout import (
     VenvLayout,
     discard_generation,
+    holds_lock,
     locked_state,
     new_generation,
     recover,
@@ -248,6 +249,14 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
             or (os.path.lexists(venv) and not venv.is_dir())):
         yield None  # install explains; a missing parent is made only once checked
         return
+    layout = VenvLayout(venv=venv)
+    try:
+        installed = holds_lock(layout, lock_path.read_bytes())
+    except OSError:
+        installed = None
+    if installed is not None:
+        yield None  # most likely installed already: install says so
+        return
     uv = find_uv()
     if python is None:
         from stacklock.runner import SubprocessRunner
@@ -258,7 +267,6 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         except (InstallError, ValueError, OSError):  # ValueError: TOML, UTF-8
             yield None
             return
-    layout = VenvLayout(venv=venv)
     with locked_state(layout):
         notes = recover(layout)
         generation = new_generation(layout)

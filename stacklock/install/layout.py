@@ -36,6 +36,7 @@ __all__ = [
     "VenvLayout",
     "current_generation",
     "discard_generation",
+    "holds_lock",
     "locked_state",
     "new_generation",
     "next_generation",
@@ -112,6 +113,19 @@ def _generations(layout: VenvLayout) -> list[int]:
 
 def _complete(layout: VenvLayout, n: int) -> bool:
     return (layout.state_dir / f"{n}.ok").is_file()
+
+
+def holds_lock(layout: VenvLayout, data: bytes) -> int | None:
+    """The current generation when it is complete and was installed from a lock
+    of exactly these bytes (its copy beside it), else None."""
+    n = current_generation(layout)
+    if n is None or not _complete(layout, n):
+        return None
+    try:
+        copy = (layout.state_dir / f"pylock.generation-{n}.toml").read_bytes()
+    except OSError:
+        return None
+    return n if copy == data else None
 
 
 def next_generation(layout: VenvLayout) -> int:

@@ -19,6 +19,11 @@ def _size(n: int | None) -> str:
 
 def render_install(result: InstallResult) -> str:
     plan = result.plan
+    if result.already_installed is not None:
+        return "\n".join([
+            f"already installed: {plan.venv} (generation {result.already_installed}) "
+            f"holds {plan.lock_path} with python {plan.python}; nothing changed",
+            *(f"note: {n}" for n in result.notes)])
     verb = "would install" if result.dry_run else "installed"
     lines = [f"{verb} {plan.lock_path} into {plan.venv} (generation {plan.generation})"]
     if plan.replaces:

@@ -20,6 +20,7 @@ from stacklock.install.layout import (
     KEEP_GENERATIONS,
     VenvLayout,
     discard_generation,
+    holds_lock,
     locked_state,
     prune,
     recover,
@@ -74,6 +75,8 @@ class InstallResult:
     notes: tuple[str, ...] = ()
     validation: ValidateResult | None = None
     validate_error: str | None = None  # validation was asked for and could not run
+    # the generation that already held exactly this lock: nothing was done
+    already_installed: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class InstallResult:
             "notes": list(self.notes),
             "validation": self.validation.to_dict() if self.validation else None,
             "validate_error": self.validate_error,
+            "already_installed": self.already_installed,
         }
 
 
@@ -168,6 +172,33 @@ def _activate(plan: InstallPlan) -> int | None:
     return replaced
 
 
+def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
+    """The current generation when installing ``plan`` again would change
+    nothing: it was built from a lock of the same bytes with the same python,
+    the toolkit needs no install, and its distributions still equal the lock's
+    (names and versions: seconds, where hashing every file would take minutes)."""
+    import json
+
+    try:
+        n = holds_lock(layout, plan.lock_path.read_bytes())
+        if n is None or plan.runfile_command is not None or plan.link_cuda:
+            return None
+        record = json.loads((layout.state_dir / f"{n}.ok").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("python") != plan.python:
+        return None
+    from stacklock.validate.checks import PASS, check_distributions
+    from stacklock.validate.run import read_distributions
+
+    try:
+        dists = read_distributions(layout.generation_dir(n) / "bin" / "python")
+    except StacklockError:
+        return None
+    lock = read_installable(plan.lock_path)
+    return n if check_distributions(lock, dists).status == PASS else None
+
+
 def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
               allow_no_gpu: bool, report_dir: Path | None
               ) -> ValidateResult | str:
@@ -202,8 +233,13 @@ def install_lock(
     prefetch: bool = False,
     cuda_link: Path = DEFAULT_CUDA_LINK,
     head: HeadStart | None = None,
+    reinstall: bool = False,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
+
+    A venv whose current generation was installed from these very bytes (and
+    still holds them) is left as it is: ``already_installed`` says which one,
+    nothing is built or validated. ``reinstall`` builds a new generation anyway.
 
     ``cuda_link`` (``/usr/local/cuda``) is left as it was by the runfile; only
     ``link_cuda_at`` (``--link-cuda``) moves it, once the install succeeded.
@@ -249,6 +285,11 @@ def install_lock(
     layout = VenvLayout(venv=venv)
     with nullcontext() if head is not None else locked_state(layout):
         notes += head.notes if head is not None else recover(layout)
+        already = None if head is not None or reinstall else \
+            _installed_already(plan, layout)
+        if already is not None:
+            return InstallResult(plan=plan, dry_run=False, notes=tuple(notes),
+                                 already_installed=already)
         snapshot = None
         if plan.snapshot_path is not None:
             from stacklock.snapshot import write_snapshot

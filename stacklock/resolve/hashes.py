@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.resolve.model import Candidate
+    from stacklock.resolve.preferences import LockedPin
     from stacklock.store import ArtifactStore
 
 __all__ = ["LockedWheel", "settle_wheel"]
@@ -43,16 +44,27 @@ def settle_wheel(
     store: ArtifactStore,
     http: httpx.Client,
     progress: Callable[[str, int, int | None], None] | None = None,
+    locked: LockedPin | None = None,
 ) -> LockedWheel:
-    """The best wheel of ``candidate`` with one trustworthy sha256."""
-    best = candidate.best
-    link = best.link
+    """The best wheel of ``candidate`` with one trustworthy sha256. ``locked``
+    is what the existing lock holds of the project: at the same version its file
+    is kept while the index still lists it, and its sha256 where the index gives
+    no single one (so a wheel hashed by download is not downloaded again)."""
+    if locked is not None and locked.version != candidate.version:
+        locked = None
+    link = candidate.best.link
+    if locked is not None:
+        link = next((e.link for e in candidate.evaluations
+                     if e.link.filename == locked.filename), link)
     same_file = [e.link for e in candidate.evaluations
                  if e.link.filename == link.filename]
     listed = sorted({lk.sha256.lower() for lk in same_file if lk.sha256})
     size = next((lk.size for lk in same_file if lk.size), None)
     if len(listed) == 1:
         return _wheel(link, listed[0], "index", size)
+    if locked is not None and locked.filename == link.filename and \
+            locked.sha256 and (not listed or locked.sha256 in listed):
+        return _wheel(link, locked.sha256, locked.hash_source, size)
     callback = None
     if progress is not None:
         def callback(done: int, total: int | None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
+from stacklock.resolve.preferences import load_preferences
 from stacklock.resolve.resolution import Resolution, client_for, resolve_profile
 from stacklock.resolve.result import PassedOver
 
@@ -42,6 +43,8 @@ class ResolveResult:
     resolution: Resolution
     seconds: float
     native: NativeReport | None = None  # None: the check was not asked for
+    text: str = ""  # the lock's text
+    written: bool = True  # False: the file there already held it, or not asked
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -64,9 +67,18 @@ def lock_profile(
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
     check: bool = True,
+    upgrade: bool = False,
+    upgrade_packages: Sequence[str] = (),
+    write: bool = True,
 ) -> ResolveResult:
     """Resolve ``profile`` (a built-in name or a path) and write its lock; on a
     ResolutionError nothing is written and an old lock stays as it was.
+
+    The lock already at the output path is where the resolution starts: its
+    versions and files are kept while the profile allows them
+    (:mod:`stacklock.resolve.preferences`); ``upgrade`` ignores it,
+    ``upgrade_packages`` releases those projects. ``write=False`` only says
+    what would be written (``resolve --check``).
 
     ``check`` runs the native check (:mod:`stacklock.native`) before writing:
     blocking findings the profile's ``[check] allow`` does not name raise
@@ -76,14 +88,17 @@ def lock_profile(
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
-    check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
+    if write:
+        check_writable(path, example=f"pylock.{loaded.name}.toml")  # before the work
+    preferences = load_preferences(path, upgrade=upgrade,
+                                   upgrade_packages=upgrade_packages)
     with contextlib.ExitStack() as stack:
         client = http or stack.enter_context(client_for(loaded))
         gate = NativeGate(loaded, http=client, offline=offline,
                           cache_dir=cache_dir, on_status=on_status) if check else None
         resolution = resolve_profile(loaded, http=client, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
-                                     on_status=on_status,
+                                     preferences=preferences, on_status=on_status,
                                      on_download=on_download, gate=gate)
         native = gate.report if gate is not None else None
         if native is not None:
@@ -94,17 +109,30 @@ def lock_profile(
     from stacklock.resolve.lockfile import make_lock
 
     text = render_lock(make_lock(resolution, path=path))
-    publish_bytes(path, text.encode("utf-8"), what="the lock")
+    data = text.encode("utf-8")
+    written = write and _read_or_none(path) != data  # an unchanged file stays
+    if written:
+        publish_bytes(path, data, what="the lock")
     result = ResolveResult(lock=path, resolution=resolution,
-                           seconds=time.monotonic() - started, native=native)
-    key = memo_key(loaded, output=path, check=check)
+                           seconds=time.monotonic() - started, native=native,
+                           text=text, written=written)
+    key = memo_key(loaded, output=path, check=check, upgrade=upgrade,
+                   released=preferences.released)
     if key is not None:
         store_record(cache_dir or default_cache_dir(), key,
                      pages=resolution.pages_read, lock_text=text,
                      packages=len(resolution.packages),
                      lines=render_resolve(result).split("\n")[1:],
-                     native=native.to_dict() if native is not None else None)
+                     native=native.to_dict() if native is not None else None,
+                     seed=preferences.seed)
     return result
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 class NativeGate:
@@ -132,6 +160,7 @@ class NativeGate:
                         filename=p.wheel.filename, url=p.wheel.url,
                         sha256=p.wheel.sha256, size=p.wheel.size)
             for p in packages if not p.is_sdist and p.wheel is not None
+            and (p.direct is None or p.direct.ref.url is not None)
         ]
         target = self._profile.target
         done: list[str] = []
@@ -141,10 +170,12 @@ class NativeGate:
             if self._on_status is not None:
                 self._on_status(f"native check: {len(done)} wheels read")
 
-        self.report = report = check_native(
+        report = check_native(
             wheels, reader=self._reader, manylinux=target.manylinux,
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
+        # bytes of every round, a passed-over candidate's included
+        self.report = replace(report, bytes_read=self._reader.bytes_read)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
@@ -164,7 +195,8 @@ def check_resolution(
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
     package locked as an sdist or a direct reference without a wheel has none to
-    read until install builds it."""
+    read until install builds it, and a wheel a direct reference names by path
+    is not read over HTTP."""
     client = http or client_for(resolution.profile)
     try:
         gate = NativeGate(resolution.profile, http=client, offline=offline,
@@ -185,6 +217,10 @@ def render_native(report: NativeReport) -> list[str]:
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    if report.unread:
+        owners = sorted({u.split(":", 1)[0] for u in report.unread})
+        lines.append(f"  {len(report.unread)} large libraries known by name only "
+                     f"(no extension needs their symbols): " + ", ".join(owners))
     unloaded: dict[str, set[str]] = {}
     for f in report.unloaded:
         unloaded.setdefault(f"{f.package} {f.version}", set()).add(f.object)
@@ -210,7 +246,14 @@ def render_resolve(result: ResolveResult) -> str:
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
+    lines.extend(f"  warning: {text}" for text in res.warnings)
     for p in res.packages:
+        if p.direct is not None:
+            found = p.direct
+            what = (f"commit {found.commit}" if found.commit else
+                    f"sha256 {found.sha256}" if found.sha256 else "a source folder")
+            lines.append(f"  direct reference: {found.ref.text} -> {p.name} "
+                         f"{p.version} ({what})")
         if p.yanked is not None:
             lines.append(f"  warning: {p.name} {p.version} is yanked"
                          + (f" ({p.yanked})" if p.yanked else "")

@@ -8,9 +8,14 @@ lock's bytes and the lines the command printed. The next ``stacklock resolve``
 with the same key replays it (the same bytes, the same lines) when every one of
 those pages is in the page cache with the same sha256 and still fresh (at any age
 with ``--offline``): the resolver would read the same pages and give the same
-answer. Anything else runs the resolver: a stale or changed page, ``--refresh``,
-a changed profile (its files' bytes), another stacklock, packaging or resolvelib,
-a page an index did not have, a local index (folders are not cached pages).
+answer. The existing lock at the output path is an input too (its pins are
+preferred, :mod:`stacklock.resolve.preferences`): a record keeps the sha256 of
+the lock its resolution started from, and is replayed when the file there is
+still that one, or is the record's own lock (whose pins give it back), or when
+``--upgrade`` ignores it. Anything else runs the resolver: a stale or changed
+page, ``--refresh``, a changed profile (its files' bytes), another stacklock,
+packaging or resolvelib, a page an index did not have, a local index (folders are
+not cached pages), another lock at the output path.
 
 This module imports no HTTP client and no resolver, so a replay starts fast.
 """
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.utils import canonicalize_name
+
 from stacklock._fs import atomic_write_bytes, check_writable, publish_bytes
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.codestamp import code_stamp
@@ -33,7 +40,7 @@ from stacklock.index.local import is_local
 from stacklock.profile import default_lock_path, load_profile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from stacklock.profile import Profile
 
@@ -41,7 +48,7 @@ __all__ = ["MEMO_FORMAT", "Replay", "headline", "memo_key", "replay_lock",
            "store_record"]
 
 # Bump when what a record holds, or what decides a key, changes.
-MEMO_FORMAT = 1
+MEMO_FORMAT = 2
 
 
 def headline(packages: int, profile: str, seconds: float, lock: Path) -> str:
@@ -59,10 +66,11 @@ class Replay:
     lines: tuple[str, ...]  # the lines after the headline
     native: dict[str, Any] | None
     seconds: float
+    text: str = ""  # the lock's text
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lock": str(self.lock), "packages": self.packages,
-                               "seconds": round(self.seconds, 3)}
+                               "seconds": round(self.seconds, 3), "replayed": True}
         if self.native is not None:
             out["native"] = self.native
         return out
@@ -72,10 +80,13 @@ class Replay:
                                    self.lock), *self.lines])
 
 
-def memo_key(profile: Profile, *, output: Path, check: bool) -> str | None:
+def memo_key(profile: Profile, *, output: Path, check: bool,
+             upgrade: bool = False, released: Sequence[str] = ()) -> str | None:
     """The key of a resolution's fixed inputs; None when it cannot be replayed
     (a profile not read from files, a local index, a direct reference: a
-    branch or a folder changes without any page changing)."""
+    branch or a folder changes without any page changing). ``upgrade`` and
+    ``released`` (``--upgrade-package`` names) say which of the existing lock's
+    pins it kept."""
     if not profile.sha256 or any(is_local(i.url) for i in profile.indexes) or any(
             r.url for r in profile.requirements.packages):
         return None
@@ -84,6 +95,7 @@ def memo_key(profile: Profile, *, output: Path, check: bool) -> str | None:
     inputs = {"format": MEMO_FORMAT, "profile": profile.sha256, "name": profile.name,
               "path": profile.path, "indexes": [i.to_dict() for i in profile.indexes],
               "output": str(output.resolve()), "check": check, "env": env,
+              "upgrade": upgrade, "released": sorted(released),
               "code": code_stamp("packaging", "resolvelib")}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
@@ -94,12 +106,14 @@ def _record_path(root: Path, key: str) -> Path:
 
 def store_record(root: Path, key: str, *, pages: Mapping[str, str | None],
                  lock_text: str, packages: int, lines: list[str],
-                 native: dict[str, Any] | None) -> None:
+                 native: dict[str, Any] | None, seed: str | None = "") -> None:
     """Keep what a replay needs; nothing when a page was missing on its index
-    (only a request could tell whether it still is)."""
+    (only a request could tell whether it still is). ``seed``: the sha256 of
+    the lock the resolution started from ("" none, None: ignored)."""
     if any(sha is None for sha in pages.values()):
         return
-    record = {"format": MEMO_FORMAT, "key": key, "pages": dict(sorted(pages.items())),
+    record = {"format": MEMO_FORMAT, "key": key, "seed": seed,
+              "pages": dict(sorted(pages.items())),
               "lock": lock_text, "packages": packages, "lines": lines,
               "native": native}
     atomic_write_bytes(_record_path(root, key), json.dumps(record).encode(),
@@ -113,9 +127,24 @@ def _load_record(root: Path, key: str) -> dict[str, Any] | None:
         return None
     if not isinstance(record, dict) or record.get("format") != MEMO_FORMAT or \
             record.get("key") != key or not isinstance(record.get("pages"), dict) or \
-            not isinstance(record.get("lock"), str):
+            not isinstance(record.get("lock"), str) or \
+            not isinstance(record.get("seed"), str | None):
         return None
     return record
+
+
+def _same_start(record: dict[str, Any], current: bytes | None) -> bool:
+    """Whether a resolution now would start from what the record's did: the
+    lock there is the one it started from, or the one it wrote (its pins give
+    the same lock back), or the record ignored the lock (``--upgrade``)."""
+    seed: str | None = record["seed"]
+    if seed is None:
+        return True
+    if current is None:
+        return seed == ""
+    lock: str = record["lock"]
+    return current == lock.encode("utf-8") or \
+        hashlib.sha256(current).hexdigest() == seed
 
 
 def _pages_unchanged(root: Path, pages: dict[str, Any], *, offline: bool,
@@ -138,12 +167,16 @@ def replay_lock(
     offline: bool = False,
     refresh: bool = False,
     check: bool = True,
+    upgrade: bool = False,
+    upgrade_packages: Sequence[str] = (),
+    write: bool = True,
     cache_dir: Path | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Replay | None:
-    """Write the lock of the last resolution of ``profile`` again and say what
-    it printed, if nothing it depends on has changed (see the module
-    docstring); None: resolve it (:func:`stacklock.resolve.locking.lock_profile`)."""
+    """Write the lock of the last resolution of ``profile`` again (unless
+    ``write`` is false) and say what it printed, if nothing it depends on has
+    changed (see the module docstring); None: resolve it
+    (:func:`stacklock.resolve.locking.lock_profile`)."""
     started = time.monotonic()
     if refresh:
         return None
@@ -151,20 +184,24 @@ def replay_lock(
     if index_urls:
         loaded = loaded.with_index_urls(dict(index_urls))
     path = Path(output) if output is not None else default_lock_path(loaded.name)
-    key = memo_key(loaded, output=path, check=check)
+    released = sorted({canonicalize_name(n) for n in upgrade_packages})
+    key = memo_key(loaded, output=path, check=check, upgrade=upgrade,
+                   released=released)
     root = cache_dir or default_cache_dir()
     record = None if key is None else _load_record(root, key)
-    if record is None or not _pages_unchanged(root, record["pages"], offline=offline,
-                                              now=clock()):
+    if record is None:
+        return None
+    try:
+        current: bytes | None = path.read_bytes()
+    except OSError:
+        current = None
+    if not _same_start(record, current) or not _pages_unchanged(
+            root, record["pages"], offline=offline, now=clock()):
         return None
     data = record["lock"].encode("utf-8")
-    try:
-        unchanged = path.read_bytes() == data
-    except OSError:
-        unchanged = False
-    if not unchanged:
+    if write and current != data:
         check_writable(path, example=f"pylock.{loaded.name}.toml")
         publish_bytes(path, data, what="the lock")
     return Replay(lock=path, profile=loaded.name, packages=int(record["packages"]),
                   lines=tuple(record.get("lines") or ()), native=record.get("native"),
-                  seconds=time.monotonic() - started)
+                  seconds=time.monotonic() - started, text=record["lock"])

@@ -42,6 +42,7 @@ from stacklock.resolve.model import (
     Requirement,
     parse_identifier,
 )
+from stacklock.resolve.preferences import Preferences, locked_first
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -66,11 +67,13 @@ READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def __init__(self, source: PackageSource, rules: Rules,
-                 excluded: Collection[tuple[str, Version]] = ()) -> None:
+                 excluded: Collection[tuple[str, Version]] = (),
+                 preferences: Preferences | None = None) -> None:
         self.source = source
         self.rules = rules
         # (name, version) the native check found would not load: never offered
         self.excluded = frozenset(excluded)
+        self.preferences = preferences or Preferences()
         # (name, the requirements' specifiers) -> the candidates that match
         self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
         # identifier -> the candidates last offered for it (prefetch_after)
@@ -127,6 +130,7 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         found = [c for c in self._matching(name, reqs) if c.version not in bad]
+        found = locked_first(found, self.preferences.version_of(name))
         offered = [c.with_extras(extras) for c in found] if extras else found
         self._offered[identifier] = offered
 

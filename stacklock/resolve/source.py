@@ -28,6 +28,7 @@ from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.http import MAX_CONNECTIONS
 from stacklock.resolve.model import Candidate, iter_dependencies
+from stacklock.resolve.preferences import Preferences, locked_first
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -101,6 +102,7 @@ class PackageSource:
         overrides: Mapping[NormalizedName, SpecifierSet] | None = None,
         prereleases: frozenset[NormalizedName] = frozenset(),
         direct: Mapping[NormalizedName, Any] | None = None,
+        preferences: Preferences | None = None,
         workers: int = MAX_CONNECTIONS,
         prefetch: bool = True,
         on_progress: Callable[[SourceStats], None] | None = None,
@@ -111,6 +113,7 @@ class PackageSource:
         self._overrides = dict(overrides or {})
         self._prereleases = prereleases
         self._direct = dict(direct or {})  # name -> DirectArtifact
+        self._preferences = preferences or Preferences()
         self._prefetch_enabled = prefetch and workers > 0
         self._pool = ThreadPoolExecutor(max_workers=max(workers, 1),
                                         thread_name_prefix="stacklock-prefetch")
@@ -154,8 +157,10 @@ class PackageSource:
         return found[1]
 
     def evaluate(self, name: str) -> list[Any]:
-        """Every link of ``name`` with the reason it was skipped, for messages."""
-        return list(self._finder.evaluate(canonicalize_name(name)))
+        """Every link of ``name`` with the reason it was skipped, for messages
+        (none for a project of a direct reference: no index is asked for it)."""
+        norm = canonicalize_name(name)
+        return [] if norm in self._direct else list(self._finder.evaluate(norm))
 
     def count_wheels(self, name: str, version: Any) -> int:
         """How many wheels of ``version`` the project's index has, any tag."""
@@ -205,7 +210,8 @@ class PackageSource:
             found = self.candidates(name)
         except Exception:  # the resolver asks again and reports it
             return
-        best = first_fit(found, spec, allow_prereleases=name in self._prereleases)
+        best = first_fit(locked_first(found, self._preferences.version_of(name)),
+                         spec, allow_prereleases=name in self._prereleases)
         if best is None:
             return
         with self._lock:

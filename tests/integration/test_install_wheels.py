@@ -138,7 +138,7 @@ def test_reinstall_snapshots_old_and_rollback_restores(
     install_lock(lock, venv=venv, python=PY)
     marker = venv / "lib" / "marker-gen1"
     marker.write_text("1")
-    second = install_lock(lock, venv=venv, python=PY)
+    second = install_lock(lock, venv=venv, python=PY, reinstall=True)
     assert second.replaced_generation == 1
     assert second.snapshot == tmp_path / "env.stacklock" / "pylock.snapshot-1.toml"
     assert _names(second.snapshot) == _names(lock)
@@ -149,7 +149,8 @@ def test_reinstall_snapshots_old_and_rollback_restores(
     with pytest.raises(InstallError, match="no environment before generation 1"):
         rollback_install(venv)
     # installing again replaces generation 1: its snapshot is named after it
-    third = install_lock(lock, venv=venv, python=PY, validate=False)
+    third = install_lock(lock, venv=venv, python=PY, validate=False,
+                         reinstall=True)
     assert (third.plan.generation, third.replaced_generation) == (3, 1)
     assert (
         third.snapshot is not None and third.snapshot.name == "pylock.snapshot-1.toml"
@@ -170,7 +171,7 @@ def test_tampered_wheel_aborts_and_old_venv_is_intact(
     before = tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv)
     bad = local_lock(base, served, tmp_path / "bad" / "pylock.small.toml", tamper="six")
     with pytest.raises(HashMismatchError, match=r"six-1\.17\.0") as info:
-        install_lock(bad, venv=venv, python=PY, prefetch=prefetch)
+        install_lock(bad, venv=venv, python=PY, prefetch=prefetch, reinstall=True)
     # one line naming the wheel and both hashes, from the store or from uv's log
     assert "\n" not in str(info.value)
     six = "six-1.17.0-py2.py3-none-any.whl"
@@ -187,7 +188,7 @@ import sys
 from pathlib import Path
 from stacklock.install.run import install_lock
 install_lock(Path(sys.argv[1]), venv=Path(sys.argv[2]), python=sys.executable,
-             prefetch=False, validate=False)
+             prefetch=False, validate=False, reinstall=True)
 """
 
 
@@ -208,7 +209,7 @@ def test_killed_install_leaves_old_venv_intact(
     served.requests.clear()
     if phase == "download":
         argv = [PY, "-m", "stacklock.cli", "install", str(slow), "--venv", str(venv),
-                "--python", PY, "--no-validate"]  # fmt: skip
+                "--python", PY, "--no-validate", "--reinstall"]  # fmt: skip
     else:
         argv = [PY, "-c", _INSTALL_NO_PREFETCH, str(slow), str(venv)]
     proc = subprocess.Popen(
@@ -223,7 +224,8 @@ def test_killed_install_leaves_old_venv_intact(
     # the next run cleans up and succeeds
     served.delay.clear()
     served.requests.clear()
-    result = install_lock(slow, venv=venv, python=PY, validate=False)
+    result = install_lock(slow, venv=venv, python=PY, validate=False,
+                          reinstall=True)
     assert venv.resolve().name in {"2", "3"}
     if phase == "uv":
         assert any("removed unfinished generation 2" in n for n in result.notes)
@@ -326,3 +328,44 @@ def test_failed_first_install_leaves_nothing_behind(
         install_lock(bad, venv=venv, python=PY)
     assert not os.path.lexists(venv)
     assert not (tmp_path / "env.stacklock").exists()  # no state folder, no lock file
+
+
+def test_installing_the_live_lock_again_is_a_no_op(
+    server: tuple[str, Served], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same bytes into a venv whose current generation holds them: nothing
+    is built, downloaded or validated; another lock, --reinstall, or a venv that
+    no longer holds the lock's packages builds a new generation as before."""
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    venv = tmp_path / "env"
+    install_lock(lock, venv=venv, python=PY, validate=False)
+    served.requests.clear()
+    argv = ["install", str(lock), "--venv", str(venv), "--python", PY]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(f"already installed: {venv} (generation 1) holds ")
+    assert "nothing changed" in printed
+    assert served.requests == [] and venv.resolve().name == "1"
+    assert sorted(p.name for p in (tmp_path / "env.stacklock").iterdir()
+                  if p.name.isdigit()) == ["1"]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["already_installed"] == 1
+    # --reinstall builds generation 2 all the same
+    assert main([*argv, "--no-validate", "--reinstall"]) == 0
+    assert venv.resolve().name == "2"
+    # a venv changed behind stacklock's back (a package removed) is rebuilt
+    uv = str(Path(PY).parent / "uv")
+    subprocess.run([uv, "pip", "uninstall", "-q", "--python",
+                    str(venv / "bin" / "python"), "six"], check=True)
+    again = install_lock(lock, venv=venv, python=PY, validate=False)
+    assert again.already_installed is None and venv.resolve().name == "3"
+    # another lock (one package fewer) is installed, not skipped
+    data = tomlkit.parse(lock.read_text("utf-8"))
+    data["packages"] = [p for p in data["packages"] if p["name"] != "six"]
+    other = tmp_path / "other" / "pylock.small.toml"
+    other.parent.mkdir()
+    other.write_text(tomlkit.dumps(data), "utf-8")
+    assert install_lock(other, venv=venv, python=PY,
+                        validate=False).already_installed is None
+    assert venv.resolve().name == "4"

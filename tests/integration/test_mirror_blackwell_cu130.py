@@ -100,11 +100,18 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, tmp_path,
             monkeypatch, tmp_path, "blackwell-cu130", urls, host,
             "-o", str(out), "--json")
         first = out.read_bytes()
-        # again, cold, through the library with an injected client
+        # again, cold, through the library with an injected client, ignoring
+        # the lock just written (upgrade): the same bytes from scratch
         with make_mirror_client(host) as http:
             lock_profile("blackwell-cu130", output=out, index_urls=urls, http=http,
-                         cache_dir=tmp_path / "cache2", check=False)
+                         cache_dir=tmp_path / "cache2", check=False, upgrade=True)
         second = out.read_bytes()
+        # and cold once more, keeping the lock: its download-settled hashes are
+        # kept, so nothing is downloaded (the counts below are unchanged)
+        with make_mirror_client(host) as http:
+            lock_profile("blackwell-cu130", output=out, index_urls=urls, http=http,
+                         cache_dir=tmp_path / "cache3", check=False)
+        assert out.read_bytes() == second
         asked, downloads = set(mirror.requested), list(mirror.downloads)
         from_wheel_host = set(mirror.wheel_requests)
         wheel_host = mirror.wheel_url

@@ -93,6 +93,10 @@ def test_full_schema_parses() -> None:
             {"requirements": {"packages": ["x"], "exclude-newer": "yesterday"}},
             "requirements.exclude-newer",
         ),
+        (
+            {"requirements": {"packages": ["x"], "exclude-newer": True}},
+            "requirements.exclude-newer",
+        ),
         ({"requirements": {"packages": []}}, "requirements.packages"),
         ({**MINIMAL, "target": {"platform": "win_amd64"}}, "target.platform"),
         ({**MINIMAL, "cuda": {"allow-mixed": "nvidia-cublas-cu12"}},
@@ -256,3 +260,27 @@ def test_builtin_profiles_all_load() -> None:
     for name in names:
         profile = load_profile(name)
         assert profile.requirements.packages, name
+
+
+def test_shipped_profiles_pin_a_cut_off_or_say_they_do_not(tmp_path: Path) -> None:
+    """Every built-in profile resolves as of a moment (``exclude-newer``), but for
+    the nightly one, which says ``exclude-newer = false`` over the cut-off of the
+    profile it extends, with the reason in a comment."""
+    import tomllib
+
+    from stacklock.profile import BUILTIN_DIR
+
+    for path in sorted(BUILTIN_DIR.glob("*.toml")):
+        raw = tomllib.loads(path.read_text("utf-8"))["requirements"]
+        cut_off = load_profile(str(path)).requirements.exclude_newer
+        if path.stem.endswith("-nightly"):
+            assert raw["exclude-newer"] is False and cut_off is None, path.name
+            assert "# No cut-off" in path.read_text("utf-8")
+        else:
+            assert cut_off is not None, path.name
+    # false also undoes an inherited cut-off in a profile of one's own
+    _write(tmp_path, "base", '[requirements]\npackages = ["x"]\n'
+           'exclude-newer = "2026-12-02T00:00:00Z"\n')
+    child = _write(tmp_path, "child", '[profile]\nextends = "base"\n'
+                   "[requirements]\nexclude-newer = false\n")
+    assert load_profile(str(child)).requirements.exclude_newer is None

@@ -120,7 +120,7 @@ def test_conflict_is_explained_and_no_lock_is_written(tmp_path):
     with make_http_client(transport=ReplayTransport(CASSETTES / "conflict")) as http, \
             pytest.raises(ResolutionError):
         lock_profile(str(CASES / "conflict.toml"), output=old, http=http,
-                     cache_dir=tmp_path / "cache2")
+                     cache_dir=tmp_path / "cache2", upgrade=True)
     assert old.read_text() == "previous lock\n"
 
 
