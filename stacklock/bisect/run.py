@@ -53,7 +53,7 @@ __all__ = ["BisectResult", "Culprit", "OutOfSteps", "Tools", "bisect_locks",
            "group_locks"]
 
 INCOHERENT = "incoherent"
-_REPLAYED = (GOOD, BAD, SKIP, INCOHERENT, MEASURED)  # a state an earlier run settled
+_REPLAYED = (GOOD, BAD, SKIP, MEASURED)  # what an earlier run's oracle settled
 LAST_GOOD, FIRST_BAD = "pylock.last-good.toml", "pylock.first-bad.toml"
 
 
@@ -159,8 +159,9 @@ class _Session:
     def _try(self, groups: frozenset[int]) -> str:
         applied = tuple(sorted(self.graph.names(groups)))
         earlier = self.log.earlier.get(applied)
-        if earlier is not None and earlier.state in _REPLAYED \
-                and earlier.state != INCOHERENT:  # that one is checked again
+        # replayed: what the oracle said; an incoherent mix is checked again and
+        # a failed install (the environment's, not the state's) tried again
+        if earlier is not None and earlier.ran and earlier.state in _REPLAYED:
             return self._record(earlier, resumed=True)
         if earlier is None and sum(s.ran for s in self.steps) >= self.max_steps:
             raise OutOfSteps
@@ -177,7 +178,8 @@ class _Session:
             if any(learnt):
                 note += "; regrouped: " + ", ".join(n for n in learnt if n)
             self._record(Step(number=number, applied=applied, state=INCOHERENT,
-                              note=note, ran=False), resumed=earlier is not None)
+                              note=note, ran=False),
+                         resumed=earlier is not None and earlier.state == INCOHERENT)
             wider = self.graph.up(groups)
             return self.test(wider) if wider != groups else SKIP
         from stacklock.lock.write import dump_lock  # tomlkit: only when a step runs
@@ -358,10 +360,14 @@ def _ends(session: _Session, everything: frozenset[int]) -> str | None:
         session.steps[:2] = [replace(session.steps[0], state=GOOD),
                              replace(session.steps[1], state=BAD)]
         return None
-    if good_state != GOOD:
-        return f"GOOD is not good under the oracle (state {good_state})"
-    if bad_state != BAD:
-        return f"BAD is not bad under the oracle (state {bad_state})"
+    for name, state, want, step in (("GOOD", good_state, GOOD, session.steps[0]),
+                                    ("BAD", bad_state, BAD, session.steps[-1])):
+        if not step.ran:  # the end itself cannot be installed: the environment
+            raise StacklockError(f"{name} ({step.lock}): {step.note}")
+        if state != want:
+            why = f": {step.note}" if step.note else ""
+            return (f"{name} is not {want} under the oracle (state {state}"
+                    f"{why}); check the command on {name} itself")
     return None
 
 

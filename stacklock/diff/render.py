@@ -113,6 +113,17 @@ def _index_cell(change: PackageChange) -> str:
     return f"{_show(change.index[0])} -> {_show(change.index[1])}"
 
 
+# a minimum driver the catalog does not know (NVIDIA's table lists none for
+# 13.0.3): unknown, not absent; the compatibility floor is the row below
+_DRIVER_KEYS = ("cuda.min-driver",)
+
+
+def _show_field(key: str, value: Value) -> str:
+    if value is None and key in _DRIVER_KEYS:
+        return "unknown (see cuda.compat-floor)"
+    return _show(value)
+
+
 def _show(value: Value) -> str:
     """One readable cell: lists joined, index tables as ``name=url``."""
     if value is None:
@@ -207,7 +218,7 @@ def render_text(diff: LockDiff, *, width: int = 110, color: bool = False) -> str
         for column in ("key", "old", "new"):
             table.add_column(column, overflow="fold")
         for key, field in fields:
-            table.add_row(key, _show(field.old), _show(field.new))
+            table.add_row(key, _show_field(key, field.old), _show_field(key, field.new))
         console.print(table)
     if hidden:
         console.print(hidden)
@@ -252,7 +263,8 @@ def render_markdown(diff: LockDiff) -> str:
         out += [f"> - {_cell(w)}" for w in diff.warnings]
     fields, hidden = _field_rows(diff)
     if fields:
-        stack_rows = [(f"`{key}`", _show(f.old), _show(f.new)) for key, f in fields]
+        stack_rows = [(f"`{key}`", _show_field(key, f.old), _show_field(key, f.new))
+                      for key, f in fields]
         out += ["", "#### toolkit and stack", ""]
         out += _md_table(("key", "old", "new"), stack_rows)
         if hidden:

@@ -189,6 +189,13 @@ def find_direct(spec: RequirementsSpec, environment: Mapping[str, str], *,
         except ProfileError as exc:
             raise ProfileError(exc.detail, path=path, key=exc.key,
                                hint=exc.hint) from None
+        if not ref.is_wheel and spec.refuses_build(ref.name):
+            what = "an sdist" if ref.kind == "archive" else "a source tree"
+            raise ProfileError(f"{ref.text}: {what}, which install builds, and "
+                               f"no-build refuses building {ref.name}", path=path,
+                               key="requirements.no-build",
+                               hint=f"point {ref.name} at a wheel, or leave it out "
+                               "of no-build")
         seen = found.get(ref.name)
         if seen is not None and seen.same_as_key != ref.same_as_key:
             raise ProfileError(f"{seen.text} and {ref.text}: two direct references "
@@ -201,12 +208,16 @@ def find_direct(spec: RequirementsSpec, environment: Mapping[str, str], *,
 
 def read_direct(ref: DirectRef, *, target: Target, http: httpx.Client,
                 store: ArtifactStore, root: Path, runner: Runner,
-                setup: BuildSetup | None) -> DirectArtifact:
+                setup: BuildSetup | None, offline: bool = False) -> DirectArtifact:
     """Fetch what ``ref`` names and read its metadata (see the module
     docstring); ``root`` is the cache folder (its git/ holds the checkouts). A
     wheel none of whose tags ``target`` accepts is refused before it is
-    fetched, a project whose Requires-Python excludes it after."""
+    fetched, a project whose Requires-Python excludes it after. ``offline``:
+    only what an earlier run stored (an archive by URL, a repository at a full
+    commit id), else one line saying so."""
     _check_tags(ref, target)
+    if offline:
+        _check_offline(ref, store=store, root=root)
     found = _read(ref, http=http, store=store, root=root, runner=runner,
                   setup=setup)
     python = found.metadata.requires_python
@@ -248,6 +259,25 @@ def _read(ref: DirectRef, *, http: httpx.Client, store: ArtifactStore,
                                hint="fix #subdirectory= in the URL")
     meta = _tree_metadata(ref, tree, setup)
     return DirectArtifact(ref=ref, metadata=_check_name(ref, meta), commit=commit)
+
+
+def _check_offline(ref: DirectRef, *, store: ArtifactStore, root: Path) -> None:
+    if ref.kind == "archive" and ref.url is not None:
+        stored = (store.has(ref.sha256.lower()) if ref.sha256
+                  else store.sha256_for_url(ref.url) is not None)
+        if not stored:
+            raise ProfileError(f"{ref.text}: not in the cache, and --offline",
+                               key="requirements.packages",
+                               hint="run once without --offline to fetch it")
+    if ref.kind == "vcs":
+        assert ref.url is not None
+        key = _repo_key(ref.url)
+        rev = (ref.revision or "").lower()
+        if not (_FULL_SHA.fullmatch(rev) and (root / "git" / f"{key}-{rev}").is_dir()):
+            raise ProfileError(f"{ref.text}: --offline cannot ask the repository "
+                               "which commit this names", key="requirements.packages",
+                               hint="pin a full commit id resolved before, or run "
+                               "without --offline")
 
 
 def _check_tags(ref: DirectRef, target: Target) -> None:
@@ -343,7 +373,7 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
     allows), and that commit."""
     assert ref.url is not None
     commit = _git_commit(ref, runner)
-    key = hashlib.sha256(strip_credentials(ref.url).encode()).hexdigest()[:16]
+    key = _repo_key(ref.url)
     folder = root / "git"
     if commit is not None and (folder / f"{key}-{commit}").is_dir():
         return folder / f"{key}-{commit}", commit
@@ -372,6 +402,11 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
         return dest, commit
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _repo_key(url: str) -> str:
+    """A repository's folder name in the cache: its URL without credentials."""
+    return hashlib.sha256(strip_credentials(url).encode()).hexdigest()[:16]
 
 
 def _git(runner: Runner, args: list[str], *, ref: DirectRef) -> None:

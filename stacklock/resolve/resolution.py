@@ -158,7 +158,7 @@ def resolve_profile(
             direct = {name: read_direct(
                 ref, target=profile.target, http=client_http, store=store,
                 root=root, runner=runner or SubprocessRunner(),
-                setup=None if spec.refuses_build(name) else setup)
+                setup=None if spec.refuses_build(name) else setup, offline=offline)
                 for name, ref in refs.items()}
         except ProfileError as exc:  # named in the profile's file
             raise ProfileError(exc.detail, path=profile.path, key=exc.key,

@@ -318,3 +318,43 @@ def test_two_packs_bisect_with_no_network(
     assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
     assert served.requests == []  # METADATA and wheels came from the packs
     assert report["bytes_fetched"] == 0 and report["metadata_bytes"] == 0
+
+
+def test_an_end_that_cannot_install_is_one_line_and_tried_again(
+    locks: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    good, bad = locks
+    oracle = _oracle("int(v('alpha') == '2.0')")
+    missing = str(tmp_path / "no-such-python")
+    assert main(["bisect", str(good), str(bad), "--python", missing, "--",
+                 *oracle]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "GOOD (" in err and "no-such-python" in err
+    # the log keeps what the oracle said, never a failed install: this run
+    # installs GOOD again, with a python that works
+    code, report = _bisect(locks, oracle, capsys=capsys)
+    assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
+    assert not report["steps"][0]["resumed"]
+
+
+def test_a_step_past_its_time_limit_is_bad_and_stopped(
+    locks: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # hangs (with a child of its own) once alpha is new; the time limit stops both
+    hang = ("import subprocess, sys, time\n"
+            "import importlib.metadata as m\n"
+            "if m.version('alpha') == '2.0':\n"
+            "    child = subprocess.Popen([sys.executable, '-c', "
+            "'import time; time.sleep(600)'])\n"
+            "    open(sys.argv[1], 'a').write(f'{child.pid}\\n')\n"
+            "    time.sleep(600)\n")
+    pids = tmp_path / "pids"
+    code, report = _bisect(locks, ["python", "-c", hang, str(pids)],
+                           "--step-timeout", "2", capsys=capsys)
+    assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
+    stopped = [s for s in report["steps"] if s["exit_code"] is None and s["ran"]]
+    assert stopped and all(s["state"] == "bad" for s in stopped)
+    assert all("time limit of 2 s" in s["note"] for s in stopped)
+    for pid in map(int, pids.read_text().split()):  # the whole group was stopped
+        assert not Path(f"/proc/{pid}").exists() or Path(
+            f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -226,6 +226,11 @@ def test_stacklock_locks_12_8_to_13_toolkit_and_packages() -> None:
     )
     toolkit_table = markdown.split("#### toolkit and stack")[1].split("####")[0]
     assert "`cuda.min-driver`" in toolkit_table and "`cuda.url`" not in toolkit_table
+    # NVIDIA's table has no minimum driver for 13.0.3: unknown, never "(none)"
+    assert "min-driver" not in new_cuda
+    row = next(line for line in toolkit_table.splitlines()
+               if line.startswith("| `cuda.min-driver`"))
+    assert row.endswith("| unknown (see cuda.compat-floor) |"), row
     assert markdown.index("#### toolkit and stack") < markdown.index("#### packages")
 
 

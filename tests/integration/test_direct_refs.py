@@ -15,6 +15,7 @@ import tarfile
 import tomllib
 from pathlib import Path
 
+import httpx
 import pytest
 from packaging.pylock import Pylock
 
@@ -141,6 +142,8 @@ def test_a_local_wheel_is_an_archive_with_its_path_and_sha256(tmp_path):
      "a direct reference in overrides is not supported"),
     ("numpy @ https://example.org/numpy-2.0.0-cp311-cp311-manylinux_2_17_x86_64.whl",
      "", "no tag of the wheel (cp311-cp311-manylinux_2_17_x86_64) fits the target"),
+    ("demo @ https://example.org/demo-1.0.tar.gz", "no-build = true",
+     "an sdist, which install builds, and no-build refuses building demo"),
 ])
 def test_what_cannot_be_locked_exactly_is_one_line_naming_it(
         tmp_path, package, extra, expected):
@@ -234,3 +237,31 @@ def test_uv_installs_a_lock_with_a_local_wheel_archive_offline(tmp_path):
     _, _, out = _lock(profile, tmp_path)
     # uv finds the wheel by the archive's path, relative to the lock
     assert f"local-pkg @ {wheel.as_uri()}" in uv_dry_run(out, tmp_path, offline=True)
+
+
+def _no_network(request: httpx.Request) -> httpx.Response:
+    raise AssertionError(f"--offline asked the network: {request.url}")
+
+
+def test_offline_uses_what_an_earlier_run_stored_and_names_what_it_cannot(
+        tmp_path, repo):
+    path, first, _ = repo
+    pinned = f"demo-direct @ git+{path.as_uri()}@{first}"
+    profile = _profile(tmp_path, [pinned, f"six @ {SIX_URL}"])
+    _, online, _ = _lock(profile, tmp_path)  # fills the cache
+    out = tmp_path / "offline" / "pylock.direct.toml"
+    with make_http_client(transport=httpx.MockTransport(_no_network)) as http:
+        lock_profile(str(profile), output=out, http=http, offline=True,
+                     cache_dir=tmp_path / "cache", check=False)
+        assert {p["name"]: p for p in tomllib.loads(out.read_text())["packages"]} \
+            == online
+        tagged = _profile(tmp_path, [f"demo-direct @ git+{path.as_uri()}@v0.1.0"])
+        with pytest.raises(ProfileError) as err:
+            lock_profile(str(tagged), output=out, http=http, offline=True,
+                         cache_dir=tmp_path / "cache", check=False)
+        assert "--offline cannot ask the repository which commit" in str(err.value)
+        fresh = _profile(tmp_path, [f"six @ {SIX_URL}"])
+        with pytest.raises(ProfileError) as err:
+            lock_profile(str(fresh), output=out, http=http, offline=True,
+                         cache_dir=tmp_path / "empty-cache", check=False)
+        assert f"six @ {SIX_URL}: not in the cache, and --offline" in str(err.value)

@@ -90,3 +90,14 @@ def test_a_git_reference_and_a_source_folder_lock_and_uv_installs_them(tmp_path)
     _, lock = _lock(tmp_path, 'packages = ["demo-direct @ ./demo"]\n')
     assert f"demo-direct==0.2.0 (from {repo.as_uri()})" in _sync(
         lock, tmp_path / "second")
+
+
+def test_an_sdist_by_url_locks_from_its_static_pkg_info_and_uv_builds_it(tmp_path):
+    url = ("https://files.pythonhosted.org/packages/5a/b0/1367933a8532ee6ff8d63537de4"
+           "f1177af4bff9f3e829baf7331f595bb24/attrs-25.3.0.tar.gz")
+    result, lock = _lock(tmp_path, f'packages = ["attrs @ {url}"]\n')
+    attrs = tomllib.loads(lock.read_text())["packages"][0]
+    assert attrs["archive"]["url"] == url and attrs["version"] == "25.3.0"
+    assert not list((tmp_path / "cache").rglob("build-*.log"))  # PEP 643: no build
+    assert f"attrs==25.3.0 (from {url})" in _sync(lock, tmp_path)
+    assert result.resolution.pins() == {"attrs": "25.3.0"}

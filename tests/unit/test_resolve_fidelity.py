@@ -82,3 +82,9 @@ def test_an_extra_the_project_does_not_have_is_named_in_a_warning(tmp_path):
         "requests 2.32.3 has no extra 'nonexistent'; it adds nothing to the lock",)
     assert "  warning: requests 2.32.3 has no extra 'nonexistent'" in render_resolve(
         result)
+
+
+def test_an_exact_pin_in_the_constraints_lets_the_yanked_release_in(tmp_path):
+    result, _ = _lock("yanked-constraint", tmp_path, "override", "yanked-pin")
+    assert result.resolution.pins()["requests"] == "2.32.0"
+    assert "warning: requests 2.32.0 is yanked" in render_resolve(result)
