@@ -22,7 +22,9 @@ __all__ = ["brief", "interactive", "parse_index_option", "print_json", "progress
 # start: what the default output counts instead (label; True: count the
 # comma-separated items after the colon, not the line).
 _DETAIL = (
+    ("passed over ", "passed over (would not load)", False),
     ("override:", "overrides", False),
+    ("direct reference:", "direct references", False),
     ("warning:", "warnings", False),
     ("hashed by download", "hashed by download", True),
     ("cuda warning:", "cuda warnings", False),
@@ -36,6 +38,7 @@ _DETAIL = (
 _PHASE = "native check:"  # a line that starts a phase of its own
 _KEEP = ("report:",)  # detail lines shown all the same: where the result is
 
+_COUNTED = re.compile(r"^(\d+) ([^(:]+)")
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")
 
 
@@ -91,6 +94,9 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
         label, items = next(((lb, it) for start, lb, it in _DETAIL
                              if text.startswith(start)), (heading, False))
         n = len(text.partition(": ")[2].split(", ")) if items else 1
+        counted = _COUNTED.match(text)  # "3 large libraries ... (why): names"
+        if counted and label == heading:
+            label, n = counted.group(2).strip(), int(counted.group(1))
         counts[label] = counts.get(label, 0) + n
     close()
     return out
