@@ -52,6 +52,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="stacklock",
         description="Lock, install, validate and diff GPU software stacks.",
+        epilog="exit codes:\n  0    ok\n  1    the answer is no: a conflict, a "
+               "check that fails, locks that differ\n  2    bad input\n  3    an "
+               "index or host that does not answer\n  130  interrupted\n\n"
+               "example:\n  stacklock resolve pypi-cu130 && stacklock install "
+               "locks/pylock.pypi-cu130.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--version", action="version", version=f"stacklock {__version__}"
