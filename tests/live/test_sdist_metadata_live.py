@@ -6,6 +6,8 @@
 - scipy on a ``manylinux = "2_17"`` target: 1.18.1 has no wheel for it; its and
   numpy's dependencies come from their sdists without meson or gfortran; the
   lock equals uv's (scipy 1.18.1 with numpy 2.5.5).
+- flash-attn 2.8.3 (an sdist whose setup.py imports torch) with match-runtime:
+  its metadata is built beside the locked torch.
 - numba 0.57.0 on a 3.12 target: with a CPython 3.12 its metadata build says it
   cannot install on 3.12; with only a failing pyenv shim, stacklock refuses in one
   line. Never a lock built on the host's 3.11.
@@ -103,3 +105,31 @@ def test_numba_on_3_12_builds_on_3_12_or_refuses(tmp_path: Path) -> None:
     assert "preparing numba's metadata failed (RuntimeError: Cannot install on " \
            "Python version 3.12" in lines[0]
     assert not (tmp_path / "out.toml").exists()
+
+
+def test_flash_attn_builds_its_metadata_against_the_locked_torch(
+        tmp_path: Path) -> None:
+    """flash-attn 2.8.3 publishes only an sdist whose PKG-INFO says Dynamic:
+    requires-dist, and its setup.py imports torch: with ``match-runtime`` its
+    metadata is built beside the torch this lock pins, on a CPython 3.12."""
+    python = Path(python312(tmp_path))  # skips, saying why, if none here
+    profile = tmp_path / "fa.toml"
+    profile.write_text(
+        '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
+        '[requirements]\npackages = ["torch==2.9.1", "flash-attn==2.8.3"]\n'
+        'match-runtime = {"flash-attn" = ["torch"]}\n')
+    host = Path(sys.executable).resolve().parent
+    done = _resolve_cli(profile, tmp_path,
+                        f"{python.parent}:{host}:/usr/bin:/bin")
+    assert done.returncode == 0, done.stderr
+    lock = tomllib.loads((tmp_path / "out.toml").read_text())
+    by_name = {p["name"]: p for p in lock["packages"]}
+    flash = by_name["flash-attn"]
+    assert flash["version"] == "2.8.3" and "sdist" in flash
+    assert {d["name"] for d in flash["dependencies"]} == {"einops", "torch"}
+    tool = flash["tool"]["stacklock"]
+    assert tool["match-runtime"] == ["torch"]
+    how = tool["metadata"]
+    assert how.startswith("PEP 517 build on CPython 3.12") and how.endswith(
+        "with torch==2.9.1"), how
+    assert by_name["torch"]["version"] == "2.9.1"
