@@ -258,6 +258,13 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")
     p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="also install the lock's extra NAME (repeatable)")
+    p.add_argument("--group", action="append", default=None, metavar="NAME",
+                   help="install dependency group NAME instead of the lock's "
+                   "default-groups (repeatable)")
+    p.add_argument("--no-build", action="store_true",
+                   help="refuse a package uv would build (sdist, vcs, directory)")
     p.add_argument("--reinstall", action="store_true",
                    help="build a new generation even when the venv already holds "
                         "this very lock (by default that install is a no-op)")
