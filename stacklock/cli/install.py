@@ -60,6 +60,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
     )
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
+    from stacklock.install.selection import Wanted
 
     live, _, on_download = progress(enabled=interactive(args), status=None)
     with live:
@@ -76,6 +77,9 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             report_dir=Path(args.report) if args.report else None,
             on_download=on_download,
             head=head,
+            wanted=Wanted(extras=tuple(args.extra),
+                          groups=tuple(args.group) if args.group else None,
+                          no_build=args.no_build),
             reinstall=args.reinstall,
         )
     if args.json:

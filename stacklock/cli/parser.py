@@ -62,6 +62,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"stacklock {__version__}"
     )
+    _add_loudness(parser, dest="loudness")  # before the verb too: stacklock -q VERB
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     verb = next((a for a in argv or () if not a.startswith("-")), None)
     adders = _VERBS.values() if verb not in _VERBS else (_VERBS[verb],)
@@ -100,6 +101,15 @@ _EXAMPLES = {
 }
 
 
+def _add_loudness(p: argparse.ArgumentParser, *, dest: str) -> None:
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", dest=dest, action="store_const",
+                      const=-1, help="print errors only (--json output stays)")
+    loud.add_argument("-v", "--verbose", dest=dest, action="count",
+                      help="print every line (-vv: and each request)")
+    p.set_defaults(**{dest: 0})
+
+
 def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
     """Every parser that runs a verb, by its name (``cuda show``)."""
     found = []
@@ -115,12 +125,7 @@ def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentPar
 
 def _finish(name: str, p: argparse.ArgumentParser) -> None:
     """What every verb has: -q / -v, help for --json, an example at the end."""
-    loud = p.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const",
-                      const=-1, help="print errors only (--json output stays)")
-    loud.add_argument("-v", "--verbose", dest="verbosity", action="count",
-                      help="print every line (-vv: and each request)")
-    p.set_defaults(verbosity=0)
+    _add_loudness(p, dest="verbosity")
     for action in p._actions:
         if action.dest == "json" and action.help is None:
             action.help = _JSON_HELP
@@ -253,6 +258,13 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")
     p.add_argument("--dry-run", action="store_true", help="print the plan only")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="also install the lock's extra NAME (repeatable)")
+    p.add_argument("--group", action="append", default=None, metavar="NAME",
+                   help="install dependency group NAME instead of the lock's "
+                   "default-groups (repeatable)")
+    p.add_argument("--no-build", action="store_true",
+                   help="refuse a package uv would build (sdist, vcs, directory)")
     p.add_argument("--reinstall", action="store_true",
                    help="build a new generation even when the venv already holds "
                         "this very lock (by default that install is a no-op)")

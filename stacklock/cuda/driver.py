@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from stacklock.cuda.catalog import Catalog, CudaRelease
-    from stacklock.lock import Lock
+    from stacklock.cuda.coherence import CudaTarget
+    from stacklock.lock import Lock, LockedPackage
     from stacklock.runner import Runner
 
 __all__ = [
@@ -319,6 +320,49 @@ def lock_cuda(lock: Lock) -> tuple[str | None, dict[str, str]]:
     toolkit = lock.cuda.version if lock.cuda is not None else None
     wheels = {str(p.name): p.cuda for p in lock.packages if p.cuda is not None}
     return toolkit, wheels
+
+
+def infer_cuda(packages: Sequence[LockedPackage]) -> dict[str, CudaTarget]:
+    """The CUDA each package targets in a lock another tool wrote (no
+    ``[packages.tool.stacklock] cuda``), from what the lock holds: a ``+cuXYZ``
+    local version, else the ``nvidia-*-cuNN`` / CUDA runtime projects it is or
+    depends on, at their locked versions (``nvidia-cuda-runtime-cu12 12.8.90``
+    -> 12.8), as :func:`~stacklock.cuda.coherence.wheel_cuda` reads a wheel's
+    metadata. A package naming two CUDA majors says nothing here."""
+    from stacklock.cuda.coherence import PackageInfo, wheel_cuda
+    from stacklock.errors import CudaMixError
+
+    versions = {str(p.name): str(p.version) for p in packages if p.version}
+    out = {}
+    for p in packages:
+        if p.version is None:
+            continue
+        named = (str(p.name), *p.dependencies)
+        info = PackageInfo(name=str(p.name), version=str(p.version),
+                           requires_dist=tuple(f"{n}=={versions[n]}" for n in named
+                                               if n in versions))
+        try:
+            target = wheel_cuda(info)
+        except CudaMixError:
+            continue
+        if target is not None:
+            out[str(p.name)] = target
+    return out
+
+
+def describe_inferred(inferred: Mapping[str, CudaTarget]) -> str:
+    """One line: what CUDA a foreign lock was found to need, and from what."""
+    by_cuda: dict[str, list[str]] = {}
+    for name, target in sorted(inferred.items()):
+        by_cuda.setdefault(target.cuda, []).append(name)
+    parts = []
+    for cuda, names in sorted(by_cuda.items()):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more"
+                                        if len(names) > 3 else "")
+        why = inferred[names[0]].evidence
+        parts.append(f"CUDA {cuda} for {shown} (e.g. {why})")
+    return "no [tool.stacklock] in the lock: the driver check is for the CUDA " \
+        "inferred from its packages: " + "; ".join(parts)
 
 
 def render_driver_report(report: DriverReport) -> str:

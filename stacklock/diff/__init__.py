@@ -9,19 +9,23 @@ an installed environment. :mod:`stacklock.lock` reads and validates the files,
 :mod:`~stacklock.diff.compare` compares them, :mod:`~stacklock.diff.stack` the
 toolkit and stack tables, and :mod:`~stacklock.diff.render` renders the result.
 
-Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice)
-the change is one of, by precedence:
+Per package (keyed by normalized name; ``name; marker`` when a lock lists a name twice,
+and the entries of one name left over under other markers paired as one when each
+side holds one version of it) the change is one of, by precedence:
 
 ``added`` / ``removed``
 ``upgraded`` / ``downgraded``  the version differs beyond its local label
 ``rebuilt``      same public version, another local label (``cu128`` -> ``cu130``),
                  or, at the very same version, a wheel for the same tags with another
                  build tag
-``replaced``     a package without a version (vcs, directory, archive) points elsewhere
+``replaced``     a vcs, directory or archive entry points elsewhere (url + commit, path,
+                 hash), compared by that source whether or not it has a version
 ``moved-index``  only the index changed (``index-name``, else the package ``index`` URL,
                  else the domain its files are served from)
 ``hash-changed`` the same filename has another hash, or (two snapshots) the same
                  version's installed RECORD changed: a red flag, also in ``warnings``
+``marker-changed`` only the package's marker changed (which environments or
+                 dependency groups install it)
 
 A package of another kind can also have moved index or changed hash; both are shown on
 its entry. Files found on one side only (an sdist uv records, another platform's wheel)
@@ -29,13 +33,14 @@ are not a change. Unchanged packages are only counted.
 
 The stack section compares ``[tool.stacklock]`` (flattened to dotted keys; the
 ``cuda`` table goes to ``toolkit``, everything else to ``stack``) plus the lock's
-``requires-python`` and ``environments``. Bookkeeping keys (``lock-version``,
+``requires-python``, ``environments``, ``extras``, ``dependency-groups`` and
+``default-groups``. Bookkeeping keys (``lock-version``,
 ``stacklock-version``, ``snapshot``, ``validate``, a snapshot's ``venv`` and
 ``unknown-origin``) are ignored; a snapshot's ``toolkit`` (found) is compared with a
 lock's ``cuda`` (wanted), its exact ``requires-python`` with the lock's range. When a
-side has no ``[tool.stacklock]`` (a uv lock) the stack is not compared and a note
-says so; when a side is a snapshot, keys found on one side only are skipped (a
-snapshot records what it found, not the profile).
+side has no ``[tool.stacklock]`` (a lock uv, pip, pdm or pex wrote) only those PEP
+751 keys are compared and a note says so; when a side is a snapshot, keys found
+on one side only are skipped (a snapshot records what it found, not the profile).
 
 ``LockDiff.to_dict()`` is stable and sorted, for scripts::
 
@@ -51,6 +56,7 @@ snapshot records what it found, not the profile).
      "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
      "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
                  "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
+                 "marker-changed": 0,
                  "unchanged": 0, "index-moves": 0, "hash-changes": 0,
                  "toolkit-changes": 0, "stack-changes": 0,
                  "old-packages": 0, "new-packages": 0, "differs": false},

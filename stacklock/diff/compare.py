@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
-from stacklock.diff.packages import ComparedPackage, compared_packages
+from stacklock.diff.packages import ComparedPackage, paired_packages
 from stacklock.diff.stack import (
     FieldChange,
     diff_stack,
@@ -42,6 +42,7 @@ CHANGE_KINDS = (
     "replaced",
     "moved-index",
     "hash-changed",
+    "marker-changed",
 )
 
 
@@ -140,9 +141,8 @@ def diff_locks(old: Lock, new: Lock) -> LockDiff:
     changes: list[PackageChange] = []
     unchanged = 0
     warnings: list[str] = [*read_warnings(old), *read_warnings(new)]
-    before_all, after_all = compared_packages(old), compared_packages(new)
-    for key in sorted(before_all.keys() | after_all.keys()):
-        before, after = before_all.get(key), after_all.get(key)
+    pairs = paired_packages(old, new)
+    for key, before, after in pairs:
         change = _diff_package(key, before, after)
         if change is None:
             unchanged += 1
@@ -159,8 +159,8 @@ def diff_locks(old: Lock, new: Lock) -> LockDiff:
         toolkit=toolkit,
         stack=stack,
         unchanged=unchanged,
-        old_count=len(before_all),
-        new_count=len(after_all),
+        old_count=len(old.packages),
+        new_count=len(new.packages),
         notes=notes,
         warnings=tuple(warnings),
     )
@@ -217,6 +217,10 @@ def _diff_package(
     hash_change = _hash_change(old, new)
     if hash_change is not None:
         kind = kind or "hash-changed"
+    if old.marker != new.marker:
+        kind = kind or "marker-changed"
+        moved = f"marker {old.marker or '(none)'} -> {new.marker or '(none)'}"
+        detail = f"{detail}; {moved}" if detail else moved
     if kind is None:
         return None
     return PackageChange(
@@ -241,9 +245,11 @@ def _version_change(
     old: ComparedPackage, new: ComparedPackage
 ) -> tuple[str | None, str | None]:
     a, b = old.version, new.version
-    if a is None or b is None:
-        if a is None and b is None and old.source == new.source:
+    if old.source is not None or new.source is not None:  # compared by source
+        if old.source == new.source:
             return None, None
+        return "replaced", f"{old.source or a} -> {new.source or b}"
+    if a is None or b is None:
         return "replaced", None
     if a.public != b.public:
         return ("upgraded" if b > a else "downgraded"), None

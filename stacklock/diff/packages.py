@@ -3,8 +3,16 @@
 A package is identified by its name (``name; marker`` when a lock lists a name
 twice); its origin is the most precise one recorded (``index-name``, else the
 ``index`` URL, else the domain its files come from); its files are every wheel and
-sdist by filename with their hashes. Works for any PEP 751 lock: stacklock's own,
-uv's ``pylock.toml`` and snapshots of installed environments.
+sdist by filename with their hashes; a ``vcs``, ``directory`` or ``archive`` entry
+by its source (url and commit, path, hash), whatever its ``version`` says. Works
+for any PEP 751 lock: stacklock's own, those uv, pip, pdm and pex write, and
+snapshots of installed environments.
+
+:func:`paired_packages` puts the two locks' entries side by side: by name, and by
+marker where a name is listed more than once; the entries of one name left over
+on both sides (``torch`` under two markers for ``+cpu``, one entry for
+``+cu128``) make one pair when each side holds one version of it, so a rebuild
+is one change.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ if TYPE_CHECKING:
 
     from stacklock.lock import Lock, LockedPackage
 
-__all__ = ["ComparedPackage", "compared_packages"]
+__all__ = ["ComparedPackage", "compared_packages", "paired_packages"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,6 +49,7 @@ class ComparedPackage:
     files: Mapping[str, Mapping[str, str]]  # filename -> {algorithm: digest}
     record: str | None  # a snapshot's sha256 of the installed RECORD file
     key_path: str  # "locks/x.toml: packages[3]", for messages
+    marker: str | None = None
 
     @property
     def index(self) -> str | None:
@@ -49,19 +58,66 @@ class ComparedPackage:
 
 def compared_packages(lock: Lock) -> dict[str, ComparedPackage]:
     """The lock's packages keyed by name (``name; marker`` for a repeated name)."""
-    seen = [_compared(p, f"{lock.path}: packages[{i}]")
+    seen = [_compared(p, f"{lock.path}: packages[{i}]", lock)
             for i, p in enumerate(lock.packages)]
     counts = Counter(c.name for c in seen)
-    out: dict[str, ComparedPackage] = {}
-    for compared, package in zip(seen, lock.packages, strict=True):
-        key = compared.name
-        if counts[key] > 1:
-            key = f"{key}; {package.marker}" if package.marker else compared.key_path
-        out[key] = compared
+    return {_key(c, counts[c.name] > 1): c for c in seen}
+
+
+def _key(view: ComparedPackage, repeated: bool) -> str:
+    if not repeated:
+        return view.name
+    return f"{view.name}; {view.marker}" if view.marker else view.key_path
+
+
+Pair = tuple[str, "ComparedPackage | None", "ComparedPackage | None"]
+
+
+def paired_packages(old: Lock, new: Lock) -> list[Pair]:
+    """``(key, old entry, new entry)`` for every package of either lock, sorted
+    by key; an entry is None on the side that lacks it (see the module doc)."""
+    by_name: dict[str, tuple[list[ComparedPackage], list[ComparedPackage]]] = {}
+    for side, lock in enumerate((old, new)):
+        for i, package in enumerate(lock.packages):
+            view = _compared(package, f"{lock.path}: packages[{i}]", lock)
+            by_name.setdefault(view.name, ([], []))[side].append(view)
+    out: list[Pair] = []
+    for name, (before, after) in by_name.items():
+        if len(before) <= 1 and len(after) <= 1:
+            out.append((name, before[0] if before else None,
+                        after[0] if after else None))
+            continue
+        out += _pair_markers(name, before, after)
+    return sorted(out, key=lambda pair: pair[0])
+
+
+def _pair_markers(name: str, before: list[ComparedPackage],
+                  after: list[ComparedPackage]) -> list[Pair]:
+    """Entries of one name listed more than once on a side: the same marker
+    pairs; what is left pairs as one when each side holds one version."""
+    new_by_marker = {v.marker: v for v in after}
+    out: list[Pair] = []
+    left_old = []
+    for view in before:
+        match = new_by_marker.pop(view.marker, None)
+        if match is None:
+            left_old.append(view)
+        else:
+            out.append((_key(view, True), view, match))
+    left_new = list(new_by_marker.values())
+    if (left_old and left_new and len({_identity(v) for v in left_old}) == 1
+            and len({_identity(v) for v in left_new}) == 1):
+        return [*out, (name, left_old[0], left_new[0])]
+    out += [(_key(v, True), v, None) for v in left_old]
+    out += [(_key(v, True), None, v) for v in left_new]
     return out
 
 
-def _compared(package: LockedPackage, key_path: str) -> ComparedPackage:
+def _identity(view: ComparedPackage) -> str:
+    return view.source or str(view.version)
+
+
+def _compared(package: LockedPackage, key_path: str, lock: Lock) -> ComparedPackage:
     entry = package.entry
     files: dict[str, Mapping[str, str]] = {}
     url = None
@@ -83,7 +139,7 @@ def _compared(package: LockedPackage, key_path: str) -> ComparedPackage:
     return ComparedPackage(
         name=package.name,
         version=package.version,
-        source=_source_identity(package),
+        source=_source_identity(package, snapshot=lock.snapshot is not None),
         index_name=package.tool.index_name,
         index_url=strip_credentials(entry.index) if entry.index else None,
         domain=_domain(url),
@@ -91,6 +147,7 @@ def _compared(package: LockedPackage, key_path: str) -> ComparedPackage:
         files=files,
         record=package.tool.record_sha256,
         key_path=key_path,
+        marker=str(package.marker) if package.marker is not None else None,
     )
 
 
@@ -107,14 +164,16 @@ def _file_name(name: str | None, path: str | None, url: str | None) -> str | Non
     return unquote(last) if "%" in last else last
 
 
-def _source_identity(package: LockedPackage) -> str | None:
+def _source_identity(package: LockedPackage, *, snapshot: bool) -> str | None:
+    """The source a vcs, directory or archive entry installs from; a
+    snapshot's directory only says where a version was found installed."""
     entry = package.entry
     if entry.vcs is not None:
         where = entry.vcs.url or entry.vcs.path or ""
         return f"{strip_credentials(where)}@{entry.vcs.commit_id}"
     if entry.archive is not None:
         return _hash_text(entry.archive.hashes)
-    if entry.directory is not None:
+    if entry.directory is not None and not (snapshot and package.version):
         return entry.directory.path
     return None
 

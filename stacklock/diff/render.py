@@ -35,6 +35,7 @@ _REVIEW_ORDER = (
     "upgraded",
     "downgraded",
     "replaced",
+    "marker-changed",
     "added",
     "removed",
 )

@@ -54,10 +54,21 @@ def flat_stack(lock: Lock) -> dict[str, Value] | None:
     for key, value in info.to_dict().items():
         if key not in _IGNORED_KEYS:
             _flatten(_RENAMED_TABLES.get(key, key), value, flat)
+    return {**flat, **lock_fields(lock)}
+
+
+def lock_fields(lock: Lock) -> dict[str, Value]:
+    """What PEP 751 says of the whole lock, compared for every lock: the Python
+    and environments it installs on, its extras and dependency groups."""
+    flat: dict[str, Value] = {}
     if lock.requires_python is not None:
         flat["requires-python"] = str(lock.requires_python)
-    if lock.environments:
-        flat["environments"] = [str(m) for m in lock.environments]
+    for key, values in (("environments", lock.environments),
+                        ("extras", lock.extras),
+                        ("dependency-groups", lock.dependency_groups),
+                        ("default-groups", lock.default_groups)):
+        if values:
+            flat[key] = [str(v) for v in values]
     return flat
 
 
@@ -121,9 +132,14 @@ def diff_stack(
                    if flat is None]
         note = (
             f"{' and '.join(missing)} {'has' if len(missing) == 1 else 'have'} no "
-            "[tool.stacklock] table: toolkit and stack not compared"
+            "[tool.stacklock] table: toolkit and stack not compared (requires-python,"
+            " environments, extras and groups are)"
         )
-        return (), (), (note,)
+        was, now = lock_fields(old), lock_fields(new)
+        fields = tuple(FieldChange(key=k, old=was.get(k), new=now.get(k))
+                       for k in sorted(was.keys() | now.keys())
+                       if was.get(k) != now.get(k))
+        return (), fields, (note,)
     notes: tuple[str, ...] = ()
     keys = before_stack.keys() | after_stack.keys()
     snapshot = is_snapshot(old) or is_snapshot(new)

@@ -11,11 +11,24 @@ from stacklock.install.early import find_base_python
 from stacklock.install.interpreter import probe_interpreter
 from stacklock.install.layout import VenvLayout, current_generation, new_generation
 from stacklock.install.plan import InstallPlan, Interpreter, assemble, make_plan
-from stacklock.install.preflight import check_places, run_preflight, toolkit_installed
+from stacklock.install.preflight import (
+    check_lock_fits,
+    check_places,
+    run_preflight,
+    toolkit_installed,
+)
 from stacklock.install.read import python_request, read_installable
 from stacklock.install.replay import recall, replay_key
+from stacklock.install.selection import (
+    Wanted,
+    refuse_builds,
+    refuse_unhashed,
+    select_packages,
+    selection_notes,
+)
 
 if TYPE_CHECKING:
+    from stacklock.install.selection import Selected
     from stacklock.lock import Lock
     from stacklock.runner import Runner
     from stacklock.store import ArtifactStore
@@ -80,9 +93,14 @@ def decide(
     installer_log: Path,
     generation: int | None,
     replay: bool,
+    wanted: Wanted | None = None,
 ) -> Decided:
     """Plan and preflight: replayed when this lock and interpreter were planned
-    before (``replay``), else from the lock (read, probe, plan, every check)."""
+    before (``replay``), else from the lock (read, probe, the lock-wide checks,
+    ``Pylock.select()`` with what is ``wanted``, plan, every other check). A
+    plan with ``--extra``/``--group``/``--no-build`` is never replayed."""
+    wanted = wanted or Wanted()
+    replay = replay and wanted == Wanted()
     key = None
     if replay and python is not None:
         key = replay_key(lock_path, python)
@@ -96,11 +114,19 @@ def decide(
         python = find_base_python(python_request(lock), uv=uv, runner=runner)
         key = replay_key(lock_path, python) if replay else None
     interp = probe_interpreter(python, runner=runner, cache=cache)
+    check_lock_fits(lock, interp)
+    selected = select_packages(lock, interp, extras=wanted.extras,
+                               groups=wanted.groups)
+    refuse_unhashed(selected, lock)
+    if wanted.no_build:
+        refuse_builds(selected, lock.path)
     plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
                           toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
-                          link_cuda_at=link_cuda_at, generation=generation)
+                          link_cuda_at=link_cuda_at, generation=generation,
+                          selected=selected, wanted=wanted)
     notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
-                          installer_log=installer_log)
+                          installer_log=installer_log, selected=selected)
+    notes += selection_notes(selected, interp)
     if present is not None and lock.cuda is not None:
         notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
     return Decided(plan=plan, notes=tuple(notes), lock=lock, interp=interp, key=key)
@@ -117,6 +143,8 @@ def _plan(
     no_toolkit: bool,
     link_cuda_at: Path | None,
     generation: int | None,
+    selected: list[Selected],
+    wanted: Wanted,
 ) -> tuple[InstallPlan, Path | None]:
     """The plan, and the prefix that already holds the lock's toolkit, if any;
     ``generation`` is the number a head start already builds."""
@@ -131,7 +159,7 @@ def _plan(
     cached = {
         sha: hit
         for p in lock.packages
-        for w in p.files
+        for w in p.all_files
         if (sha := wheel_sha256(w)) and (hit := store.path_for(sha)) is not None
     }
     plan = make_plan(
@@ -148,5 +176,7 @@ def _plan(
         toolkit_present=present,
         link_cuda=link_cuda_at,
         runfile_cached=bool(toolkit and toolkit.sha256 and store.has(toolkit.sha256)),
+        selected=selected,
+        selection=wanted.uv_options(),
     )
     return plan, prefix if present else None

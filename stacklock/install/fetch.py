@@ -54,7 +54,8 @@ def _prefetch_wheels(
     store; uv then reads them by ``path``."""
     from stacklock.lock import wheel_sha256
 
-    urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.files if w.url}
+    urls = {wheel_sha256(w): w.url for p in lock.packages for w in p.all_files
+            if w.url}
     local = dict(plan.local_wheels)
     for item in _store_items(plan, prefetch=prefetch):
         url = urls.get(item.sha256)

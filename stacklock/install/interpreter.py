@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import InstallError
 from stacklock.install.early import find_base_python
-from stacklock.install.plan import Interpreter
+from stacklock.install.selection import Interpreter
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from stacklock.runner import Runner
 
 __all__ = [
+    "Interpreter",
     "find_base_python",
     "interpreter_key",
     "probe_interpreter",
@@ -50,6 +51,7 @@ env = {
 }
 print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
 """
+
 
 
 def _probe_entry(python: str, cache: Path) -> Path | None:

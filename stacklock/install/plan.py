@@ -11,17 +11,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.pylock import PackageArchive, PackageDirectory, PackageVcs
+from packaging.utils import canonicalize_name
+
 from stacklock.errors import LockError
 from stacklock.install.layout import VenvLayout
+from stacklock.install.selection import Interpreter
 from stacklock.install.uvsteps import BUILD_CONFIG_NAME, UV_LOCK_NAME, uv_commands
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from packaging.pylock import PackageSdist, PackageWheel
     from packaging.tags import Tag
 
+    from stacklock.install.selection import Selected
     from stacklock.lock import CudaEntry, Lock, LockedPackage
 
 __all__ = [
@@ -43,20 +48,8 @@ DRIVER_FLAGS = ("--driver", "--kernelobjects", "--run-nvidia-xconfig", "--dkms")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Interpreter:
-    """The python the new venv is built from, as it reports itself."""
-
-    path: str
-    version: str
-    machine: str
-    glibc: tuple[int, int] | None
-    marker_env: Mapping[str, str]
-    tags: tuple[Tag, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
 class Download:
-    kind: str  # "wheel" | "sdist" | "runfile"
+    kind: str  # "wheel" | "sdist" | "vcs" | "directory" | "archive" | "runfile"
     filename: str
     url: str  # redacted
     size: int | None
@@ -121,11 +114,17 @@ class InstallPlan:
         }
 
 
-def applicable(lock: Lock, env: Mapping[str, str]) -> list[LockedPackage]:
-    """The packages whose marker holds in ``env`` (what uv will install)."""
-    return [
-        p for p in lock.packages if p.marker is None or p.marker.evaluate(dict(env))
-    ]
+def applicable(lock: Lock, env: Mapping[str, str], *, extras: Collection[str] = (),
+               groups: Collection[str] | None = None) -> list[LockedPackage]:
+    """The packages whose marker holds in ``env`` (what uv will install): PEP
+    751 markers see ``extras`` and ``dependency_groups`` (the lock's
+    ``default-groups`` unless ``groups`` names others), as ``Pylock.select()``."""
+    lock_env: dict[str, str | frozenset[str]] = {
+        **env, "extras": frozenset(canonicalize_name(e) for e in extras),
+        "dependency_groups": frozenset(lock.default_groups if groups is None
+                                       else groups)}
+    return [p for p in lock.packages
+            if p.marker is None or p.marker.evaluate(lock_env, "lock_file")]
 
 
 _RANK: list[tuple[Sequence[Tag], dict[Tag, int]]] = []
@@ -146,7 +145,8 @@ def _rank(tags: Sequence[Tag]) -> dict[Tag, int]:
 def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
                ) -> PackageWheel | PackageSdist | None:
     """The wheel uv picks: the one whose best tag comes first in ``tags``; the
-    sdist of a package locked as one (uv builds it)."""
+    sdist of a package locked as one (uv builds it). Used by pack, whose locks
+    stacklock wrote; install asks ``Pylock.select()``."""
     if pkg.sdist is not None:
         return pkg.sdist
     from stacklock.lock import wheel_tags
@@ -158,20 +158,6 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
         if (ranks := [rank[t] for t in wheel_tags(w) if t in rank])
     ]
     return pkg.wheels[min(scored)[2]] if scored else None
-
-
-def build_flags(packages: Sequence[LockedPackage],
-                config: Path | None = None) -> tuple[str, ...]:
-    """uv's flags so that exactly the locked sdists are built: ``--no-build``
-    when there are none, else every package binary-only but those; and the
-    uv config file ``config`` where :func:`build_config` has something to say."""
-    built = sorted(p.name for p in packages if p.sdist is not None)
-    if not built:
-        return ("--no-build",)
-    extra = (("--config-file", str(config))
-             if config is not None and build_config(packages) else ())
-    return ("--only-binary", ":all:",
-            *(flag for name in built for flag in ("--no-binary", name)), *extra)
 
 
 def build_config(packages: Sequence[LockedPackage]) -> str | None:
@@ -215,34 +201,44 @@ def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, .
     return tuple(args)
 
 
-def _wheel_downloads(
-    packages: Sequence[LockedPackage],
-    interpreter: Interpreter,
-    cached: Mapping[str, Path],
-) -> tuple[list[Download], dict[str, str]]:
-    """The wheel each package installs from, and those already in the store."""
+def _download(chosen: Selected, lock_path: str,
+              cached: Mapping[str, Path]) -> tuple[Download, str | None]:
+    """The download of one selected package, and its stored copy, if any. A
+    vcs or directory source has no hash (PEP 751): the commit id pins a vcs
+    checkout; uv reads a directory as it is."""
+    from stacklock.install.selection import describe
     from stacklock.lock import wheel_sha256
 
+    source = chosen.source
+    if isinstance(source, PackageVcs | PackageDirectory):
+        url = describe(source, lock_path)
+        if isinstance(source, PackageVcs):
+            url = f"{source.type}+{redact_url(url)}"
+        return Download(kind=chosen.kind, filename=describe(source, lock_path),
+                        url=url, size=None, sha256="",
+                        cached=isinstance(source, PackageDirectory)), None
+    sha256 = wheel_sha256(source) or ""
+    hit = cached.get(sha256)
+    url = source.url or source.path or ""
+    filename = (source.filename if not isinstance(source, PackageArchive)
+                else url.rsplit("/", 1)[-1].split("?")[0])
+    return Download(
+        kind=chosen.kind, filename=filename, url=redact_url(url), size=source.size,
+        sha256=sha256,
+        cached=hit is not None or source.url is None,  # a local path
+    ), str(hit) if hit is not None else None
+
+
+def _downloads(selected: Sequence[Selected], lock_path: str,
+               cached: Mapping[str, Path]) -> tuple[list[Download], dict[str, str]]:
+    """What each selected package installs from, and those already stored."""
     downloads = []
     local: dict[str, str] = {}
-    for pkg in packages:
-        wheel = best_wheel(pkg, interpreter.tags)
-        if wheel is None:
-            continue  # preflight reports it
-        sha256 = wheel_sha256(wheel) or ""
-        hit = cached.get(sha256)
+    for chosen in selected:
+        download, hit = _download(chosen, lock_path, cached)
+        downloads.append(download)
         if hit is not None:
-            local[sha256] = str(hit)
-        downloads.append(
-            Download(
-                kind="wheel" if pkg.sdist is None else "sdist",
-                filename=wheel.filename,
-                url=redact_url(wheel.url or wheel.path or ""),
-                size=wheel.size,
-                sha256=sha256,
-                cached=hit is not None or wheel.url is None,  # a local path
-            )
-        )
+            local[download.sha256] = hit
     return downloads, local
 
 
@@ -293,6 +289,8 @@ class Choices:
     packages: tuple[tuple[str, str], ...]
     downloads: tuple[Download, ...]
     build: tuple[str, ...]
+    selection: tuple[str, ...] = ()  # --extra/--group as uv takes them
+    hashes: bool = True  # --require-hashes: no vcs or directory source
 
 
 def assemble(
@@ -329,7 +327,9 @@ def assemble(
         python=python,
         packages=choices.packages,
         downloads=downloads,
-        commands=uv_commands(uv, python, gen_dir, uv_lock, choices.build),
+        commands=uv_commands(uv, python, gen_dir, uv_lock, choices.build,
+                             options=choices.selection,
+                             require_hashes=choices.hashes),
         toolkit=toolkit,
         toolkit_prefix=kit.prefix,
         runfile_command=kit.command,
@@ -354,16 +354,26 @@ def make_plan(
     toolkit_present: bool,
     link_cuda: Path | None,
     runfile_cached: bool,
+    selected: Sequence[Selected],
+    selection: Sequence[str] = (),
 ) -> InstallPlan:
     """The whole install as data. ``cached`` maps sha256 -> a file already here;
     ``replaced_generation`` is the number the current venv has (or gets, when a
-    plain venv is adopted), which names its snapshot."""
-    packages = applicable(lock, interpreter.marker_env)
-    downloads, local = _wheel_downloads(packages, interpreter, cached)
+    plain venv is adopted), which names its snapshot. ``selected`` is what
+    :func:`~stacklock.install.selection.select_packages` chose, ``selection``
+    the ``--extra``/``--group`` options uv gets to choose the same."""
+    from stacklock.install.selection import build_flags
+
+    downloads, local = _downloads(selected, lock.path, cached)
     config = VenvLayout(venv=venv).work_dir(generation) / BUILD_CONFIG_NAME
-    choices = Choices(packages=tuple((p.name, str(p.version)) for p in packages),
-                      downloads=tuple(downloads),
-                      build=build_flags(packages, config))
+    choices = Choices(
+        packages=tuple((s.package.name, str(s.package.version or ""))
+                       for s in selected),
+        downloads=tuple(downloads), build=build_flags(selected, config=(
+            ("--config-file", str(config))
+            if build_config([s.package for s in selected]) else ())),
+        selection=tuple(selection),
+        hashes=not any(d.kind in ("vcs", "directory") for d in downloads))
     toolkit = lock.cuda if install_toolkit and lock.cuda else None
     kit = _toolkit_plan(toolkit, toolkit_prefix=toolkit_prefix,
                         present=toolkit_present, runfile_cached=runfile_cached,

@@ -14,17 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
 from stacklock.errors import CudaError, PreflightError
-from stacklock.install.plan import Interpreter, applicable, best_wheel
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
+    from stacklock.cuda.catalog import Catalog
     from stacklock.install.plan import InstallPlan
+    from stacklock.install.selection import Interpreter, Selected
     from stacklock.lock import Lock
 
 __all__ = [
     "INSTALLER_LOG",
     "Problem",
+    "check_lock_fits",
     "check_places",
     "run_preflight",
     "toolkit_installed",
@@ -68,35 +73,44 @@ def _writable_base(path: Path) -> Path:
     return probe
 
 
-def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
-    from packaging.version import InvalidVersion, Version
+def _python(interp: Interpreter) -> Version | None:
+    try:
+        return Version(interp.marker_env.get("python_full_version",
+                                             interp.version).split("+")[0])
+    except InvalidVersion:
+        return None
 
+
+def check_lock_fits(lock: Lock, interp: Interpreter) -> None:
+    """PEP 751's two lock-wide checks, before any package marker is evaluated
+    (a marker may name ``dependency_groups``): one line each."""
+    problems = []
+    version = _python(interp)
+    if lock.requires_python and version and version not in lock.requires_python:
+        problems.append(Problem(
+            check="python",
+            message=f"{interp.path} is {interp.version}; the lock requires-python "
+            f"{lock.requires_python}",
+            hint=f"pass --python with a python {lock.requires_python}"))
+    env = dict(interp.marker_env)
+    if lock.environments and not any(m.evaluate(env) for m in lock.environments):
+        problems.append(Problem(
+            check="target",
+            message=f"python {interp.version} on {interp.machine} is none of the "
+            f"lock's environments ({'; '.join(str(m) for m in lock.environments)})",
+            hint="install with --python matching the lock, or re-resolve for here"))
+    if problems:
+        raise PreflightError(problems)
+
+
+def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
+    """The platform and glibc a stacklock lock was resolved for. Python and
+    the lock's environments were checked first (:func:`check_lock_fits`);
+    which wheel fits is
+    ``Pylock.select()``'s (:mod:`~stacklock.install.selection`)."""
     from stacklock.target import PLATFORMS
 
     out: list[Problem] = []
-    env = dict(interp.marker_env)
-    if lock.environments and not any(m.evaluate(env) for m in lock.environments):
-        out.append(
-            Problem(
-                check="target",
-                message=f"python {interp.version} on {interp.machine} is none of the "
-                f"lock's environments ({'; '.join(str(m) for m in lock.environments)})",
-                hint="install with --python matching the lock, or re-resolve for here",
-            )
-        )
-    try:
-        version = Version(interp.version.split("+")[0])
-    except InvalidVersion:
-        version = None
-    if lock.requires_python and version and version not in lock.requires_python:
-        out.append(
-            Problem(
-                check="python",
-                message=f"{interp.path} is {interp.version}; the lock requires-python "
-                f"{lock.requires_python}",
-                hint=f"pass --python with a python {lock.requires_python}",
-            )
-        )
     target = lock.target
     platform = target.platform if target is not None else ""
     if platform and platform in PLATFORMS and PLATFORMS[platform][0] != interp.machine:
@@ -119,29 +133,51 @@ def _check_target(lock: Lock, interp: Interpreter) -> list[Problem]:
                     hint="use a newer OS or re-resolve with an older target.manylinux",
                 )
             )
-    if interp.tags and not out:
-        for pkg in applicable(lock, env):
-            if best_wheel(pkg, interp.tags) is None:
-                names = ", ".join(w.filename for w in pkg.wheels)
-                out.append(
-                    Problem(
-                        check="wheels",
-                        message=f"{pkg.name} {pkg.version}: no wheel fits this "
-                        f"interpreter ({names})",
-                        hint="re-resolve the lock for this python/platform",
-                    )
-                )
     return out
 
 
-def _check_driver(lock: Lock, allow_no_gpu: bool, notes: list[str]) -> list[Problem]:
-    """The driver runs the lock's toolkit and the CUDA its wheels target."""
-    if lock.cuda is None and all(p.cuda is None for p in lock.packages):
+def _foreign_cuda(lock: Lock, selected: Sequence[Selected], notes: list[str]
+                  ) -> dict[str, str]:
+    """A lock another tool wrote: the CUDA its selected wheels target, inferred
+    (and said) from what it holds; {} for a CPU lock."""
+    if lock.stack is not None or lock.snapshot is not None or not any(
+            "+cu" in str(s.package.version) or s.package.name.startswith("nvidia-")
+            for s in selected):
+        return {}  # the CUDA catalog and driver code are not loaded
+    from stacklock.cuda.driver import describe_inferred, infer_cuda
+
+    inferred = infer_cuda([s.package for s in selected])
+    if inferred:
+        notes.append(describe_inferred(inferred))
+    return {name: target.cuda for name, target in inferred.items()}
+
+
+def _known(inferred: Mapping[str, str], catalog: Catalog) -> dict[str, str]:
+    """An inferred CUDA the catalog does not list (a library whose own version
+    runs past the newest toolkit the catalog knows) checked as its major."""
+    out = {}
+    for name, cuda in inferred.items():
+        try:
+            catalog.get(cuda, series=True)
+        except CudaError:
+            cuda = cuda.split(".")[0]
+        out[name] = cuda
+    return out
+
+
+def _check_driver(lock: Lock, allow_no_gpu: bool, notes: list[str],
+                  selected: Sequence[Selected] = ()) -> list[Problem]:
+    """The driver runs the lock's toolkit and the CUDA its wheels target (as
+    recorded by stacklock, or inferred for a lock another tool wrote)."""
+    inferred = _foreign_cuda(lock, selected, notes)
+    if (lock.cuda is None and not inferred
+            and all(p.cuda is None for p in lock.packages)):
         return []  # a CPU lock: the CUDA catalog and driver code are not loaded
     from stacklock.cuda.catalog import load_catalog
     from stacklock.cuda.driver import check_driver, lock_cuda, read_driver
 
     toolkit, wheels = lock_cuda(lock)
+    wheels = {**_known(inferred, load_catalog()), **wheels}
     try:
         driver = read_driver()
     except CudaError as exc:
@@ -269,11 +305,14 @@ def run_preflight(
     cache: Path,
     allow_no_gpu: bool,
     installer_log: Path = INSTALLER_LOG,
+    selected: Sequence[Selected] = (),
 ) -> list[str]:
-    """Raise :class:`PreflightError` listing every problem; return notes."""
+    """Raise :class:`PreflightError` listing every problem; return notes.
+    ``selected``: what installs, whose CUDA a foreign lock's driver check
+    infers."""
     notes: list[str] = []
     problems = _check_target(lock, interp)
-    problems += _check_driver(lock, allow_no_gpu, notes)
+    problems += _check_driver(lock, allow_no_gpu, notes, selected)
     problems += _place_problems(plan, cache=cache, installer_log=installer_log)
     if problems:
         raise PreflightError(problems)

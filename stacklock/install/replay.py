@@ -102,6 +102,9 @@ def replayable(plan: InstallPlan, lock: Lock) -> bool:
         plan.toolkit is None
         and lock.cuda is None
         and all(p.cuda is None for p in lock.packages)
+        and (lock.stack is not None  # a foreign lock's CUDA is inferred each time
+             or not any(p.name.startswith("nvidia-") or "+cu" in str(p.version)
+                        for p in lock.packages))
         and not plan.local_wheels
         and all(d.kind == "wheel" and not d.cached for d in plan.downloads)
         and not any(f.path for p in lock.packages for f in p.files)

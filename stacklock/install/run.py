@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from stacklock.install.early import HeadStart
     from stacklock.install.plan import InstallPlan
+    from stacklock.install.selection import Wanted
     from stacklock.lock import Lock
     from stacklock.validate.report import ValidateResult
 
@@ -195,7 +196,7 @@ def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
         dists = read_distributions(layout.generation_dir(n) / "bin" / "python")
     except StacklockError:
         return None
-    lock = read_installable(plan.lock_path)
+    lock = _installed_part(read_installable(plan.lock_path), plan)
     return n if check_distributions(lock, dists).status == PASS else None
 
 
@@ -210,6 +211,18 @@ def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
                                 allow_no_gpu=allow_no_gpu, report_dir=folder)
     except StacklockError as exc:  # installed fine; validation could not run
         return f"validate could not run: {exc}"
+
+
+def _installed_part(lock: Lock, plan: InstallPlan) -> Lock:
+    """The lock as validate should hold the new venv to it: the packages the
+    plan installed (a lock another tool wrote also lists other platforms'
+    packages, other groups' and other extras')."""
+    names = {name for name, _ in plan.packages}
+    if all(p.name in names for p in lock.packages):
+        return lock
+    from dataclasses import replace
+
+    return replace(lock, packages=tuple(p for p in lock.packages if p.name in names))
 
 
 def install_lock(
@@ -233,6 +246,7 @@ def install_lock(
     prefetch: bool = False,
     cuda_link: Path = DEFAULT_CUDA_LINK,
     head: HeadStart | None = None,
+    wanted: Wanted | None = None,
     reinstall: bool = False,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
@@ -254,6 +268,8 @@ def install_lock(
     ``head`` is uv already building the next generation
     (:mod:`~stacklock.install.early`), started under the venv's install lock:
     install adopts it when the plan runs exactly its commands, else stops it.
+    ``wanted``: the extras and dependency groups to install (default: the
+    lock's ``default-groups``), and ``--no-build``.
     """
     if report_dir is not None:  # a bad --report fails now, not after the install
         check_writable(report_dir / "report.json", example="report.json")
@@ -273,7 +289,7 @@ def install_lock(
         link_cuda_at=link_cuda_at, allow_no_gpu=allow_no_gpu,
         installer_log=installer_log,
         generation=head.generation if head is not None else None,
-        replay=not prefetch)
+        replay=not prefetch, wanted=wanted)
     plan, lock, notes = decided.plan, decided.lock, list(decided.notes)
     if dry_run:
         return InstallResult(plan=plan, dry_run=True, notes=tuple(notes))
@@ -310,8 +326,8 @@ def install_lock(
         if pruned:
             notes.append(f"removed old generation(s) {', '.join(map(str, pruned))} "
                          f"(the newest {KEEP_GENERATIONS} are kept)")
-    validation = (_validate(lock or read_installable(lock_path), venv,
-                            toolkit_prefix=toolkit_prefix,
+    validation = (_validate(_installed_part(lock or read_installable(lock_path), plan),
+                            venv, toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)
                   if validate else None)
     error = validation if isinstance(validation, str) else None

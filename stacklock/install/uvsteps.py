@@ -17,12 +17,17 @@ BUILD_CONFIG_NAME = "uv-build.toml"  # beside it: uv's config for match-runtime 
 
 
 def uv_commands(uv: str, python: str, generation_dir: Path, uv_lock: Path,
-                build: Sequence[str]) -> tuple[tuple[str, ...], ...]:
-    """``uv venv`` and ``uv pip sync`` of one generation, in that order."""
+                build: Sequence[str], *, options: Sequence[str] = (),
+                require_hashes: bool = True) -> tuple[tuple[str, ...], ...]:
+    """``uv venv`` and ``uv pip sync`` of one generation, in that order.
+    ``options``: ``--extra``/``--group`` choosing what the lock installs;
+    ``require_hashes`` off only for a lock with vcs or directory sources (no
+    hash in PEP 751), where uv still checks every hash the lock gives."""
+    hashes = ("--require-hashes",) if require_hashes else ()
     return (
         (uv, "venv", "--python", python, str(generation_dir)),
         (
             uv, "pip", "sync", "--python", str(generation_dir / "bin" / "python"),
-            "--require-hashes", *build, "--preview-features", "pylock", str(uv_lock),
+            *hashes, *build, *options, "--preview-features", "pylock", str(uv_lock),
         ),
     )  # fmt: skip

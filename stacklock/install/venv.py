@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from packaging.pylock import PackageArchive, PackageDirectory
+
 from stacklock._fs import atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["build_generation", "parse_uv_hash_mismatch"]
 
 
-FileT = TypeVar("FileT", "PackageWheel", "PackageSdist")
+FileT = TypeVar("FileT", "PackageWheel", "PackageSdist", "PackageArchive")
 
 
 def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
@@ -45,7 +47,7 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     from stacklock.lock import wheel_sha256
 
     stored = plan.local_wheels.get(wheel_sha256(wheel) or "")
-    if stored is None:
+    if stored is None or isinstance(wheel, PackageArchive):
         return wheel
     link = wheel_dir / wheel.filename
     link.unlink(missing_ok=True)
@@ -53,18 +55,28 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     return replace(wheel, name=wheel.filename, url=None, path=str(link))
 
 
+def _sources(pkg: LockedPackage) -> list[PackageWheel | PackageSdist
+                                          | PackageArchive | PackageDirectory]:
+    """Everything of ``pkg`` that may name a local ``path``."""
+    entry = pkg.entry
+    return [*pkg.all_files, *(s for s in (entry.archive, entry.directory)
+                              if s is not None)]
+
+
 def _rewrites(plan: InstallPlan, lock: Lock | None) -> bool:
-    """Some file of the lock must point elsewhere for uv: a relative ``path``,
-    or a file in the artifact store. A replayed plan (no lock loaded) never
-    does: :mod:`~stacklock.install.replay` remembers no such plan."""
+    """Some file of the lock must point elsewhere for uv: a relative ``path``
+    (a file, an archive, a directory), or a file in the artifact store. A
+    replayed plan (no lock loaded) never does: :mod:`~stacklock.install.replay`
+    remembers no such plan."""
     if lock is None:
         return False
     from stacklock.lock import wheel_sha256
 
     return any(
         (f.path and not Path(f.path).is_absolute())
-        or wheel_sha256(f) in plan.local_wheels
-        for p in lock.packages for f in p.files
+        or (not isinstance(f, PackageDirectory)
+            and wheel_sha256(f) in plan.local_wheels)
+        for p in lock.packages for f in _sources(p)
     )
 
 
@@ -86,12 +98,18 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock | None) -> None:
     wheel_dir = plan.uv_lock_path.parent / "wheels"
     wheel_dir.mkdir(parents=True, exist_ok=True)
 
+    here = plan.lock_path.parent.resolve()
+
     def local(pkg: LockedPackage) -> LockedPackage:
-        if pkg.sdist is not None:  # built by uv from the stored sdist
-            sdist = _local_wheel(plan, pkg.sdist, wheel_dir)
-            return replace(pkg, entry=replace(pkg.entry, sdist=sdist))
-        wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels]
-        return replace(pkg, entry=replace(pkg.entry, wheels=wheels))
+        entry = pkg.entry
+        wheels = [_local_wheel(plan, w, wheel_dir) for w in pkg.wheels] or None
+        sdist = entry.sdist and _local_wheel(plan, entry.sdist, wheel_dir)
+        archive = entry.archive and _local_wheel(plan, entry.archive, wheel_dir)
+        directory = entry.directory
+        if directory is not None and not Path(directory.path).is_absolute():
+            directory = replace(directory, path=str(here / directory.path))
+        return replace(pkg, entry=replace(entry, wheels=wheels, sdist=sdist,
+                                          archive=archive, directory=directory))
 
     from stacklock.lock.write import dump_lock  # tomlkit: only for a rewritten copy
 

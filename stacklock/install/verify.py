@@ -44,7 +44,8 @@ def _installed(generation: Path) -> dict[str, set[Version]]:
 
 def check_generation(plan: InstallPlan) -> None:
     """Raise InstallError unless generation ``plan.generation`` holds a venv
-    with every package of the plan at its version."""
+    with every package of the plan at its version (any version for a vcs or
+    directory source the lock gives none: PEP 751 leaves it out)."""
     gen = plan.generation_dir
     python = gen / "bin" / "python"
     if not (gen / "pyvenv.cfg").is_file() or not os.access(python, os.X_OK):
@@ -54,7 +55,7 @@ def check_generation(plan: InstallPlan) -> None:
     missing = []
     for name, version in plan.packages:
         versions = installed.get(canonicalize_name(name), set())
-        if Version(version) not in versions:
+        if (Version(version) not in versions) if version else not versions:
             found = ", ".join(sorted(str(v) for v in versions)) or "absent"
             missing.append(f"{name} {version} ({found})")
     if missing:

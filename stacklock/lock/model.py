@@ -22,7 +22,15 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from packaging.markers import Marker
-    from packaging.pylock import Package, PackageSdist, PackageWheel
+    from packaging.pylock import (
+        Package,
+        PackageArchive,
+        PackageDirectory,
+        PackageSdist,
+        PackageVcs,
+        PackageWheel,
+        Pylock,
+    )
     from packaging.requirements import Requirement
     from packaging.specifiers import SpecifierSet
     from packaging.tags import Tag
@@ -34,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Lock", "LockedPackage", "wheel_sha256", "wheel_tags"]
 
 
-def wheel_sha256(wheel: PackageWheel | PackageSdist) -> str | None:
+def wheel_sha256(wheel: PackageWheel | PackageSdist | PackageArchive) -> str | None:
     """The wheel's (or sdist's) sha256 (lower case), None when the lock records
     another hash."""
     sha = wheel.hashes.get("sha256")
@@ -81,6 +89,19 @@ class LockedPackage:
         return (self.sdist,) if self.sdist is not None else self.wheels
 
     @property
+    def all_files(self) -> tuple[PackageWheel | PackageSdist, ...]:
+        """Every hashed file of the entry: its wheels and its sdist (another
+        tool locks both; uv picks one for the target)."""
+        sdist = (self.entry.sdist,) if self.entry.sdist is not None else ()
+        return self.wheels + sdist
+
+    @property
+    def source(self) -> PackageVcs | PackageDirectory | PackageArchive | None:
+        """The entry's PEP 751 ``vcs``, ``directory`` or ``archive``, if any: a
+        source that is neither a wheel nor an sdist of an index."""
+        return self.entry.vcs or self.entry.directory or self.entry.archive
+
+    @property
     def cuda(self) -> str | None:
         return self.tool.cuda
 
@@ -103,6 +124,24 @@ class Lock:
     stack: StackInfo | None = None
     snapshot: SnapshotInfo | None = None
     source: str = ""
+    extras: tuple[str, ...] = ()
+    dependency_groups: tuple[str, ...] = ()
+    default_groups: tuple[str, ...] = ()
+
+    def to_pylock(self) -> Pylock:
+        """The PEP 751 part as packaging models it, for ``Pylock.select()``
+        (each package the very ``entry`` of :attr:`packages`)."""
+        from packaging.pylock import Pylock
+
+        return Pylock(
+            lock_version=self.lock_version,
+            environments=list(self.environments) or None,
+            requires_python=self.requires_python,
+            extras=[canonicalize_name(e) for e in self.extras],
+            dependency_groups=list(self.dependency_groups),
+            default_groups=list(self.default_groups),
+            created_by=self.created_by,
+            packages=[p.entry for p in self.packages])
 
     @cached_property
     def by_name(self) -> Mapping[NormalizedName, LockedPackage]:

@@ -129,7 +129,10 @@ def parse_lock_document(data: Mapping[str, object], *, path: str,
                 environments=tuple(pylock.environments or ()),
                 requires_python=pylock.requires_python,
                 created_by=pylock.created_by, packages=packages, stack=stack,
-                snapshot=snapshot, source=source)
+                snapshot=snapshot, source=source,
+                extras=tuple(pylock.extras or ()),
+                dependency_groups=tuple(pylock.dependency_groups or ()),
+                default_groups=tuple(pylock.default_groups or ()))
 
 
 def _check_unique(packages: Sequence[Package], path: str) -> None:

@@ -144,6 +144,9 @@ def render_lock(lock: Lock) -> str:
         ("environments", [_marker(m) for m in lock.environments] or None),
         ("requires-python", str(lock.requires_python) if lock.requires_python
          else None),
+        ("extras", list(lock.extras) or None),
+        ("dependency-groups", list(lock.dependency_groups) or None),
+        ("default-groups", list(lock.default_groups) or None),
         ("created-by", lock.created_by)))
     if not lock.packages:
         head += "packages = []\n"

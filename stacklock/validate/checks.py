@@ -97,8 +97,10 @@ def _installed(dists: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _same_version(a: str, b: Version | None) -> bool:
+    """``a`` installed is ``b`` locked; any version where the lock gives none
+    (a PEP 751 vcs or directory entry, pinned by commit or path)."""
     try:
-        return b is not None and Version(a) == b
+        return b is None or Version(a) == b
     except InvalidVersion:
         return False
 

@@ -58,6 +58,14 @@ def _versions(path: Path) -> dict[str, str]:
     return {canonicalize_name(p["name"]): p["version"] for p in _read(path)["packages"]}
 
 
+def _markers(path: Path) -> dict[str, str]:
+    """Each package's marker as packaging prints it (the diff shows it so)."""
+    from packaging.markers import Marker
+
+    return {canonicalize_name(p["name"]): str(Marker(p["marker"]))
+            for p in _read(path)["packages"] if "marker" in p}
+
+
 def _package(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in data["packages"] if p["name"] == name)
 
@@ -241,11 +249,27 @@ def test_stacklock_lock_and_uv_lock_of_the_same_requirements() -> None:
     ours, theirs = _versions(LOCK_128), _versions(UV_128)
     diff = diff_lock_files(LOCK_128, UV_128)
     different = {n for n in ours.keys() & theirs.keys() if ours[n] != theirs[n]}
+    marked = {n for n in ours.keys() & theirs.keys()
+              if _markers(LOCK_128).get(n) != _markers(UV_128).get(n)}
     assert {p.name for p in diff.packages} == (
-        different | (ours.keys() ^ theirs.keys())
+        different | marked | (ours.keys() ^ theirs.keys())
     )
     assert not diff.warnings and diff.summary()["index-moves"] == 0
-    assert diff.toolkit == () and diff.stack == ()
+    # uv's lock has no [tool.stacklock]: PEP 751's own lock fields only
+    from packaging.markers import Marker
+
+    def fields(path: Path) -> dict[str, Any]:
+        data = _read(path)
+        out = {"requires-python": data.get("requires-python")}
+        if data.get("environments"):
+            out["environments"] = [str(Marker(m)) for m in data["environments"]]
+        return out
+
+    old, new = fields(LOCK_128), fields(UV_128)
+    assert diff.toolkit == ()
+    assert {f.key: (f.old, f.new) for f in diff.stack} == {
+        key: (old.get(key), new.get(key)) for key in old.keys() | new.keys()
+        if old.get(key) != new.get(key)}
 
 
 def test_stacklock_lock_edited_stack_fields(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from stacklock.install.interpreter import (
     remember_interpreter,
 )
 from stacklock.install.run import install_lock
+from stacklock.install.selection import Wanted
 from stacklock.runner import SubprocessRunner
 from tests.helpers.install_server import SMALL_LOCK, tree_state
 
@@ -58,16 +59,18 @@ def test_a_wheel_without_sha256_is_a_lock_error(tmp_path: Path) -> None:
         install_lock(edited_lock(tmp_path, drop), venv=tmp_path / "env", python=PY)
 
 
-def test_a_package_without_wheel_or_sdist_is_refused(tmp_path: Path) -> None:
+def test_an_archive_is_planned_as_pep751_says(tmp_path: Path) -> None:
     def no_files(data: dict[str, Any]) -> None:  # PEP 751 allows an archive
         del data["packages"][2]["wheels"]
         data["packages"][2].pop("sdist", None)
         data["packages"][2]["archive"] = {"url": "https://example.org/six.zip",
                                           "hashes": {"sha256": "0" * 64}}
 
-    with pytest.raises(LockError, match=r"packages\[2\] \(six\): neither a wheel "
-                       "nor an sdist"):
-        install_lock(edited_lock(tmp_path, no_files), venv=tmp_path / "e", python=PY)
+    result = install_lock(edited_lock(tmp_path, no_files), venv=tmp_path / "e",
+                          python=PY, dry_run=True)
+    (archive,) = [d for d in result.plan.downloads if d.kind == "archive"]
+    assert (archive.url, archive.sha256) == ("https://example.org/six.zip", "0" * 64)
+    assert "--no-binary" in result.plan.commands[1]  # a zip is built by uv
 
 
 def test_an_sdist_without_sha256_is_refused(tmp_path: Path) -> None:
@@ -110,20 +113,49 @@ def test_other_platform_and_newer_glibc(tmp_path: Path) -> None:
     assert problems(tmp_path, lock) == ["platform", "glibc"]
 
 
-def test_wheel_that_fits_no_tag(tmp_path: Path) -> None:
+def test_no_wheel_fits_the_sdist_is_built_as_select_does(tmp_path: Path) -> None:
+    """PEP 751 (and ``Pylock.select()``): no wheel fits, so the sdist; uv builds
+    it for the target, said in one note; ``--no-build`` refuses instead; with
+    no sdist either, one line names the package."""
     def cp27(data: dict[str, Any]) -> None:
         wheel = data["packages"][2]["wheels"][0]
         wheel["url"] = wheel["url"].replace("py2.py3-none-any", "cp27-cp27mu-win32")
 
-    assert problems(tmp_path, edited_lock(tmp_path, cp27)) == ["wheels"]
+    lock = edited_lock(tmp_path, cp27)
+    result = install_lock(lock, venv=tmp_path / "env", python=PY, dry_run=True)
+    (six,) = [d for d in result.plan.downloads if d.filename.startswith("six")]
+    assert (six.kind, six.filename) == ("sdist", "six-1.17.0.tar.gz")
+    assert result.plan.commands[1][-7:-3] == ("--only-binary", ":all:",
+                                              "--no-binary", "six")
+    assert any("uv builds its sdist six-1.17.0.tar.gz" in n for n in result.notes)
+    with pytest.raises(LockError, match=r"six: installs from its sdist .*"
+                       "--no-build refuses"):
+        install_lock(lock, venv=tmp_path / "env", python=PY, dry_run=True,
+                     wanted=Wanted(no_build=True))
+
+    def no_sdist(data: dict[str, Any]) -> None:
+        cp27(data)
+        del data["packages"][2]["sdist"]
+
+    with pytest.raises(LockError, match="No wheel found matching the provided tags "
+                       "for package 'six' at packages\\[2\\]"):
+        install_lock(edited_lock(tmp_path, no_sdist), venv=tmp_path / "env",
+                     python=PY, dry_run=True)
 
 
-def test_not_enough_disk_and_every_problem_at_once(tmp_path: Path) -> None:
-    def huge(data: dict[str, Any]) -> None:
+def test_requires_python_is_checked_first_then_every_problem_at_once(
+        tmp_path: Path) -> None:
+    def python(data: dict[str, Any]) -> None:
         data["requires-python"] = "==3.99.*"
         data["packages"][0]["wheels"][0]["size"] = 10**16  # 10 PB
 
-    assert problems(tmp_path, edited_lock(tmp_path, huge)) == ["python", "disk"]
+    assert problems(tmp_path, edited_lock(tmp_path, python)) == ["python"]
+
+    def huge(data: dict[str, Any]) -> None:
+        data["packages"][0]["wheels"][0]["size"] = 10**16  # 10 PB
+        data["packages"][1]["wheels"][0]["size"] = 10**16
+
+    assert problems(tmp_path, edited_lock(tmp_path, huge)) == ["disk"]
 
 
 def test_cli_prints_each_problem_on_its_own_line_and_exits_2(

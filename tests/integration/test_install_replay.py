@@ -19,10 +19,12 @@ from stacklock.install.plan import make_plan
 from stacklock.install.read import read_installable
 from stacklock.install.replay import replayable
 from stacklock.install.run import install_lock
+from stacklock.install.selection import select_packages
 from stacklock.lock import Lock, parse_lock
 from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from tests.helpers.install_server import DATA, Served, local_lock, sha256
+from tests.helpers.interpreters import target_interpreter
 
 PY = sys.executable
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,10 +149,13 @@ def test_only_plans_uv_carries_alone_are_remembered(tmp_path: Path) -> None:
     verdicts = {}
     for name in ("pypi-small", "pypi-cu130", "blackwell-cu128"):
         lock = read_installable(ROOT / "locks" / f"pylock.{name}.toml")
+        assert lock.target is not None
         plan = make_plan(lock, venv=tmp_path / "env", interpreter=interp, uv="uv",
                          generation=1, replaces=None, replaced_generation=None,
                          cached={}, toolkit_prefix=None, install_toolkit=True,
-                         toolkit_present=False, link_cuda=None, runfile_cached=False)
+                         toolkit_present=False, link_cuda=None, runfile_cached=False,
+                         selected=select_packages(lock, target_interpreter(
+                             lock.target.python, manylinux=lock.target.manylinux)))
         verdicts[name] = replayable(plan, lock)
     # CUDA wheels (the driver check reads the machine), a runfile toolkit
     assert verdicts == {"pypi-small": True, "pypi-cu130": False,
