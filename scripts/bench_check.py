@@ -5,8 +5,8 @@
 
 Cold: an empty cache (a temporary folder), so every wheel is read from the index
 by range requests (its central directory; the shared objects the check needs).
-Warm: the same cache again, so nothing is read. Prints wall time, CPU time, bytes read against the wheels' total size, and
-the wheels that cost the most bytes.
+Warm: the same cache again, so nothing is read. Prints wall time, CPU time,
+bytes read against the wheels' total size, and the wheels that cost the most.
 """
 
 from __future__ import annotations
