@@ -52,10 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
 
 _FORMAT = 1  # of the cache entries (``large`` is new and optional)
-_TAIL = 64 * 1024
+_TAIL = 16 * 1024  # most central directories fit; a larger one is read after
 LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
 LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
 _SMALL = 1 << 20  # members read whole, neighbours in one request
+_PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
 
 
 def _is_large(path: str, compressed: int) -> bool:
@@ -242,7 +243,11 @@ def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
     libraries end it early); with ``skip``, its middle not kept, and read again
     keeping all if the view needs the middle after all."""
     for keep_all in ((False, True) if skip else (True,)):
-        with InflatedMember(remote_zip.iter_member(reader, entry), size=entry.size,
+        # a medium member in pieces of 1 MiB: a view that ends early (NVIDIA's)
+        # costs little more; a large one is read to its end in 8 MiB pieces
+        chunks = remote_zip.iter_member(reader, entry,
+                                        chunk_size=8 * _PIECE if skip else _PIECE)
+        with InflatedMember(chunks, size=entry.size,
                             skip=not keep_all) as streamed:
             try:
                 return _parse(streamed, entry.name, wheel)

@@ -72,7 +72,7 @@ def test_remote_read_equals_the_local_file_and_counts_every_byte(tmp_path):
     assert natives.objects == tuple(objects)
     assert natives.sha256 == SHA
     assert reader.bytes_read == server.sent == reader.bytes_by_wheel[WHEEL.filename]
-    assert server.requests == 1  # the 64 KiB tail holds this 23 KB wheel whole
+    assert server.requests >= 2  # the tail, then the member
 
 
 def test_a_second_read_comes_from_the_cache_by_sha256(tmp_path):
@@ -90,7 +90,7 @@ def test_a_torn_cache_entry_is_read_again(tmp_path):
     entry.write_bytes(entry.read_bytes()[:20])
     server = RangeServer()
     assert _reader(server, tmp_path).read(WHEEL) == first
-    assert server.requests == 1  # read again (the tail holds the wheel whole)
+    assert server.requests >= 2  # read again: the tail, then the member
 
 
 def test_a_wheel_in_the_artifact_store_is_read_from_disk(tmp_path):
