@@ -38,6 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser(argv).parse_args(argv)
+        args.verbosity = args.verbosity or args.loudness  # after the verb, or before
         if args.verbosity > 1:  # -vv: each request, each page read
             import logging
 

@@ -50,7 +50,14 @@ def install(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
-    from stacklock.cli.output import interactive, print_json, progress, say
+    from stacklock.cli.output import (
+        brief,
+        interactive,
+        print_json,
+        progress,
+        say,
+        verbose,
+    )
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
     from stacklock.install.selection import Wanted
@@ -75,5 +82,10 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
                           no_build=args.no_build),
             reinstall=args.reinstall,
         )
-    print_json(result.to_dict()) if args.json else say(args, render_install(result))
+    if args.json:
+        print_json(result.to_dict())
+    else:  # a dry run's plan is the answer: every line; an install's, by phase
+        lines = render_install(result).split("\n")
+        say(args, "\n".join(lines if args.dry_run or verbose(args)
+                             else brief(lines)))
     return 0 if result.ok else 1

@@ -7,7 +7,12 @@ import shutil
 from typing import TYPE_CHECKING
 
 from stacklock.cli.output import parse_index_option, print_json, say
-from stacklock.errors import ProfileError, StacklockError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    ProfileError,
+    StacklockError,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -87,8 +92,15 @@ def links(args: argparse.Namespace) -> int:
             (i.name, i.url) for i in indexes)) as http:
         client = IndexClient(http, cache_dir=cache_dir(), offline=args.offline,
                              refresh=args.refresh)
-        index = indexes[0] if len(indexes) == 1 else (
-            Finder(client, indexes, target).index_for(args.project) or indexes[0])
+        try:
+            index = indexes[0] if len(indexes) == 1 else (
+                Finder(client, indexes, target).index_for(args.project)
+                or indexes[0])
+        except IndexUnreadable as exc:  # name every index that does not answer
+            if not exc.network:
+                raise
+            raise IndexesUnreachable(client.find_unreachable(
+                (i, args.project) for i in indexes)) from None
         report = find_links(args.project, index, target, client=client,
                             exclude_newer=cutoff)
     if args.json:

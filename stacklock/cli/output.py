@@ -22,17 +22,23 @@ __all__ = ["brief", "interactive", "parse_index_option", "print_json", "progress
 # start: what the default output counts instead (label; True: count the
 # comma-separated items after the colon, not the line).
 _DETAIL = (
+    ("passed over ", "passed over (would not load)", False),
     ("override:", "overrides", False),
+    ("direct reference:", "direct references", False),
     ("warning:", "warnings", False),
     ("hashed by download", "hashed by download", True),
     ("cuda warning:", "cuda warnings", False),
-    ("cuda carried:", "cuda carried", False),
+    ("cuda carried:", "cuda carried beside a twin", False),
+    ("cuda allowed:", "cuda allowed by allow-mixed", False),
     ("allowed by [check] allow:", "allowed by [check] allow", False),
     ("not loaded in this stack", "not loaded in this stack", True),
     ("for the system to provide", "sonames for the system to provide", True),
+    ("skipped ", "skipped", False),
 )
 _PHASE = "native check:"  # a line that starts a phase of its own
+_KEEP = ("report:",)  # detail lines shown all the same: where the result is
 
+_COUNTED = re.compile(r"^(\d+) ([^(:]+)")
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")
 
 
@@ -57,18 +63,23 @@ def interactive(args: argparse.Namespace) -> bool:
 
 
 def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
-    """The default output of a report's lines: each phase's headline, its detail
-    lines counted on one line. A phase is the first line (the headline) and
-    each ``native check:`` line; a detail line is one indented under it."""
+    """The default output of a report's lines: each phase's line, its detail
+    lines counted on it. A phase is a line at the left margin, and each
+    ``native check:`` line; a detail line is one indented under it, counted by
+    kind (``_DETAIL``; under a heading ending in ':', as items of it)."""
     out: list[str] = []
     counts: dict[str, int] = {}
+    kept: list[str] = []
 
     def close() -> None:
-        if counts:
-            summary = ", ".join(f"{n} {label}" for label, n in counts.items())
-            out[-1] = (f"{out[-1]}; {summary} ({more})" if out else
-                       f"{summary} ({more})")
-            counts.clear()
+        if counts and out:
+            summary = ", ".join(f"{n} {label}".rstrip() for label, n in
+                                counts.items())
+            glue = " " if out[-1].endswith(":") else "; "
+            out[-1] = f"{out[-1]}{glue}{summary} ({more})"
+        out.extend(kept)
+        counts.clear()
+        kept.clear()
 
     for index, line in enumerate(lines):
         text = line.strip()
@@ -76,10 +87,16 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
             close()
             out.append(line)
             continue
+        if text.startswith(_KEEP):
+            kept.append(line)
+            continue
+        heading = "" if out and out[-1].endswith(":") else "more lines"
         label, items = next(((lb, it) for start, lb, it in _DETAIL
-                             if text.startswith(start)),
-                            (text.partition(":")[0][:40], False))
+                             if text.startswith(start)), (heading, False))
         n = len(text.partition(": ")[2].split(", ")) if items else 1
+        counted = _COUNTED.match(text)  # "3 large libraries ... (why): names"
+        if counted and label == heading:
+            label, n = counted.group(2).strip(), int(counted.group(1))
         counts[label] = counts.get(label, 0) + n
     close()
     return out

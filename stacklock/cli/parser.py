@@ -52,10 +52,17 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="stacklock",
         description="Lock, install, validate and diff GPU software stacks.",
+        epilog="exit codes:\n  0    ok\n  1    the answer is no: a conflict, a "
+               "check that fails, locks that differ\n  2    bad input\n  3    an "
+               "index or host that does not answer\n  130  interrupted\n\n"
+               "example:\n  stacklock resolve pypi-cu130 && stacklock install "
+               "locks/pylock.pypi-cu130.toml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--version", action="version", version=f"stacklock {__version__}"
     )
+    _add_loudness(parser, dest="loudness")  # before the verb too: stacklock -q VERB
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     verb = next((a for a in argv or () if not a.startswith("-")), None)
     adders = _VERBS.values() if verb not in _VERBS else (_VERBS[verb],)
@@ -94,6 +101,15 @@ _EXAMPLES = {
 }
 
 
+def _add_loudness(p: argparse.ArgumentParser, *, dest: str) -> None:
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", dest=dest, action="store_const",
+                      const=-1, help="print errors only (--json output stays)")
+    loud.add_argument("-v", "--verbose", dest=dest, action="count",
+                      help="print every line (-vv: and each request)")
+    p.set_defaults(**{dest: 0})
+
+
 def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
     """Every parser that runs a verb, by its name (``cuda show``)."""
     found = []
@@ -109,12 +125,7 @@ def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentPar
 
 def _finish(name: str, p: argparse.ArgumentParser) -> None:
     """What every verb has: -q / -v, help for --json, an example at the end."""
-    loud = p.add_mutually_exclusive_group()
-    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const",
-                      const=-1, help="print errors only (--json output stays)")
-    loud.add_argument("-v", "--verbose", dest="verbosity", action="count",
-                      help="print every line (-vv: and each request)")
-    p.set_defaults(verbosity=0)
+    _add_loudness(p, dest="verbosity")
     for action in p._actions:
         if action.dest == "json" and action.help is None:
             action.help = _JSON_HELP

@@ -30,6 +30,7 @@ from stacklock.cuda.scrape import (
     runfile_url,
 )
 from stacklock.errors import CudaError
+from stacklock.http import is_network_failure
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,6 +94,7 @@ class _State:
                 f"cannot reach NVIDIA at {url}: {exc.__class__.__name__}: {exc}",
                 hint="the embedded CUDA catalog is used as shipped; retry "
                      "`stacklock cuda refresh` where NVIDIA's site can be reached",
+                network=is_network_failure(exc),
             ) from None
         self.urls_read += 1
         if response.status_code == 404:

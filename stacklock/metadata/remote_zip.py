@@ -274,7 +274,7 @@ def _data_start(reader: RangeReader, entry: Entry, *, prefetch: int) -> int:
 
 
 def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
-                     gap: int = 256 << 10, limit: int = 16 << 20) -> None:
+                     gap: int = 64 << 10, limit: int = 16 << 20) -> None:
     """Read the members ``entries`` into ``reader``'s cache in as few requests
     as their places allow: neighbours less than ``gap`` apart share a request of
     at most ``limit`` bytes (scipy's 111 extension modules: a few requests, not

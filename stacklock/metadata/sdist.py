@@ -31,7 +31,7 @@ import httpx
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError
-from stacklock.http import describe_http_error
+from stacklock.http import describe_http_error, is_network_failure
 from stacklock.index.links import parse_filename, project_of
 from stacklock.metadata.build import (
     BuildPython,
@@ -132,7 +132,7 @@ class SdistReader:
                 f"{link.redacted_url}: cannot read the sdist "
                 f"({describe_http_error(exc)})",
                 hint="check the network or the index, or use --offline with a "
-                "filled cache",
+                "filled cache", network=is_network_failure(exc),
             ) from exc
         except ARCHIVE_ERRORS as exc:
             raise MetadataError(

@@ -31,6 +31,7 @@ findings are kept as ``unloaded``, not blocking.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -126,6 +127,7 @@ _C_FAMILY = re.compile(r"([A-Za-z][A-Za-z0-9]+)_[A-Za-z0-9_]+")
 _MIN_C_FAMILY = 10  # exports with a C prefix before a package is said to own it
 
 
+@functools.cache  # asked for every symbol of every object, most of them again
 def symbol_family(symbol: str) -> str | None:
     """``c++:c10`` for ``_ZN3c104cuda9SetDeviceEi``, ``c:aoti`` for
     ``aoti_torch_get_device``; None for ``std::``, ``memcpy``, ``_Py...``."""
@@ -452,14 +454,13 @@ def _missing_symbols(
         return
     scope, reached = _scope(index, at, obj)
     unread = [m for name in reached for m in index.large.get(name, ())]
-    exported = set(_exports(index, natives, at))
+    exported = [_exports(index, natives, w) for w in scope]  # not copied: 100k
     owners: dict[str, int] = {}  # families another package's libraries export
     for other in scope[1:]:
-        exported |= _exports(index, natives, other)
         for space in index.namespaces[other]:
             owners.setdefault(space, other)
     for symbol in obj.undefined:
-        if symbol in exported:
+        if any(symbol in names for names in exported):
             continue
         owner = owners.get(symbol_family(symbol) or "")
         if owner is None or any(_may_provide(index, natives, wheels, other, path,

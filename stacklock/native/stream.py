@@ -7,6 +7,12 @@ what it has inflated in a spooled temporary file (memory up to a limit, disk
 beyond), so a read can go back without inflating again and memory stays small.
 Reads that never reach the end of the member leave the rest unfetched:
 :attr:`InflatedMember.inflated` says how far it went.
+
+A shared object's loader view is its first pages and, in most large libraries,
+its last ones (the dynamic section and ``.dynstr`` after patchelf): the first
+forward jump of more than :data:`_SKIP` past what is inflated is inflated without
+being kept (350 MB of libtorch_cpu's 451), and a later read in that gap raises
+:class:`Discarded` (the caller reads the member again, keeping all).
 """
 
 from __future__ import annotations
@@ -18,21 +24,32 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["InflatedMember"]
+__all__ = ["Discarded", "InflatedMember"]
 
 _SPOOL = 32 << 20  # inflated bytes kept in memory before spilling to disk
+_SKIP = 16 << 20  # a forward jump this long is inflated without being kept
+
+
+class Discarded(Exception):
+    """A read fell in the part of the member inflated without being kept."""
 
 
 class InflatedMember(io.RawIOBase):
     """Read-only, seekable view of ``size`` bytes produced by ``chunks``."""
 
-    def __init__(self, chunks: Iterator[bytes], *, size: int) -> None:
+    def __init__(self, chunks: Iterator[bytes], *, size: int,
+                 skip: bool = False) -> None:
         super().__init__()
         self._chunks = chunks
         self._size = size
         self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
         self._pos = 0
         self.inflated = 0
+        # kept: [0, _kept) at the start of the spool, then [_gap_end, inflated)
+        self._skip = skip
+        self._kept = -1  # no gap yet
+        self._gap_end = 0
+        self._leftover = b""
 
     def readable(self) -> bool:
         return True
@@ -52,8 +69,18 @@ class InflatedMember(io.RawIOBase):
         end = min(self._pos + len(buffer), self._size)
         if end <= self._pos:
             return 0
+        if self._skip and self._kept < 0 and self._pos - self.inflated > _SKIP:
+            self._skip_to(self._pos)
         self._inflate_to(end)
-        self._spool.seek(self._pos)
+        if self._kept < 0:
+            where = self._pos
+        elif self._pos >= self._gap_end:
+            where = self._kept + self._pos - self._gap_end
+        elif end <= self._kept:
+            where = self._pos
+        else:
+            raise Discarded(f"bytes {self._pos}-{end} were not kept")
+        self._spool.seek(where)
         got = self._spool.readinto(memoryview(buffer)[: end - self._pos])
         self._pos += got
         return got
@@ -62,11 +89,30 @@ class InflatedMember(io.RawIOBase):
         self._spool.close()
         super().close()
 
+    def _skip_to(self, start: int) -> None:
+        """Inflate up to ``start`` without keeping it."""
+        self._kept = self.inflated
+        for piece in self._pieces():
+            if self.inflated + len(piece) > start:
+                cut = start - self.inflated
+                self._leftover = piece[cut:]
+                self.inflated = start
+                break
+            self.inflated += len(piece)
+        self._gap_end = self.inflated
+
+    def _pieces(self) -> Iterator[bytes]:
+        if self._leftover:
+            piece, self._leftover = self._leftover, b""
+            yield piece
+        for piece in self._chunks:  # not ``yield from``: closing this must
+            yield piece             # not close the chunks
+
     def _inflate_to(self, end: int) -> None:
         if end <= self.inflated:
             return
-        self._spool.seek(self.inflated)
-        for piece in self._chunks:
+        self._spool.seek(0, io.SEEK_END)
+        for piece in self._pieces():
             self._spool.write(piece)
             self.inflated += len(piece)
             if self.inflated >= end:

@@ -42,7 +42,7 @@ from stacklock.native.elf import (
     is_shared_object_name,
     parse_shared_object,
 )
-from stacklock.native.stream import InflatedMember
+from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
@@ -52,9 +52,11 @@ if TYPE_CHECKING:
 __all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
 
 _FORMAT = 1  # of the cache entries (``large`` is new and optional)
-_TAIL = 64 * 1024
+_TAIL = 16 * 1024  # most central directories fit; a larger one is read after
 LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
 LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
+_SMALL = 1 << 20  # members read whole, neighbours in one request
+_PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
 
 
 def _is_large(path: str, compressed: int) -> bool:
@@ -209,7 +211,8 @@ class WheelReader:
             todo = [e for e in entries if e.name in files and e.name not in done]
             large = [e.name for e in todo if e.name not in wanted
                      and _is_large(e.name, e.compressed_size)]
-            small = [e for e in todo if e.name not in large and e.name not in wanted]
+            small = [e for e in todo
+                     if e.compressed_size <= _SMALL and e.name not in large]
             remote_zip.prefetch_entries(reader, small)  # few requests for many
             for entry in small:
                 with io.BytesIO(remote_zip.read_entry(reader, entry)) as member:
@@ -217,12 +220,10 @@ class WheelReader:
                 if found is not None:
                     objects.append(found)
             for entry in todo:
-                if entry.name not in wanted:
+                if entry in small or entry.name in large:
                     continue
-                # read as far as the loader's view reaches, never held whole
-                with InflatedMember(remote_zip.iter_member(reader, entry),
-                                    size=entry.size) as streamed:
-                    found = _parse(streamed, entry.name, wheel)
+                found = _parse_streamed(reader, entry, wheel,
+                                        skip=entry.name in wanted)
                 if found is not None:
                     objects.append(found)
         except httpx.HTTPError as exc:
@@ -234,6 +235,25 @@ class WheelReader:
         except ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
         return replace(_natives(wheel, files, objects), large=tuple(sorted(large)))
+
+
+def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
+                    wheel: NativeWheel, *, skip: bool) -> SharedObject | None:
+    """A member read only as far as the loader's view reaches (NVIDIA's
+    libraries end it early); with ``skip``, its middle not kept, and read again
+    keeping all if the view needs the middle after all."""
+    for keep_all in ((False, True) if skip else (True,)):
+        # a medium member in pieces of 1 MiB: a view that ends early (NVIDIA's)
+        # costs little more; a large one is read to its end in 8 MiB pieces
+        chunks = remote_zip.iter_member(reader, entry,
+                                        chunk_size=8 * _PIECE if skip else _PIECE)
+        with InflatedMember(chunks, size=entry.size,
+                            skip=not keep_all) as streamed:
+            try:
+                return _parse(streamed, entry.name, wheel)
+            except Discarded:
+                continue
+    raise AssertionError("unreachable: the second read keeps every byte")
 
 
 def _parse(

@@ -80,9 +80,10 @@ def lock_profile(
     ``upgrade_packages`` releases those projects. ``write=False`` only says
     what would be written (``resolve --check``).
 
-    ``check`` runs the native check (:mod:`stacklock.native`) before writing:
-    blocking findings the profile's ``[check] allow`` does not name raise
-    NativeCheckError (exit 1), and nothing is written either."""
+    ``check`` makes the native check (:mod:`stacklock.native`) a constraint of
+    the resolution (:class:`NativeGate`): a candidate with blocking findings the
+    profile's ``[check] allow`` does not name is passed over; when no
+    combination is left, NativeCheckError (exit 1), and nothing is written."""
     started = time.monotonic()
     loaded = load_profile(profile)
     if index_urls:

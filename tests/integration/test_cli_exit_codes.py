@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from stacklock.cli.parser import build_parser
 from tests.integration.test_resolve_cli import DATA, _fill_cache
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ def test_the_readme_table_is_what_these_tests_hold() -> None:
     codes = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
     assert codes == set(COVERED)
     assert all(callable(globals()[name]) for name in COVERED.values())
+    shown = build_parser().format_help().split("exit codes:\n", 1)[1]
+    assert {int(m) for m in re.findall(r"^  (\d+) ", shown, re.M)} == codes
 
 
 def test_a_typo_in_a_profile_exits_2_in_one_line(tmp_path: Path) -> None:

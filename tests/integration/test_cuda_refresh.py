@@ -214,10 +214,10 @@ def _patch_client(monkeypatch: pytest.MonkeyPatch, transport: httpx.BaseTranspor
     monkeypatch.setattr(stacklock.http, "make_http_client", factory)
 
 
-def test_cli_refresh_unreachable_exits_2_with_one_line(
+def test_cli_refresh_unreachable_exits_3_with_one_line(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     _patch_client(monkeypatch, httpx.MockTransport(refuse))
-    assert main(["cuda", "refresh"]) == 2
+    assert main(["cuda", "refresh"]) == 3  # the network's, not the input's
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert ARCHIVE_URL in err and "embedded CUDA catalog is used" in err

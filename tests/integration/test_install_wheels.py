@@ -118,7 +118,12 @@ def test_install_report_goes_where_asked(
     report = tmp_path / "asked"
     assert main(["install", str(lock), "--venv", str(tmp_path / "env"), "--python",
                  PY, "--report", str(report)]) == 0
-    assert f"  report: {report}" in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()
+    assert f"  report: {report}" in said
+    # one line a phase: the downloads, commands and skipped checks counted
+    assert [line for line in said if line.startswith(" ")] == [f"  report: {report}"]
+    assert any(line.startswith("downloads (") and line.endswith("(-v shows them)")
+               for line in said)
     assert json.loads((report / "report.json").read_text())["verdict"] == "pass"
     assert (report / "report.md").is_file()
     assert not (tmp_path / "env.stacklock" / "validate").exists()

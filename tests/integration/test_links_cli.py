@@ -108,3 +108,17 @@ def test_bad_target_is_a_user_error(capsys):
     assert main(["links", "torch", "--index", str(SGL_CU130),
                  "--python", "2.7"]) == 2
     assert "python '2.7'" in capsys.readouterr().err
+
+
+def test_every_dead_index_of_the_profile_is_named(capsys, tmp_path):
+    from tests.integration.test_cli_exit_codes import _refused_url
+
+    dead = {"dead-a": _refused_url(), "dead-b": _refused_url()}
+    profile = tmp_path / "p.toml"
+    profile.write_text("".join(f'[[index]]\nname = "{n}"\nurl = "{u}"\n'
+                               for n, u in dead.items())
+                       + '[requirements]\npackages = ["six"]\n')
+    assert main(["links", "six", "--profile", str(profile)]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "stacklock: error: 2 indexes did not answer:"
+    assert [line.split("'")[1] for line in err[1:]] == ["dead-a", "dead-b"]

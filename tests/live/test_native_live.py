@@ -225,7 +225,7 @@ def test_torch_2_11_0_with_the_newest_torchaudio_locks_the_one_that_imports(
     python, _ = torch_venv
     out = tmp_path / "pylock.toml"
     code = main(["resolve", str(PROFILES / "torch211-newest-audio-vision.toml"),
-                 "-o", str(out)])
+                 "-o", str(out), "-v"])  # -v: each line (by default: counted)
     printed = capsys.readouterr().out
     assert code == 0 and "passed over torchaudio 2.11.1" in printed
     data = tomllib.loads(out.read_text())

@@ -56,3 +56,15 @@ def test_quiet_and_verbose_exclude_each_other(capsys: pytest.CaptureFixture[str]
         build_parser().parse_args(["profiles", "-q", "-v"])
     assert stopped.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_quiet_before_or_after_the_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    from stacklock.cli import main
+
+    assert main(["cuda", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) > 10
+    for argv in (["-q", "cuda", "list"], ["cuda", "list", "-q"]):
+        assert main(argv) == 0
+        assert capsys.readouterr() == ("", "")
+    assert main(["-q", "cuda", "list", "--json"]) == 0  # machine output stays
+    assert capsys.readouterr().out.startswith("[")

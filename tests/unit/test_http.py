@@ -21,6 +21,7 @@ from stacklock.http import (
     RetriesExhausted,
     Retry,
     get,
+    is_network_failure,
     retry_after,
     run_deadline,
     transient,
@@ -210,3 +211,24 @@ def test_a_run_deadline_refuses_requests_after_it() -> None:
             get(http, "https://pypi.org/simple/b/")
     assert sent == ["https://pypi.org/simple/a/"]
     assert transient(DeadlineExceeded("x")) is None  # not retried
+
+
+@pytest.mark.parametrize(("exc", "network"), [
+    (httpx.ConnectError("refused", request=REQUEST), True),
+    (httpx.ReadTimeout("slow", request=REQUEST), True),
+    (httpx.RemoteProtocolError("reset", request=REQUEST), True),
+    (DeadlineExceeded("dripped", request=REQUEST), True),
+    (RetriesExhausted("HTTP 503", attempts=3), True),
+    (httpx.HTTPStatusError("x", request=REQUEST,
+                           response=httpx.Response(503, request=REQUEST)), True),
+    (httpx.HTTPStatusError("x", request=REQUEST,
+                           response=httpx.Response(404, request=REQUEST)), False),
+    (BodyTooLarge("big", request=REQUEST), False),
+    (httpx.TooManyRedirects("loop", request=REQUEST), False),
+    (httpx.UnsupportedProtocol("ftp", request=REQUEST), False),
+])
+def test_exit_3_is_for_the_network_not_the_request(exc, network):
+    """What ``StacklockError(network=...)`` is given: a host that did not
+    answer (exit 3), not a request the input got wrong (exit 2)."""
+    assert is_network_failure(exc) is network
+    assert StacklockError("x", network=network).exit_code == (3 if network else 2)
