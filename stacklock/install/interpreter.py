@@ -18,6 +18,7 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import InstallError
 from stacklock.install.early import find_base_python
 from stacklock.install.selection import Interpreter
+from stacklock.pyenv import marker_env_code
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,23 +35,10 @@ __all__ = [
     "remember_interpreter",
 ]
 
-_PROBE = r"""
-import json, os, platform, sys
+_PROBE = marker_env_code(r"""
 glibc = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
-iver = sys.implementation.version
-env = {
-    "implementation_name": sys.implementation.name,
-    "implementation_version": f"{iver.major}.{iver.minor}.{iver.micro}",
-    "os_name": os.name, "platform_machine": platform.machine(),
-    "platform_release": platform.release(), "platform_system": platform.system(),
-    "platform_version": platform.version(),
-    "python_full_version": platform.python_version(),
-    "platform_python_implementation": platform.python_implementation(),
-    "python_version": ".".join(platform.python_version_tuple()[:2]),
-    "sys_platform": sys.platform,
-}
 print(json.dumps({"executable": sys.executable, "env": env, "glibc": glibc}))
-"""
+""")
 
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packaging.pylock import PackageArchive, PackageDirectory, PackageVcs
-from packaging.utils import canonicalize_name
 
 from stacklock.errors import LockError
 from stacklock.install.layout import VenvLayout
@@ -116,15 +115,9 @@ class InstallPlan:
 
 def applicable(lock: Lock, env: Mapping[str, str], *, extras: Collection[str] = (),
                groups: Collection[str] | None = None) -> list[LockedPackage]:
-    """The packages whose marker holds in ``env`` (what uv will install): PEP
-    751 markers see ``extras`` and ``dependency_groups`` (the lock's
-    ``default-groups`` unless ``groups`` names others), as ``Pylock.select()``."""
-    lock_env: dict[str, str | frozenset[str]] = {
-        **env, "extras": frozenset(canonicalize_name(e) for e in extras),
-        "dependency_groups": frozenset(lock.default_groups if groups is None
-                                       else groups)}
-    return [p for p in lock.packages
-            if p.marker is None or p.marker.evaluate(lock_env, "lock_file")]
+    """The packages whose marker holds in ``env`` (what uv will install; see
+    :meth:`stacklock.lock.Lock.applicable`)."""
+    return lock.applicable(env, extras=extras, groups=groups)
 
 
 _RANK: list[tuple[Sequence[Tag], dict[Tag, int]]] = []

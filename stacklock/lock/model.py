@@ -19,7 +19,7 @@ from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filen
 from stacklock.lock.tables import PackageTool
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Collection, Mapping
 
     from packaging.markers import Marker
     from packaging.pylock import (
@@ -127,6 +127,18 @@ class Lock:
     extras: tuple[str, ...] = ()
     dependency_groups: tuple[str, ...] = ()
     default_groups: tuple[str, ...] = ()
+
+    def applicable(self, env: Mapping[str, str], *, extras: Collection[str] = (),
+                   groups: Collection[str] | None = None) -> list[LockedPackage]:
+        """The packages whose marker holds in ``env``: PEP 751 markers see
+        ``extras`` and ``dependency_groups`` (the lock's ``default-groups``
+        unless ``groups`` names others), as ``Pylock.select()`` evaluates them."""
+        lock_env: dict[str, str | frozenset[str]] = {
+            **env, "extras": frozenset(canonicalize_name(e) for e in extras),
+            "dependency_groups": frozenset(self.default_groups if groups is None
+                                           else groups)}
+        return [p for p in self.packages
+                if p.marker is None or p.marker.evaluate(lock_env, "lock_file")]
 
     def to_pylock(self) -> Pylock:
         """The PEP 751 part as packaging models it, for ``Pylock.select()``

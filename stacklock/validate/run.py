@@ -138,16 +138,24 @@ def validate(
     report_dir: str | Path | None = None,
     toolkit_prefix: str | Path | None = None,
     allow_no_gpu: bool = False,
+    by_markers: bool = True,
 ) -> ValidateResult:
     """Run every check; write the report to ``report_dir`` when given.
 
     ``allow_no_gpu`` (an image build): checks that need a driver or a GPU are
     skipped with the reason when there is none, never failed; an import that
     fails only because the driver's ``libcuda.so.1`` is absent is one of them.
+    ``by_markers``: a lock another tool wrote is held to the packages whose
+    markers hold for the venv's python (its default groups), not to the ones
+    other platforms and groups install; install, which knows what it installed,
+    passes exactly that lock and turns this off.
     """
     if report_dir is not None:  # a bad --report fails now, not after the gate
         check_writable(Path(report_dir) / "report.json", example="report.json")
     exe = venv_python(venv, python)
+    if by_markers and lock is not None and lock.stack is None \
+            and lock.snapshot is None:
+        lock = _applying(lock, exe)
     config = (parse_validate_config(lock.validate, path=lock.path,
                                     prefix="tool.stacklock.validate")
               if lock is not None else ValidateConfig())
@@ -182,6 +190,25 @@ def validate(
                           files=files)
 
 
+def _applying(lock: Lock, python: Path) -> Lock:
+    """``lock`` with the packages whose markers hold for ``python``."""
+    import json
+    import subprocess
+    from dataclasses import replace
+
+    from stacklock.pyenv import marker_env_code
+
+    try:
+        out = subprocess.run([str(python), "-c", marker_env_code(
+            "print(json.dumps(env))")], capture_output=True, text=True,
+            timeout=60, check=True).stdout
+        env = json.loads(out)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        raise ValidateError(f"{python} cannot report its markers: {exc}",
+                            hint="is it a Python 3.9+ interpreter?") from None
+    return replace(lock, packages=tuple(lock.applicable(env)))
+
+
 def validate_install(lock: Lock, venv: str | Path, *, report_dir: str | Path,
                      toolkit_prefix: Path | None = None,
                      allow_no_gpu: bool = False) -> ValidateResult:
@@ -190,4 +217,5 @@ def validate_install(lock: Lock, venv: str | Path, *, report_dir: str | Path,
     venv's state folder); the install's ``--toolkit-prefix`` and
     ``--allow-no-gpu`` hold for it too."""
     return validate(lock, venv=venv, report_dir=report_dir,
-                    toolkit_prefix=toolkit_prefix, allow_no_gpu=allow_no_gpu)
+                    toolkit_prefix=toolkit_prefix, allow_no_gpu=allow_no_gpu,
+                    by_markers=False)

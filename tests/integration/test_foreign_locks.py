@@ -205,7 +205,9 @@ def test_vcs_and_directory_entries_install_for_real(
         'directory = { path = "local", editable = false }\n'
         '\n[[packages]]\nname = "fromzip"\nversion = "3.0"\n'
         f'archive = {{ path = "dist/{wheel.name}", hashes = {{ sha256 = '
-        f'"{sha256(wheel)}" }} }}\n')
+        f'"{sha256(wheel)}" }} }}\n'
+        '\n[[packages]]\nname = "onwindows"\nmarker = "sys_platform == \'win32\'"\n'
+        'directory = { path = "nowhere" }\n')
     result = install_lock(lock, venv=tmp_path / "env", python=PY, allow_no_gpu=True,
                           report_dir=tmp_path / "report")
     assert "--require-hashes" not in result.plan.commands[1]
@@ -223,6 +225,17 @@ def test_vcs_and_directory_entries_install_for_real(
          "print(fromgit.VALUE, fromdir.VALUE, fromzip.VALUE)"],
         check=True, capture_output=True, text=True).stdout.split()
     assert shown == ["git", "dir", "zip"]
+    # validate on its own holds the venv to what the markers pick here, too
+    from stacklock.validate.run import validate
+
+    alone = validate(load_lock(lock), venv=tmp_path / "env", gate=False,
+                     probes=False, allow_no_gpu=True)
+    (dists,) = [c for c in alone.all_checks if c.name == "distributions"]
+    assert dists.status == "pass", dists.reason
+    every = validate(load_lock(lock), venv=tmp_path / "env", gate=False,
+                     probes=False, allow_no_gpu=True, by_markers=False)
+    (dists,) = [c for c in every.all_checks if c.name == "distributions"]
+    assert (dists.status, dists.reason) == ("fail", "1 missing (onwindows)")
     wheel.write_bytes(wheel.read_bytes() + b"\0")  # not the locked bytes any more
     with pytest.raises(StacklockError, match="fromzip"):
         install_lock(lock, venv=tmp_path / "env", python=PY, validate=False,
