@@ -10,6 +10,7 @@ import base64
 import hashlib
 import io
 import zipfile
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +23,6 @@ from stacklock.resolve.resolution import resolve_profile
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from datetime import datetime
 
     import httpx
 
@@ -33,6 +33,11 @@ __all__ = ["PLOTS_EXTRA", "ZIP_TIME", "make_self_wheel", "resolve_tools", "zip_e
 
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: fixed bytes
 PLOTS_EXTRA = "plots"
+# The tools resolve as of the lock's cut-off (the same lock, the same pack bytes),
+# but never before the day every requirement of this stacklock had a release:
+# packaging 26.4 (Pylock.select() refusing undeclared extras and groups) came out
+# 2026-11-23. Moved forward whenever a requirement's floor is raised.
+TOOLS_NOT_BEFORE = datetime(2026, 11, 24, tzinfo=UTC)
 
 
 def zip_entry(zf: zipfile.ZipFile, name: str, data: bytes, *,
@@ -108,12 +113,13 @@ def resolve_tools(
     on_status: Callable[[str], None] | None = None,
 ) -> list[LockedWheel]:
     """One wheel per project stacklock needs at run time, for ``target``: the
-    same resolver and hash rules as any lock (PyPI, sha256 for each wheel);
-    ``with_plots`` adds the ``plots`` extra (matplotlib) for the report's plots."""
+    same resolver and hash rules as any lock (PyPI, sha256 for each wheel), as
+    of ``exclude_newer`` but not before :data:`TOOLS_NOT_BEFORE`; ``with_plots``
+    adds the ``plots`` extra (matplotlib) for the report's plots."""
     packages = _requirements() + (_requirements(PLOTS_EXTRA) if with_plots else [])
     requirements: dict[str, object] = {"packages": packages}
     if exclude_newer is not None:
-        requirements["exclude-newer"] = exclude_newer
+        requirements["exclude-newer"] = max(exclude_newer, TOOLS_NOT_BEFORE)
     profile = parse_profile({"target": target.to_dict(), "requirements": requirements},
                             name="stacklock-tools")
     resolution = resolve_profile(profile, http=http, cache_dir=cache_dir,

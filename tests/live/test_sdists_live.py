@@ -28,6 +28,15 @@ pytestmark = pytest.mark.live
 TARGET = '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
 
 
+@pytest.fixture(autouse=True)
+def _python312_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """python-nvd3's metadata is built on the target's CPython 3.12, found on PATH
+    as uv finds one (a pyenv shim that cannot run 3.12 is refused, never
+    replaced by this 3.11)."""
+    found = Path(python312(tmp_path))  # skips, saying why, if there is none
+    monkeypatch.setenv("PATH", f"{found.parent}{os.pathsep}{os.environ['PATH']}")
+
+
 def _profile(folder: Path, name: str, body: str) -> Path:
     path = folder / f"{name}.toml"
     path.write_text(TARGET + body)
