@@ -49,7 +49,8 @@ def test_target_options_change_the_verdict(capsys):
     assert {r["compatible"] for r in arm if "x86_64" in r["filename"]} == {False}
 
 
-def test_text_table_over_http(capsys, local_index):
+def test_text_table_over_http(capsys, local_index, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # a wide terminal: no filename is folded
     url = f"{local_index}/real/sgl-project-whl-gh-pages/cu130"
     assert main(["links", "sgl-kernel", "--index", f"sgl={url}", "--all"]) == 0
     out = capsys.readouterr().out
