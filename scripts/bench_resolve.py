@@ -22,7 +22,10 @@ before resolving, which is not resolver time; a CPython 3.12 (``--uv-python PATH
 else a working ``python3.12`` on PATH) is given as ``--python`` so uv spends no time
 discovering interpreters, the target still being ``--python-version 3.12``.
 stacklock runs with the flags a user runs (the native check included, work
-uv does not do); ``--no-check`` measures the resolver alone.
+uv does not do); ``--no-check`` measures the resolver alone. For each set it
+also reports the bytes each phase took in on the cold run: the resolve phase's
+index pages and METADATA (as cached), and the native check's wheel reads (as it
+counts them).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import tomllib
 from pathlib import Path
 
 from _bench import stacklock_command, timed, uv_binary
-from packaging.utils import canonicalize_name
+from _sets import MANYLINUX, PLATFORM, PYTHON, parse_pins, profile_text
 
 import stacklock
 
@@ -51,11 +54,17 @@ SETS = {name: reqs for group in GROUPS.values() for name, reqs in group.items()}
 # vllm takes nvidia-cutlass-dsl, whose CUDA 12 libraries ride along with torch's
 # CUDA 13: stacklock refuses such a mix unless the profile allows it (uv does not
 # check), so the bench's profile allows it.
-ALLOW_MIXED: dict[str, list[str]] = {"vllm": ["nvidia-cutlass-dsl-libs-cu12"]}
-PYTHON, PLATFORM, MANYLINUX = "3.12", "x86_64-manylinux_2_28", "2_28"
+ALLOW_MIXED: dict[str, list[str]] = {
+    name: ["nvidia-cutlass-dsl-libs-cu12"] for name in ("vllm", "pypi-cu130")}
 UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
 FLAGS: list[str] = []  # stacklock resolve's extra flags (--no-check)
 BASELINE: list[str] = []  # the baseline stacklock's interpreter, if any
+BYTES: list[dict[str, int]] = []  # per stacklock run: bytes taken in per phase
+
+
+def set_manylinux(tag: str) -> None:
+    global MANYLINUX, PLATFORM
+    MANYLINUX, PLATFORM = tag, f"x86_64-manylinux_{tag}"
 
 
 def find_python(given: str | None) -> str | None:
@@ -84,33 +93,37 @@ def run_uv(reqs: list[str], cache: Path, work: Path, _allow: list[str]
     # to download one; it resolves for --python-version without it.
     env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
     seconds, cpu = timed(cmd, env=env)
-    pins: dict[str, str] = {}
-    for line in outfile.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if "==" in line:
-            name, version = line.split("==", 1)
-            pins[canonicalize_name(name.split("[")[0])] = version.strip()
-    return seconds, cpu, pins
+    return seconds, cpu, parse_pins(outfile.read_text())
 
 
 def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
                   command: list[str] | None = None
                   ) -> tuple[float, float, dict[str, str]]:
     profile = work / "bench.toml"
-    quoted = ", ".join(json.dumps(r) for r in reqs)
-    mixed = f"[cuda]\nallow-mixed = {json.dumps(allow)}\n" if allow else ""
-    profile.write_text(
-        "[profile]\ndescription = \"bench\"\n[target]\n"
-        f"python = \"{PYTHON}\"\nplatform = \"linux_x86_64\"\n"
-        f"manylinux = \"{MANYLINUX}\"\n[requirements]\npackages = [{quoted}]\n"
-        + mixed)
+    profile.write_text(profile_text(reqs, allow_mixed=allow, manylinux=MANYLINUX))
     out = work / "pylock.bench.toml"
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
-    seconds, cpu = timed([*(command or stacklock_command()), "resolve", str(profile),
-                          "-o", str(out), "--json", *FLAGS], env=env,
-                         stdout=subprocess.DEVNULL)
+    report = work / "resolve.json"
+    before = _cached_bytes(cache)
+    with report.open("wb") as fh:
+        seconds, cpu = timed([*(command or stacklock_command()), "resolve",
+                              str(profile), "-o", str(out), "--json", *FLAGS],
+                             env=env, stdout=fh)
+    if command is None:  # this stacklock: the bytes each phase took in
+        printed = json.loads(report.read_text() or "{}")
+        native = printed.get("native") or {}
+        BYTES.append({"resolve": _cached_bytes(cache) - before,  # a replay reads 0
+                      "check": 0 if printed.get("replayed") else
+                      int(native.get("bytes-read", 0))})
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
+
+
+def _cached_bytes(cache: Path) -> int:
+    """Bytes of index pages and METADATA in the cache: what the resolve phase
+    took in (the native check's reads are counted by the check itself)."""
+    return sum(f.stat().st_size for part in ("pages", "metadata")
+               for f in (cache / part).rglob("*") if f.is_file())
 
 
 def diff(ours: dict[str, str], uv: dict[str, str]) -> list[str]:
@@ -137,6 +150,7 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     pins: dict[str, dict[str, str]] = {}
     allow = ALLOW_MIXED.get(name, [])
+    cold_bytes: list[dict[str, int]] = []
     for rep in range(repeat):
         order = list(tools) if rep % 2 == 0 else list(reversed(tools))
         with tempfile.TemporaryDirectory(prefix="bench-resolve-") as tmp:
@@ -145,6 +159,8 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
                 (root / tool).mkdir()
                 seconds, cpu, found = tools[tool](reqs, root / f"{tool}-cache",
                                                   root / tool, allow)
+                if tool == "sl":
+                    cold_bytes.append(BYTES[-1])
                 times[f"{tool}-cold"].append(seconds)
                 cpus[f"{tool}-cold"].append(cpu)
                 pins[tool] = found
@@ -164,6 +180,9 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
         "seconds": {k: round(v, 2) for k, v in med.items()},
         "all-seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
         "cpu-seconds": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
+        "cold-bytes-mb": {phase: round(statistics.median(
+            b[phase] for b in cold_bytes) / 1e6, 1) for phase in ("resolve", "check")},
+        "warm-check-bytes-mb": round(BYTES[-1]["check"] / 1e6, 1),
         "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
         "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
     }
@@ -182,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--uv-python", metavar="PATH",
                         help=f"a CPython {PYTHON} for uv's --python")
+    parser.add_argument("--manylinux", default=MANYLINUX, metavar="2_34",
+                        help="the target's glibc (pypi-cu130's sglang needs 2_34)")
     args = parser.parse_args(argv)
+    set_manylinux(args.manylinux)
     found = find_python(args.uv_python)
     UV_PYTHON[:] = [found] if found else []
     FLAGS[:] = ["--no-check"] if args.no_check else []
@@ -219,6 +241,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['baseline-warm-ratio']})")
         print(f"    warm: stacklock {s['sl-warm']:.2f} s, uv {s['uv-warm']:.2f} s, "
               f"ratio {r['warm-ratio']}")
+        b = r["cold-bytes-mb"]
+        assert isinstance(b, dict)
+        print(f"    bytes taken in, cold: resolve {b['resolve']} MB (pages and "
+              f"METADATA), native check {b['check']} MB; warm check "
+              f"{r['warm-check-bytes-mb']} MB")
         c = r["cpu-seconds"]
         assert isinstance(c, dict)
         print(f"    cpu (user+system): cold stacklock {c['sl-cold']:.2f} s, uv "

@@ -7,7 +7,8 @@ each against the sha256 PyPI's simple index states, and writes them with a
 PROVENANCE.md into tests/data/sdist/. flash-attn's sdist (8.4 MB) is not kept:
 only its PKG-INFO, read from its first 64 KiB, and the log of a real metadata
 build that fails for lack of torch (``--flash-attn-log PATH`` copies one that
-``stacklock resolve`` left under <cache>/logs/).
+``stacklock resolve`` left under <cache>/logs/). Nor is scipy's (30 MB): only
+its PKG-INFO and pyproject.toml members.
 
     .venv/bin/python scripts/record_sdists.py [--flash-attn-log PATH]
 """
@@ -20,7 +21,10 @@ from pathlib import Path
 
 import httpx
 
-from stacklock.metadata.sdist_archive import read_remote_pkg_info
+from stacklock.metadata.sdist_archive import (
+    read_remote_pkg_info,
+    read_remote_sdist_files,
+)
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "sdist"
 FILES = {
@@ -28,7 +32,10 @@ FILES = {
     "requests": "requests-2.32.3.tar.gz",  # 131 KB, PKG-INFO within the first 28 KB
     "tomli": "tomli-2.5.0.tar.gz",  # flit, PKG-INFO 2.4 last
     "wincertstore": "wincertstore-0.2.1.zip",  # a zip sdist
+    # dbt-core 1.12.6's sdist-only dependency: PKG-INFO 2.1, static pyproject.toml
+    "dbt-core-experimental-parser": "dbt_core_experimental_parser-2.0.8.tar.gz",
 }
+SCIPY = "scipy-1.18.1.tar.gz"  # meson-python: PKG-INFO 2.1, static pyproject.toml
 FLASH_ATTN = "flash_attn-2.8.3.tar.gz"
 JSON = {"Accept": "application/vnd.pypi.simple.v1+json"}
 
@@ -60,6 +67,14 @@ def main() -> None:
         (OUT / "flash_attn-2.8.3.PKG-INFO").write_bytes(raw)
         rows.append(f"| `flash_attn-2.8.3.PKG-INFO` | the `flash_attn-2.8.3/PKG-INFO` "
                     f"member of {entry['url']} | (a member) |")
+        entry = _file(http, "scipy", SCIPY)
+        members = read_remote_sdist_files(
+            http, str(entry["url"]), SCIPY, on_bytes=lambda n: None,
+            enough=lambda found: len(found) == 2)
+        for base, raw in sorted(members.items()):
+            (OUT / f"scipy-1.18.1.{base}").write_bytes(raw)
+            rows.append(f"| `scipy-1.18.1.{base}` | the `scipy-1.18.1/{base}` "
+                        f"member of {entry['url']} | (a member) |")
     if args.flash_attn_log:
         # the checkout's own path is this machine's business, not the fixture's
         root = str(Path(__file__).resolve().parent.parent)

@@ -21,6 +21,7 @@ from stacklock.http import (
     RetriesExhausted,
     Retry,
     describe_http_error,
+    is_network_failure,
 )
 from stacklock.urls import redact_text, redact_url
 
@@ -71,6 +72,7 @@ def download(
             f"download failed after {exc.attempts} attempts "
             f"({redact_text(exc.problem)})", url=shown,
             hint="run the command again: the partial file is kept and resumed",
+            network=True,
         ) from exc
     except httpx.HTTPStatusError as exc:
         raise DownloadError(f"HTTP {exc.response.status_code}", url=shown,
@@ -78,7 +80,8 @@ def download(
     except httpx.HTTPError as exc:
         raise DownloadError(describe_http_error(exc), url=shown,
                             hint="run the command again: the partial file is "
-                                 "kept and resumed") from exc
+                                 "kept and resumed",
+                            network=is_network_failure(exc)) from exc
 
 def _attempt(
     http: httpx.Client,

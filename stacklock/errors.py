@@ -1,8 +1,10 @@
 """One exception tree for everything stacklock reports to a user.
 
-    StacklockError          exit 2: bad input or an unusable environment
+    StacklockError          exit 2: bad input or an unusable environment;
+     |                      exit 3 when ``network`` is set: a host did not answer
      +-- ProfileError       a profile file, key or value is wrong
      +-- IndexUnreadable    an index cannot be read (unreachable, not an index)
+     +-- IndexesUnreachable exit 3: every index of a run that did not answer
      +-- MetadataError      a wheel's METADATA cannot be read
      |    +-- ZipReadError  the remote file is not a zip range reads can read
      |    +-- SdistBuildError  preparing an sdist's metadata failed
@@ -43,6 +45,7 @@ __all__ = [
     "FleetError",
     "HashMismatchError",
     "IndexUnreadable",
+    "IndexesUnreachable",
     "InstallError",
     "LockError",
     "MetadataError",
@@ -63,14 +66,20 @@ __all__ = [
 
 
 class StacklockError(Exception):
-    """Base of every error a user can see. ``hint`` says what to try."""
+    """Base of every error a user can see. ``hint`` says what to try;
+    ``network`` marks a failure of the network or of a host that did not answer
+    (refused, reset, timed out, 5xx after retries), not of the input: exit 3."""
 
     exit_code = 2
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None,
+                 network: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.network = network
+        if network:
+            self.exit_code = 3
 
     def __str__(self) -> str:
         if self.hint:
@@ -102,11 +111,29 @@ class IndexUnreadable(StacklockError):
     """An index could not be read; ``index`` is its name, ``url`` redacted."""
 
     def __init__(
-        self, message: str, *, index: str, url: str, hint: str | None = None
+        self, message: str, *, index: str, url: str, hint: str | None = None,
+        network: bool = False,
     ) -> None:
-        super().__init__(f"index {index!r} ({url}): {message}", hint=hint)
+        super().__init__(f"index {index!r} ({url}): {message}", hint=hint,
+                         network=network)
         self.index = index
         self.url = url
+
+
+class IndexesUnreachable(StacklockError):
+    """Indexes that did not answer, all of them at once (one line each), not
+    only the first the resolver met; ``errors`` holds each one's error."""
+
+    exit_code = 3
+
+    def __init__(self, errors: Sequence[IndexUnreadable]) -> None:
+        if len(errors) == 1:
+            message = errors[0].message
+        else:
+            message = f"{len(errors)} indexes did not answer:" + "".join(
+                f"\n  {e.message}" for e in errors)
+        super().__init__(message, hint=errors[0].hint, network=True)
+        self.errors = tuple(errors)
 
 
 class MetadataError(StacklockError):
@@ -131,8 +158,9 @@ class SdistBuildError(MetadataError):
 class DownloadError(StacklockError):
     """A download failed for good (after resuming); ``url`` is redacted."""
 
-    def __init__(self, message: str, *, url: str, hint: str | None = None) -> None:
-        super().__init__(f"{url}: {message}", hint=hint)
+    def __init__(self, message: str, *, url: str, hint: str | None = None,
+                 network: bool = False) -> None:
+        super().__init__(f"{url}: {message}", hint=hint, network=network)
         self.url = url
 
 

@@ -57,6 +57,7 @@ __all__ = [
     "Retry",
     "describe_http_error",
     "get",
+    "is_network_failure",
     "make_http_client",
     "retry_after",
     "run_deadline",
@@ -145,6 +146,21 @@ def describe_http_error(exc: httpx.HTTPError) -> str:
         return f"HTTP {exc.response.status_code}"
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return redact_text(text)
+
+
+def is_network_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the network or the host failed (refused, reset, timed
+    out, 429 or 5xx on every attempt, too slow for a deadline) rather than the
+    request: what exit code 3 reports. A refusal (4xx), a redirect loop, a bad URL
+    or a body over its cap is the input's."""
+    if isinstance(exc, RetriesExhausted):
+        return True
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code in RETRY_STATUS
+    if isinstance(exc, (BodyTooLarge, httpx.UnsupportedProtocol, httpx.InvalidURL,
+                        httpx.TooManyRedirects, httpx.LocalProtocolError)):
+        return False
+    return isinstance(exc, (httpx.TransportError, httpx.TimeoutException))
 
 
 def transient(outcome: BaseException | httpx.Response) -> str | None:

@@ -22,7 +22,7 @@ from stacklock.target import Target
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from datetime import datetime
 
     from packaging.requirements import Requirement
@@ -71,6 +71,7 @@ _KEYS = {
         "exclude-newer",
         "no-build",
         "build-requires",
+        "match-runtime",
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
     "check": {"allow"},
@@ -110,6 +111,10 @@ class RequirementsSpec:
     # ``build-requires``: project -> what its build needs besides its own
     # build-system requirements (installed into its build environment)
     build_requires: Mapping[NormalizedName, tuple[Requirement, ...]] = field(
+        default_factory=dict)
+    # ``match-runtime``: project -> projects of the lock whose locked versions
+    # its build environment gets (flash-attn builds against the locked torch)
+    match_runtime: Mapping[NormalizedName, tuple[NormalizedName, ...]] = field(
         default_factory=dict)
 
     def refuses_build(self, name: str) -> bool:
@@ -267,8 +272,8 @@ def _parse_requirements(raw: Any, r: TableReader) -> RequirementsSpec:
 
 
 def _parse_build_keys(req: dict[str, Any], r: TableReader) -> dict[str, Any]:
-    """``no-build`` (true, false or a list of names) and ``build-requires`` (a
-    table of name = [requirements])."""
+    """``no-build`` (true, false or a list of names), ``build-requires`` (a
+    table of name = [requirements]) and ``match-runtime`` (name = [names])."""
     out: dict[str, Any] = {}
     value = req.get("no-build", False)
     if isinstance(value, bool):
@@ -278,16 +283,25 @@ def _parse_build_keys(req: dict[str, Any], r: TableReader) -> dict[str, Any]:
     else:
         raise r.fail("requirements.no-build",
                      f"expected true, false or a list of names, got {value!r}")
-    table = req.get("build-requires", {})
-    if not isinstance(table, dict):
-        raise r.fail("requirements.build-requires",
-                     f"expected a table of name = [requirements], got {table!r}",
-                     hint='write build-requires = {"flash-attn" = ["torch==2.9.1"]}')
-    out["build_requires"] = {
-        r.names([name], "requirements.build-requires")[0]:
-            r.requirements(reqs, f"requirements.build-requires.{name}")
-        for name, reqs in table.items()}
+    out["build_requires"] = _per_project(
+        req, r, "build-requires", "requirements", r.requirements,
+        '{"flash-attn" = ["torch==2.9.1"]}')
+    out["match_runtime"] = _per_project(
+        req, r, "match-runtime", "names", r.names, '{"flash-attn" = ["torch"]}')
     return out
+
+
+def _per_project(req: dict[str, Any], r: TableReader, key: str, what: str,
+                 read: Callable[[Any, str], tuple[Any, ...]],
+                 example: str) -> dict[NormalizedName, tuple[Any, ...]]:
+    """A ``[requirements]`` table of project name = [``what``]."""
+    table = req.get(key, {})
+    where = f"requirements.{key}"
+    if not isinstance(table, dict):
+        raise r.fail(where, f"expected a table of name = [{what}], got {table!r}",
+                     hint=f"write {key} = {example}")
+    return {r.names([name], where)[0]: tuple(read(value, f"{where}.{name}"))
+            for name, value in table.items()}
 
 
 def _parse_cuda(raw: Any, r: TableReader) -> CudaSpec:

@@ -5,9 +5,10 @@ upgraded, downgraded, rebuilt, ...) or the toolkit. Changes are grouped from
 the packages' own requirements, never from a list of names: applying change A
 *needs* change B when A's BAD requirements reject B's GOOD version (or B is
 added), or when B's BAD version (or its removal) breaks a requirement of A's
-GOOD version. Exact pins (torch pinning ``nvidia-*``, torchvision pinning
-torch) need each other both ways, so they form one group: the strongly
-connected parts of the *needs* graph. Needs between groups stay as edges: the
+GOOD version. Changes that need each other both ways, and those tied by an
+exact pin (torch pinning ``nvidia-*``, torchvision pinning torch, whichever
+way the need points), form one group: the strongly connected parts of the
+*needs* graph with pins counted both ways. Needs between groups stay as edges: the
 search tests a set of groups together with everything it needs.
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "Group",
     "Need",
     "group_changes",
+    "is_pin",
     "violates",
 ]
 
@@ -63,6 +65,7 @@ class Need:
     source: str
     target: str
     why: str
+    pin: bool = False  # an exact pin (``==`` one version): inseparable both ways
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +135,17 @@ class ChangeGraph:
         return frozenset(n for i in chosen for n in self.groups[i].names)
 
 
+def is_pin(requirement: Requirement) -> bool:
+    """One release and no other: ``===X``, ``==X``, or ``==X.Y.Z.*`` (a whole
+    release, any of its post or local builds: how ``cuda-toolkit`` pins its
+    ``nvidia-*`` wheels); ``==2.*`` is a range."""
+    specs = list(requirement.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "==="):
+        return False
+    version = specs[0].version
+    return not version.endswith(".*") or version.count(".") >= 3
+
+
 def violates(requirement: Requirement, version: Version | None) -> bool:
     """Whether a package at ``version`` (None: absent) breaks ``requirement``."""
     if version is None:
@@ -144,21 +158,35 @@ def group_changes(
     *,
     good: Mapping[str, Version | None],
     bad: Mapping[str, Version | None],
-    requirements: Callable[[str, str], Sequence[Requirement]],
+    requirements: Callable[[str, str, frozenset[str]], Sequence[Requirement]],
 ) -> ChangeGraph:
     """Group ``changes`` by what their requirements need of each other.
 
     ``good``/``bad`` map each changed name to its version at that end (None:
-    absent); ``requirements(name, end)`` gives the requirements of ``name`` at
-    ``end`` ("good" or "bad") that apply on the target (markers evaluated).
+    absent); ``requirements(name, end, extras)`` gives the requirements of
+    ``name`` at ``end`` ("good" or "bad") with ``extras`` asked of it, that
+    apply on the target. The extras a changed package asks of another at one
+    end are followed: torch 2.11 asks ``cuda-toolkit[cublas]``, whose extra
+    pins ``nvidia-cublas``.
     """
-    names = [c.name for c in changes]
-    changed = set(names)
+    changed = {c.name for c in changes} - {TOOLKIT}
+    ends = {"good": good, "bad": bad}
+    asked: dict[tuple[str, str], set[str]] = {}
+    for end, versions in ends.items():
+        for name in sorted(changed):
+            if versions.get(name) is None:
+                continue
+            for req in requirements(name, end, frozenset()):
+                other = canonicalize_name(req.name)
+                if other in changed and req.extras:
+                    asked.setdefault((other, end), set()).update(req.extras)
+
+    def read(name: str, end: str) -> Sequence[Requirement]:
+        return requirements(name, end, frozenset(asked.get((name, end), ())))
+
     needs: list[Need] = []
-    for change in changes:
-        if change.name == TOOLKIT:
-            continue
-        needs += _needs_of(change.name, changed, good, bad, requirements)
+    for name in sorted(changed):
+        needs += _needs_of(name, changed, good, bad, read)
     return _condense(changes, needs)
 
 
@@ -179,7 +207,7 @@ def _needs_of(
             other = canonicalize_name(req.name)
             if other in changed and other != name and violates(req, theirs.get(other)):
                 source, target = (name, other) if end == "bad" else (other, name)
-                out.append(Need(source=source, target=target,
+                out.append(Need(source=source, target=target, pin=is_pin(req),
                                 why=f"{name} {mine[name]} requires {req}"))
     return out
 
@@ -189,9 +217,13 @@ def _condense(changes: Sequence[Change], needs: Sequence[Need]) -> ChangeGraph:
     a group comes after what it needs, ties broken by name."""
     names = sorted(c.name for c in changes)
     edges: dict[str, set[str]] = {n: set() for n in names}
+    tied = {n: set(e) for n, e in edges.items()}
     for need in needs:
         edges[need.source].add(need.target)
-    parts = _strong_parts(names, edges)
+        tied[need.source].add(need.target)
+        if need.pin:
+            tied[need.target].add(need.source)
+    parts = _strong_parts(names, tied)
     part_of = {n: i for i, part in enumerate(parts) for n in part}
     by_name = {c.name: c for c in changes}
     order = _topological(parts, edges, part_of)

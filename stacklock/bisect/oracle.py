@@ -173,21 +173,23 @@ class GateOracle:
 
 def classify(samples: Sequence[float], good: Sequence[float],
              bad: Sequence[float]) -> str | None:
-    """GOOD or BAD when every sample lies on that end's side of the midpoint
-    between the ends' means, farther from it than the ends' noise (their
-    largest standard deviation); None when unclear."""
+    """GOOD or BAD when the samples' median lies on that end's side of the
+    midpoint between the ends' medians, farther from it than the ends' noise
+    (their largest standard deviation, and at least a tenth of the gap), and
+    two thirds of the samples agree: one sample slowed by a busy machine does
+    not decide. None when unclear."""
     if not samples:
         return None
-    g, b = statistics.fmean(good), statistics.fmean(bad)
+    g, b = statistics.median(good), statistics.median(bad)
     mid = (g + b) / 2
-    noise = max(_stdev(good), _stdev(bad))
+    margin = max(_stdev(good), _stdev(bad), abs(g - b) / 10)
     sign = 1.0 if g > b else -1.0
     offsets = [sign * (s - mid) for s in samples]
-    if all(o > noise for o in offsets):
-        return GOOD
-    if all(o < -noise for o in offsets):
-        return BAD
-    return None
+    centre = statistics.median(offsets)
+    agree = sum((o > 0) == (centre > 0) for o in offsets)
+    if abs(centre) <= margin or 3 * agree < 2 * len(offsets):
+        return None
+    return GOOD if centre > 0 else BAD
 
 
 def separated(good: Sequence[float], bad: Sequence[float]) -> bool:

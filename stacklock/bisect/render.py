@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 __all__ = ["render_bisect", "render_groups", "render_step"]
 
+_TIES = 3  # requirements shown per group; a torch group has dozens
+
 
 def _size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -28,7 +30,10 @@ def render_groups(groups: Sequence[Group]) -> str:
              "requirements:"]
     for i, group in enumerate(groups, start=1):
         lines.append(f"  {i:>3}. " + "; ".join(map(str, group.changes)))
-        lines += [f"         tied: {tie}" for tie in group.ties]
+        lines += [f"         tied: {tie}" for tie in group.ties[:_TIES]]
+        if len(group.ties) > _TIES:
+            lines.append(f"         (and {len(group.ties) - _TIES} more ties; "
+                         "--json lists them)")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ A wheel named by ``path`` (a pack's, a local one) is read from disk; any other
 through :class:`~stacklock.metadata.fetch.MetadataFetcher` (its cache first, the
 artifact store, PEP 658, range reads): a lock resolved on this machine costs no
 request. Markers are evaluated for the lock's target (the running interpreter
-for a lock without one), without extras.
+for a lock without one, such as uv's), without extras.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from stacklock.lock import Lock, LockedPackage
     from stacklock.metadata.fetch import MetadataFetcher
+    from stacklock.target import Target
 
 __all__ = ["RequirementReader", "Requirements"]
 
@@ -39,9 +40,10 @@ class RequirementReader:
     those extras asked for) that apply on ``lock``'s target; each wheel's
     METADATA is read once."""
 
-    def __init__(self, fetcher: MetadataFetcher | None, lock: Lock) -> None:
+    def __init__(self, fetcher: MetadataFetcher | None, lock: Lock, *,
+                 target: Target | None = None) -> None:
         self._fetcher = fetcher
-        target = lock.target
+        target = target or lock.target
         self._env: dict[str, str] = (
             target.marker_environment() if target is not None else {})
         self._memo: dict[tuple[str, str], tuple[Requirement, ...]] = {}

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from stacklock.bisect.search import Found
     from stacklock.lock import Lock, LockedPackage
 
-__all__ = ["BisectResult", "Culprit", "OutOfSteps", "Tools", "bisect_locks"]
+__all__ = ["BisectResult", "Culprit", "OutOfSteps", "Tools", "bisect_locks",
+           "group_locks"]
 
 INCOHERENT = "incoherent"
 _REPLAYED = (GOOD, BAD, SKIP, INCOHERENT, MEASURED)  # a state an earlier run settled
@@ -164,8 +165,9 @@ class _Session:
         if earlier is None and sum(s.ran for s in self.steps) >= self.max_steps:
             raise OutOfSteps
         number = len(self.steps) + 1
-        folder = self.folder / "steps" / f"{number:03d}"
-        path = folder / f"pylock.step-{number:03d}.toml"
+        key = self.log.count + 1  # unique across resumed runs
+        folder = self.folder / "steps" / f"{key:03d}"
+        path = folder / f"pylock.step-{key:03d}.toml"
         mix = self.lock_for(groups, path)
         broken = sorted(self.check(mix) - self.baseline)
         if broken:
@@ -181,7 +183,7 @@ class _Session:
         from stacklock.lock.write import dump_lock  # tomlkit: only when a step runs
 
         dump_lock(mix, path)
-        venv = self.folder / "venv"
+        venv = (self.folder / "venv").absolute()
         started = time.monotonic()
         try:
             fetched = self.tools.install(path, venv)
@@ -257,6 +259,26 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def group_locks(good: Lock, bad: Lock, changes: Sequence[Change],
+                read_good: Requirements, read_bad: Requirements) -> ChangeGraph:
+    """The ``changes`` from ``good`` to ``bad``, grouped by the requirements
+    each end's entries declare (see :mod:`~stacklock.bisect.changes`)."""
+    if not changes:
+        raise LockError(f"{good.path} and {bad.path} lock the same packages and "
+                        "toolkit: nothing to bisect",
+                        hint="pass the lock that works and the one that does not")
+    names = [c.name for c in changes if c.name != TOOLKIT]
+
+    def requirements(name: str, end: str, extras: frozenset[str]
+                     ) -> Sequence[Requirement]:
+        lock, read = (good, read_good) if end == "good" else (bad, read_bad)
+        pkg = lock.package(name)
+        return read(pkg, extras) if pkg is not None else ()
+
+    return group_changes(changes, good=_versions(good, names),
+                         bad=_versions(bad, names), requirements=requirements)
+
+
 def bisect_locks(
     good_path: Path,
     bad_path: Path,
@@ -274,21 +296,9 @@ def bisect_locks(
     the two bracketing locks) goes to ``folder``."""
     good = absolute_paths(load_lock(good_path))
     bad = absolute_paths(load_lock(bad_path))
-    changes = tuple(tools.diff(good, bad))
-    if not changes:
-        raise LockError(f"{good_path} and {bad_path} lock the same packages and "
-                        "toolkit: nothing to bisect",
-                        hint="pass the lock that works and the one that does not")
-    names = [c.name for c in changes if c.name != TOOLKIT]
     read_good, read_bad = tools.requirements(good), tools.requirements(bad)
-
-    def requirements(name: str, end: str) -> Sequence[Requirement]:
-        lock, read = (good, read_good) if end == "good" else (bad, read_bad)
-        pkg = lock.package(name)
-        return read(pkg) if pkg is not None else ()
-
-    graph = group_changes(changes, good=_versions(good, names),
-                          bad=_versions(bad, names), requirements=requirements)
+    graph = group_locks(good, bad, tools.diff(good, bad), read_good, read_bad)
+    names = [n for g in graph.groups for n in g.names if n != TOOLKIT]
     if on_groups is not None:
         on_groups(graph.groups)
 

@@ -89,6 +89,7 @@ class StepLog:
         self.path = path
         self.header = {"bisect-log": LOG_VERSION, **header}
         self.earlier: dict[tuple[str, ...], Step] = {}
+        self.count = 0  # step lines in the log: new steps' folders never reuse one
         if path.exists():
             self._read()
         else:
@@ -112,7 +113,9 @@ class StepLog:
                 continue  # a line cut by an interruption: that step runs again
             step = Step.from_dict(data, where=f"{self.path}:{i}")
             self.earlier[step.applied] = step
+            self.count += 1
 
     def append(self, step: Step) -> None:
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(step.to_dict(), sort_keys=True) + "\n")
+        self.count += 1

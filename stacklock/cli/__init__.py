@@ -38,6 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = build_parser(argv).parse_args(argv)
+        if args.verbosity > 1:  # -vv: each request, each page read
+            import logging
+
+            logging.basicConfig(format="stacklock: %(name)s: %(message)s")
+            logging.getLogger("stacklock").setLevel(logging.DEBUG)
         return _verb(args.verb)(args)
     except StacklockError as exc:
         print(f"stacklock: error: {exc}", file=sys.stderr)
@@ -69,5 +74,14 @@ def _os_error(exc: OSError) -> str:
 
 
 def run() -> NoReturn:
-    """The ``stacklock`` command."""
-    sys.exit(main())
+    """The ``stacklock`` command. Interrupted, it exits at once: the main
+    thread has unwound (each file published whole or not at all), and worker
+    threads still waiting on a server are not joined for their timeouts."""
+    code = main()
+    if code == 130:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)

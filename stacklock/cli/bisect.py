@@ -156,7 +156,7 @@ def bisect(args: argparse.Namespace) -> int:
 
     good, bad = _lock_of(args.good), _lock_of(args.bad)
     oracle, ident = _oracle(args, good)
-    quiet = args.json
+    quiet = args.json or args.verbosity < 0
     total = [0]
 
     def on_groups(groups: Sequence[Group]) -> None:
@@ -178,6 +178,6 @@ def bisect(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2, sort_keys=True)
         print()
-    else:
+    elif not quiet:
         print(render_bisect(result, steps=False), end="")
     return 0 if result.found else 1

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json, progress
+from stacklock.cli.output import brief, interactive, print_json, progress, say, verbose
 
 if TYPE_CHECKING:
     import argparse
@@ -22,8 +21,7 @@ def check(args: argparse.Namespace) -> int:
     from stacklock.native.lockcheck import check_lock_file
     from stacklock.resolve.locking import render_native
 
-    live, on_status, _ = progress(
-        enabled=sys.stderr.isatty() and not args.json, status="checking")
+    live, on_status, _ = progress(enabled=interactive(args), status="checking")
     done: list[str] = []
 
     def on_wheel(wheel: NativeWheel) -> None:
@@ -37,11 +35,10 @@ def check(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
         return 0 if report.ok else 1
-    if not report.ok:
-        print(f"{args.lock}: native check failed")
-        for line in summarize(report.findings):
-            print(f"  {line}")
-    else:
-        print(f"{args.lock}: native check passed")
-    print("\n".join(render_native(report)))
+    verdict = "passed" if report.ok else "failed"
+    lines = [f"{args.lock}: native check {verdict}",
+             *(f"  {line}" for line in summarize(report.findings))]
+    native = render_native(report)
+    # the findings are the answer: every one; the rest one line unless -v
+    say(args, "\n".join(lines + (native if verbose(args) else brief(native))))
     return 0 if report.ok else 1

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json
+from stacklock.cli.output import print_json, say
 from stacklock.errors import CudaError, StacklockError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def cuda_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.to_dict(args.platform) for r in catalog.releases])
     else:
-        print(render_releases(catalog, args.platform))
+        say(args, render_releases(catalog, args.platform))
     return 0
 
 
@@ -51,7 +51,7 @@ def cuda_show(args: argparse.Namespace) -> int:
         found = [r.to_dict(args.platform) for r in releases]
         print_json(found if series else found[0])
     else:
-        print("\n\n".join(render_release(r, args.platform) for r in releases))
+        say(args, "\n\n".join(render_release(r, args.platform) for r in releases))
     return 0
 
 
@@ -72,7 +72,7 @@ def cuda_check_driver(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        print(render_driver_report(report))
+        say(args, render_driver_report(report))
     return 0 if report.ok else 1
 
 
@@ -90,5 +90,5 @@ def cuda_refresh(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.to_dict())
     else:
-        print(render_refresh(report))
+        say(args, render_refresh(report))
     return 0

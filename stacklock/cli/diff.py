@@ -13,10 +13,13 @@ __all__ = ["diff"]
 
 
 def diff(args: argparse.Namespace) -> int:
+    from stacklock.cli.output import say
     from stacklock.diff import diff_lock_files, render_diff
 
     result = diff_lock_files(args.old, args.new)
     tty = sys.stdout.isatty()
     width = shutil.get_terminal_size((110, 24)).columns if tty else 110
-    print(render_diff(result, args.format, color=tty, width=width), end="")
+    style = "json" if args.json else args.format
+    text = render_diff(result, style, color=tty, width=width)
+    print(text, end="") if style == "json" else say(args, text, end="")
     return 1 if args.exit_code and result.differs else 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json
+from stacklock.cli.output import interactive, print_json, say
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def fleet_install(args: argparse.Namespace) -> int:
     if args.emit_playbook:
         path = emit_playbook(Path(args.pack), Path(args.report),
                              Path(args.emit_playbook))
-        print(f"wrote {path}; run it with: ansible-playbook -i INVENTORY {path}")
+        say(args, f"wrote {path}; run it with: ansible-playbook -i INVENTORY {path}")
         return 0
     if args.inventory is None:
         raise StacklockError("fleet install needs --inventory INV",
@@ -35,13 +35,13 @@ def fleet_install(args: argparse.Namespace) -> int:
     run = run_fleet(Path(args.pack), inventory=Path(args.inventory),
                     report_dir=Path(args.report), limit=args.limit,
                     forks=args.forks,
-                    on_line=_echo if sys.stderr.isatty() and not args.json else None)
+                    on_line=_echo if interactive(args) else None)
     if args.json:
         print_json(run.fleet.to_dict())
     else:
-        print(render_fleet_text(run.fleet))
+        say(args, render_fleet_text(run.fleet))
         for name in (*run.files, str(run.log)):
-            print(f"report: {name}")
+            say(args, f"report: {name}")
     return run.fleet.exit_code
 
 
@@ -54,7 +54,7 @@ def fleet_report(args: argparse.Namespace) -> int:
     if args.json:
         print_json(fleet.to_dict())
     else:
-        print(render_fleet_text(fleet))
+        say(args, render_fleet_text(fleet))
         for name in files:
-            print(f"report: {name}")
+            say(args, f"report: {name}")
     return fleet.exit_code

@@ -7,7 +7,6 @@ the arguments are parsed, and the rest of install loads and plans while it works
 
 from __future__ import annotations
 
-import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,12 +23,12 @@ __all__ = ["install"]
 
 def install(args: argparse.Namespace) -> int:
     if args.rollback:
-        from stacklock.cli.output import print_json
+        from stacklock.cli.output import print_json, say
         from stacklock.install.render import render_rollback
         from stacklock.install.run import rollback_install
 
         back = rollback_install(Path(args.venv))
-        print_json(back.to_dict()) if args.json else print(render_rollback(back))
+        print_json(back.to_dict()) if args.json else say(args, render_rollback(back))
         return 0
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
@@ -51,12 +50,11 @@ def install(args: argparse.Namespace) -> int:
 
 
 def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
-    from stacklock.cli.output import print_json, progress
+    from stacklock.cli.output import interactive, print_json, progress, say
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
 
-    live, _, on_download = progress(
-        enabled=sys.stderr.isatty() and not args.json, status=None)
+    live, _, on_download = progress(enabled=interactive(args), status=None)
     with live:
         result = install_lock(
             Path(args.lock),
@@ -73,5 +71,5 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             head=head,
             reinstall=args.reinstall,
         )
-    print_json(result.to_dict()) if args.json else print(render_install(result))
+    print_json(result.to_dict()) if args.json else say(args, render_install(result))
     return 0 if result.ok else 1

@@ -1,21 +1,88 @@
 """What every verb prints with: JSON, a terminal progress display, options that
-several verbs share."""
+several verbs share, and how much it says (``-q`` errors only, the default one
+line per phase, ``-v`` every line)."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 from stacklock.errors import StacklockError
 
-__all__ = ["parse_index_option", "print_json", "progress"]
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+__all__ = ["brief", "interactive", "parse_index_option", "print_json", "progress",
+           "say", "verbose"]
+
+# The detail lines ``resolve`` and ``check`` print under a phase, by how they
+# start: what the default output counts instead (label; True: count the
+# comma-separated items after the colon, not the line).
+_DETAIL = (
+    ("override:", "overrides", False),
+    ("warning:", "warnings", False),
+    ("hashed by download", "hashed by download", True),
+    ("cuda warning:", "cuda warnings", False),
+    ("cuda carried:", "cuda carried", False),
+    ("allowed by [check] allow:", "allowed by [check] allow", False),
+    ("not loaded in this stack", "not loaded in this stack", True),
+    ("for the system to provide", "sonames for the system to provide", True),
+)
+_PHASE = "native check:"  # a line that starts a phase of its own
 
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")
 
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def say(args: argparse.Namespace, text: str, *, end: str = "\n") -> None:
+    """Print what a person reads, unless ``-q`` asked for errors only."""
+    if getattr(args, "verbosity", 0) >= 0:
+        print(text, end=end)
+
+
+def verbose(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "verbosity", 0) > 0)
+
+
+def interactive(args: argparse.Namespace) -> bool:
+    """Whether a progress display goes to stderr: a terminal, no --json, no -q."""
+    return (sys.stderr.isatty() and not getattr(args, "json", False)
+            and getattr(args, "verbosity", 0) >= 0)
+
+
+def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
+    """The default output of a report's lines: each phase's headline, its detail
+    lines counted on one line. A phase is the first line (the headline) and
+    each ``native check:`` line; a detail line is one indented under it."""
+    out: list[str] = []
+    counts: dict[str, int] = {}
+
+    def close() -> None:
+        if counts:
+            summary = ", ".join(f"{n} {label}" for label, n in counts.items())
+            out[-1] = (f"{out[-1]}; {summary} ({more})" if out else
+                       f"{summary} ({more})")
+            counts.clear()
+
+    for index, line in enumerate(lines):
+        text = line.strip()
+        if index == 0 or text.startswith(_PHASE) or not line.startswith(" "):
+            close()
+            out.append(line)
+            continue
+        label, items = next(((lb, it) for start, lb, it in _DETAIL
+                             if text.startswith(start)),
+                            (text.partition(":")[0][:40], False))
+        n = len(text.partition(": ")[2].split(", ")) if items else 1
+        counts[label] = counts.get(label, 0) + n
+    close()
+    return out
 
 
 def parse_index_option(text: str, *,

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json, progress
+from stacklock.cli.output import interactive, print_json, progress, say
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
@@ -26,20 +25,20 @@ def pack(args: argparse.Namespace) -> int:
         if args.json:
             print_json({**manifest.to_dict(), "size": size})
         else:
-            print(render_listing(manifest, path, size))
+            say(args, render_listing(manifest, path, size))
         return 0
     if not args.output and not args.dry_run:
         raise StacklockError("pack needs -o FILE", hint="stacklock pack LOCK -o FILE")
     from stacklock.pack.writer import render_pack, write_pack
 
-    live, on_status, on_download = progress(
-        enabled=sys.stderr.isatty() and not args.json, status="packing")
+    live, on_status, on_download = progress(enabled=interactive(args),
+                                            status="packing")
     with live:
         result = write_pack(args.target, args.output or "", no_toolkit=args.no_toolkit,
                             with_plots=args.with_plots, dry_run=args.dry_run,
                             on_status=on_status,
                             on_download=on_download)
-    print_json(result.to_dict()) if args.json else print(render_pack(result))
+    print_json(result.to_dict()) if args.json else say(args, render_pack(result))
     return 0
 
 
@@ -51,8 +50,7 @@ def install_from_pack(args: argparse.Namespace) -> int:
         raise StacklockError(f"{args.lock} is a pack: --no-toolkit, --dry-run, "
                              "--link-cuda and --no-validate apply to locks",
                              hint="stacklock pack --list PACK shows what it holds")
-    live, _, on_download = progress(
-        enabled=sys.stderr.isatty() and not args.json, status=None)
+    live, _, on_download = progress(enabled=interactive(args), status=None)
 
     def on_bytes(done: int, total: int) -> None:
         if on_download is not None:
@@ -65,5 +63,6 @@ def install_from_pack(args: argparse.Namespace) -> int:
             allow_no_gpu=args.allow_no_gpu,
             report_dir=Path(args.report) if args.report else None,
             on_bytes=on_bytes)
-    print_json(result.to_dict()) if args.json else print(render_pack_install(result))
+    print_json(result.to_dict()) if args.json else say(args,
+                                                        render_pack_install(result))
     return result.exit_code

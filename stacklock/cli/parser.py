@@ -61,11 +61,71 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     adders = _VERBS.values() if verb not in _VERBS else (_VERBS[verb],)
     for add in adders:
         add(sub)
+    for name, leaf in _leaves(sub):
+        _finish(name, leaf)
     return parser
 
 
+_JSON_HELP = "print the result as JSON (stable keys) instead of text"
+# The example each verb's --help ends with, by its name under ``stacklock``.
+_EXAMPLES = {
+    "profiles": "stacklock profiles",
+    "links": "stacklock links sgl-kernel --profile blackwell-cu130 --python 3.12",
+    "resolve": "stacklock resolve blackwell-cu130 -o locks/pylock.blackwell-cu130"
+               ".toml",
+    "check": "stacklock check locks/pylock.pypi-cu130.toml --offline",
+    "cuda list": "stacklock cuda list --platform linux-sbsa",
+    "cuda show": "stacklock cuda show 13.0",
+    "cuda check-driver": "stacklock cuda check-driver --lock "
+                         "locks/pylock.blackwell-cu130.toml",
+    "cuda refresh": "stacklock cuda refresh --version 13.0.1",
+    "install": "stacklock install locks/pylock.pypi-small.toml --venv .venv "
+               "--dry-run",
+    "pack": "stacklock pack locks/pylock.pypi-small.toml -o pypi-small.pack",
+    "snapshot": "stacklock snapshot --venv .venv -o pylock.snapshot.toml",
+    "diff": "stacklock diff locks/pylock.blackwell-cu128.toml "
+            "locks/pylock.blackwell-cu130.toml --format markdown",
+    "validate": "stacklock validate locks/pylock.pypi-cu130.toml --venv .venv "
+                "--report out/",
+    "fleet install": "stacklock fleet install stack.pack -i hosts.ini --report "
+                     "fleet/",
+    "fleet report": "stacklock fleet report fleet/",
+    "bisect": "stacklock bisect good.toml bad.toml -- python -c 'import torch'",
+}
+
+
+def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every parser that runs a verb, by its name (``cuda show``)."""
+    found = []
+    for name, parser in sub.choices.items():
+        nested = [a for a in parser._actions
+                  if isinstance(a, argparse._SubParsersAction)]
+        if nested:
+            found.extend(_leaves(nested[0], f"{prefix}{name} "))
+        else:
+            found.append((f"{prefix}{name}", parser))
+    return found
+
+
+def _finish(name: str, p: argparse.ArgumentParser) -> None:
+    """What every verb has: -q / -v, help for --json, an example at the end."""
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", dest="verbosity", action="store_const",
+                      const=-1, help="print errors only (--json output stays)")
+    loud.add_argument("-v", "--verbose", dest="verbosity", action="count",
+                      help="print every line (-vv: and each request)")
+    p.set_defaults(verbosity=0)
+    for action in p._actions:
+        if action.dest == "json" and action.help is None:
+            action.help = _JSON_HELP
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    example = f"example:\n  {_EXAMPLES[name]}" if name in _EXAMPLES else ""
+    p.epilog = "\n\n".join(t for t in (p.epilog, example) if t)
+
+
 def _add_profiles(sub: _Sub) -> None:
-    p = sub.add_parser("profiles", help="list the built-in profiles")
+    p = sub.add_parser("profiles", help="list the profiles a name finds (built-in "
+                       "and ./profiles), with origin and description")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="profiles:profiles")
 
@@ -74,15 +134,26 @@ def _add_links(sub: _Sub) -> None:
     p = sub.add_parser(
         "links", help="list every link an index has for a project, and why each "
         "fits the target or not")
-    p.add_argument("project")
-    p.add_argument("--index", required=True, metavar="[NAME=]URL",
-                   help="https URL of a simple index, a file:// URL or a folder")
+    p.add_argument("project", help="the project name, e.g. torch")
+    p.add_argument("--index", metavar="[NAME=]URL",
+                   help="https URL of a simple index, a file:// URL or a folder "
+                        "(default: the --profile's index for PROJECT, else PyPI)")
+    p.add_argument("--profile", metavar="PROFILE",
+                   help="take the index and the target from this profile")
+    p.add_argument("--all", action="store_true",
+                   help="every link, one a line (default: a summary of the newest "
+                        "10 versions and the counts)")
     p.add_argument("--flat", action="store_true",
                    help="the URL is a find-links page, not a simple index root")
-    p.add_argument("--python", default="3.12")
-    p.add_argument("--platform", default="linux_x86_64")
-    p.add_argument("--manylinux", default="2_28")
-    p.add_argument("--exclude-newer", metavar="TIME")
+    p.add_argument("--python", help="the target's Python version (default 3.12, "
+                   "or the --profile's)")
+    p.add_argument("--platform", help="the target's platform: linux_x86_64 or "
+                   "linux_aarch64 (default linux_x86_64, or the --profile's)")
+    p.add_argument("--manylinux", help="the target's glibc floor, e.g. 2_28 "
+                   "(default 2_28, or the --profile's)")
+    p.add_argument("--exclude-newer", metavar="TIME",
+                   help="judge links uploaded after this RFC 3339 time as too new, "
+                        "e.g. 2026-02-15T00:00:00Z")
     p.add_argument("--offline", action="store_true", help="use only the page cache")
     p.add_argument("--refresh", action="store_true",
                    help="revalidate cached pages with the index")
@@ -142,14 +213,17 @@ def _add_cuda(sub: _Sub) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="cuda:cuda_list")
     p = cuda_sub.add_parser("show", help="one release: runfile, URL, hashes, drivers")
-    p.add_argument("cuda_version", metavar="VERSION")
+    p.add_argument("cuda_version", metavar="VERSION",
+                   help="a release (13.0.1) or a series (13.0: all its releases)")
     p.add_argument("--platform", default="linux-x86_64", help=platform_help)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="cuda:cuda_show")
     p = cuda_sub.add_parser(
         "check-driver", help="does the local driver run a toolkit and a lock's "
         "wheels? (exit 1 if not)")
-    p.add_argument("cuda_version", metavar="VERSION", nargs="?")
+    p.add_argument("cuda_version", metavar="VERSION", nargs="?",
+                   help="the toolkit to check the driver against (default: the "
+                        "--lock's)")
     p.add_argument("--lock", metavar="LOCK",
                    help="check the toolkit and wheels of this pylock file")
     p.add_argument("--json", action="store_true")
@@ -181,7 +255,8 @@ def _add_install(sub: _Sub) -> None:
                    help="install without a driver (e.g. to build an image)")
     p.add_argument("--link-cuda", action="store_true",
                    help="also point /usr/local/cuda at the new toolkit")
-    p.add_argument("--no-validate", action="store_true")
+    p.add_argument("--no-validate", action="store_true",
+                   help="skip the validation that ends an install")
     p.add_argument("--report", metavar="DIR",
                    help="write the closing validation's report here (default "
                    "<venv>.stacklock/validate)")
@@ -209,7 +284,8 @@ def _add_pack(sub: _Sub) -> None:
 
 def _add_snapshot(sub: _Sub) -> None:
     p = sub.add_parser("snapshot", help="a PEP 751 lock of what a venv holds")
-    p.add_argument("--venv", default=".venv")
+    p.add_argument("--venv", default=".venv",
+                   help="the venv to describe (default .venv)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
     p.set_defaults(verb="snapshot:snapshot")
 
@@ -217,8 +293,11 @@ def _add_snapshot(sub: _Sub) -> None:
 def _add_diff(sub: _Sub) -> None:
     p = sub.add_parser("diff", help="what changed between two PEP 751 locks")
     p.add_argument("old", metavar="OLD", help="a lock, a uv pylock.toml or a snapshot")
-    p.add_argument("new", metavar="NEW")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("new", metavar="NEW", help="the lock to compare OLD with")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help="text (default), markdown (for a pull request) or json "
+                        "(the same as --json)")
+    p.add_argument("--json", action="store_true")
     p.add_argument(
         "--exit-code", action="store_true", help="exit 1 when the locks differ"
     )

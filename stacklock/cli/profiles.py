@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json
+from stacklock.cli.output import print_json, say
 
 if TYPE_CHECKING:
     import argparse
@@ -25,5 +25,6 @@ def profiles(args: argparse.Namespace) -> int:
     else:
         width = max((len(r["name"]) for r in rows), default=0)
         for row in rows:
-            print(f"{row['name']:<{width}}  {row['origin']:<8}  {row['description']}")
+            say(args, f"{row['name']:<{width}}  {row['origin']:<8}  "
+                      f"{row['description']}")
     return 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,7 +13,12 @@ __all__ = ["resolve"]
 def resolve(args: argparse.Namespace) -> int:
     import os
 
-    from stacklock.cli.output import parse_index_option, print_json, progress
+    from stacklock.cli.output import (
+        interactive,
+        parse_index_option,
+        print_json,
+        progress,
+    )
     from stacklock.errors import StacklockError
 
     if args.timeout is not None:
@@ -37,12 +41,12 @@ def resolve(args: argparse.Namespace) -> int:
         if args.json:
             print_json(replayed.to_dict())
         else:
-            print(replayed.render())
+            _report(args, replayed.render())
         return 0
     from stacklock.resolve.locking import lock_profile, render_resolve
 
     live, on_status, on_download = progress(
-        enabled=sys.stderr.isatty() and not args.json, status="resolving")
+        enabled=interactive(args), status="resolving")
     with live:
         result = lock_profile(args.profile, output=args.output,
                               index_urls=urls, offline=args.offline,
@@ -53,7 +57,7 @@ def resolve(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(render_resolve(result))
+        _report(args, render_resolve(result))
     return 0
 
 
@@ -63,7 +67,7 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
     the lock there; what differs is shown by ``stacklock diff``'s renderer."""
     from pathlib import Path
 
-    from stacklock.cli.output import print_json, progress
+    from stacklock.cli.output import interactive, print_json, progress, say
     from stacklock.resolve.memo import replay_lock
 
     options = {"output": args.output, "index_urls": urls, "offline": args.offline,
@@ -76,7 +80,7 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
         from stacklock.resolve.locking import lock_profile
 
         live, on_status, on_download = progress(
-            enabled=sys.stderr.isatty() and not args.json, status="resolving")
+            enabled=interactive(args), status="resolving")
         with live:
             result = lock_profile(args.profile, write=False, on_status=on_status,
                                   on_download=on_download, **options)
@@ -99,15 +103,23 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
                     "seconds": round(seconds, 3),
                     "diff": differences.to_dict() if differences else None})
     elif same:
-        print(f"{path} is up to date with {args.profile} ({seconds:.1f} s)")
+        say(args, f"{path} is up to date with {args.profile} ({seconds:.1f} s)")
     elif current is None:
-        print(f"{path}: no lock there; stacklock resolve {args.profile} writes it")
+        say(args, f"{path}: no lock there; stacklock resolve {args.profile} writes it")
     else:
         assert differences is not None
-        print(render_diff(differences, "text"), end="")
+        say(args, render_diff(differences, "text"), end="")
         if not differences.differs:
-            print("the files differ only in what the diff does not compare "
-                  "(header, stacklock version, layout)")
-        print(f"{path} is not what resolving {args.profile} writes now "
-              f"({seconds:.1f} s); stacklock resolve {args.profile} updates it")
+            say(args, "the files differ only in what the diff does not compare "
+                "(header, stacklock version, layout)")
+        say(args, f"{path} is not what resolving {args.profile} writes now "
+            f"({seconds:.1f} s); stacklock resolve {args.profile} updates it")
     return 0 if same else 1
+
+
+def _report(args: argparse.Namespace, text: str) -> None:
+    """The lines of a resolution: each phase's one line (-v: every line)."""
+    from stacklock.cli.output import brief, say, verbose
+
+    lines = text.split("\n")
+    say(args, "\n".join(lines if verbose(args) else brief(lines)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import print_json
+from stacklock.cli.output import print_json, say
 
 if TYPE_CHECKING:
     import argparse
@@ -24,5 +24,5 @@ def validate_venv(args: argparse.Namespace) -> int:
         probes=not args.no_probes, report_dir=args.report,
         toolkit_prefix=args.toolkit_prefix, allow_no_gpu=args.allow_no_gpu,
     )
-    print_json(result.to_dict()) if args.json else print(render_text(result))
+    print_json(result.to_dict()) if args.json else say(args, render_text(result))
     return result.exit_code

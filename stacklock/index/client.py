@@ -11,6 +11,7 @@ partial response is never cached.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import threading
@@ -23,7 +24,15 @@ import httpx
 from packaging.utils import canonicalize_name
 
 from stacklock.errors import IndexUnreadable
-from stacklock.http import Credentials, RetriesExhausted, Retry, get
+from stacklock.http import (
+    Credentials,
+    DeadlineExceeded,
+    Limits,
+    RetriesExhausted,
+    Retry,
+    get,
+    is_network_failure,
+)
 from stacklock.index.cache import PageCache, freshness, read_rows
 from stacklock.index.local import is_local, load_local_rows
 from stacklock.index.pages import (
@@ -98,6 +107,9 @@ class IndexClient:
         self.pages_read: dict[str, str | None] = {}
         self._pages: dict[tuple[str, str], PageRows | IndexUnreadable] = {}
         self._parsed: dict[tuple[str, str], ParsedPage] = {}
+        # index URL -> the error of a page it did not answer for: its other
+        # pages fail at once (one page lost ends the run), not a deadline each
+        self._silent: dict[str, IndexUnreadable] = {}
         self._lock = threading.Lock()
 
     # -- public -------------------------------------------------------------------
@@ -177,6 +189,23 @@ class IndexClient:
 
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(pairs))) as ex:
             list(ex.map(one, pairs))
+
+    def find_unreachable(self, probes: Iterable[tuple[IndexSpec, str]]
+                         ) -> list[IndexUnreadable]:
+        """The indexes of ``probes`` (an index, a project to ask it for) that do
+        not answer, each once, in order: asked all at once, so that naming every
+        dead index costs one request deadline; pages read before are not asked
+        again."""
+        pairs = list(probes)
+        self.prefetch(pairs)
+        dead: dict[str, IndexUnreadable] = {}
+        for index, project in pairs:
+            try:
+                self.get_rows(index, project)
+            except IndexUnreadable as exc:
+                if exc.network:
+                    dead.setdefault(index.name, exc)
+        return list(dead.values())
 
     def project_url(self, index: IndexSpec, project: str) -> str:
         if index.kind == "flat":
@@ -304,20 +333,46 @@ class IndexClient:
     def _request(self, index: IndexSpec, url: str,
                  headers: dict[str, str]) -> httpx.Response:
         """GET with the retry policy; returns a complete answer whose status is
-        final (not one worth asking again for)."""
+        final (not one worth asking again for). Every attempt, and the waits in
+        between, end within the request deadline (``--timeout``): an index
+        that never answers is reported then, not after three full attempts."""
         shown = redact_url(url)
+        with self._lock:
+            silent = self._silent.get(index.url)
+        if silent is not None:
+            raise silent
+        try:
+            return self._attempts(index, url, headers, shown)
+        except IndexUnreadable as exc:
+            if exc.network:
+                with self._lock:
+                    self._silent.setdefault(index.url, exc)
+            raise
+
+    def _attempts(self, index: IndexSpec, url: str, headers: dict[str, str],
+                  shown: str) -> httpx.Response:
         auth = self.http.auth
         if isinstance(auth, Credentials):
             auth.add_index(index.name, index.url)
+        limits = Limits.from_env()
+        retry = dataclasses.replace(self.retry, total=min(
+            self.retry.total or limits.deadline, limits.deadline))
+        ends = retry.clock() + limits.deadline
 
         def attempt(n: int) -> httpx.Response:
             with self._lock:
                 self.requests += 1
             log.debug("GET %s (attempt %d)", shown, n)
-            return get(self.http, url, headers=headers)
+            left = ends - retry.clock()
+            if left <= 0:
+                raise DeadlineExceeded(
+                    f"gave up within the {limits.deadline:g} s allowed (--timeout "
+                    "or STACKLOCK_HTTP_TIMEOUT raises it)")
+            return get(self.http, url, headers=headers,
+                       limits=Limits(max_bytes=limits.max_bytes, deadline=left))
 
         try:
-            return self.retry.call(attempt)
+            return retry.call(attempt)
         except httpx.TooManyRedirects:
             raise IndexUnreadable(
                 "redirect loop: the server sends the page round in a circle",
@@ -335,11 +390,12 @@ class IndexClient:
             raise IndexUnreadable(
                 f"unreachable after {exc.attempts} attempt(s): "
                 f"{redact_text(exc.problem, url=url)}",
-                index=index.name, url=shown, hint=HINT) from None
+                index=index.name, url=shown, hint=HINT, network=True) from None
         except httpx.HTTPError as exc:  # a cap or deadline met: not retried
             raise IndexUnreadable(f"{type(exc).__name__}: "
                               f"{redact_text(str(exc), url=url)}",
-                              index=index.name, url=shown, hint=HINT) from None
+                              index=index.name, url=shown, hint=HINT,
+                              network=is_network_failure(exc)) from None
 
 
 def _refusal(status: int) -> tuple[str, str]:

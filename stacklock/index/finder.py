@@ -13,6 +13,7 @@ allowed on this index).
 from __future__ import annotations
 
 import io
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ __all__ = [
     "find_links",
     "is_exact_pin",
     "render_links",
+    "render_links_summary",
 ]
 
 
@@ -306,6 +308,42 @@ def find_links(
     finder = Finder(client, [index], target, exclude_newer=exclude_newer)
     return LinksReport(project=project, index=index, target=target,
                        evaluations=tuple(finder.evaluate_index(index, project)))
+
+
+def render_links_summary(report: LinksReport, *, newest: int = 10) -> str:
+    """The default view of ``stacklock links``: per version (newest ``newest``)
+    its wheels and sdists, how many fit the target, and the commonest reason
+    the others do not; then the totals. ``--all`` gives :func:`render_links`."""
+    if not report.evaluations:
+        return render_links(report)
+    by_version: dict[Version | None, list[Evaluation]] = {}
+    for ev in report.evaluations:
+        by_version.setdefault(ev.version, []).append(ev)
+    versions = sorted((v for v in by_version if v is not None), reverse=True)
+    rows = [("version", "wheels", "sdists", "fit", "why the others do not")]
+    for version in versions[:newest]:
+        found = by_version[version]
+        wheels = sum(ev.link.filename.endswith(".whl") for ev in found)
+        reasons = Counter((ev.reason or "").partition(":")[0]
+                          for ev in found if not ev.compatible)
+        why = ", ".join(f"{reason} ({n})" for reason, n in reasons.most_common(2))
+        rows.append((str(version), str(wheels), str(len(found) - wheels),
+                     str(sum(ev.compatible for ev in found)), why))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [f"{report.project} on {report.index.name} "
+             f"({redact_url(report.index.url)}), for python {report.target.python} "
+             f"{report.target.platform} manylinux_{report.target.manylinux}:"]
+    lines.extend("  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
+                                  for i, (cell, w) in enumerate(zip(row, widths,
+                                                                    strict=False)))
+                 + (f"  {row[4]}" if row[4] else "") for row in rows)
+    older = len(versions) - min(len(versions), newest)
+    fits = sum(ev.compatible for ev in report.evaluations)
+    lines.append(f"{len(report.evaluations)} link(s) in {len(versions)} version(s), "
+                 f"{fits} fit" + (f"; {older} older version(s) not shown"
+                                  if older else "")
+                 + " (--all lists every link, --json every field)")
+    return "\n".join(lines) + "\n"
 
 
 def render_links(report: LinksReport, *, width: int = 160) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from stacklock.errors import LockError
 from stacklock.install.layout import VenvLayout
-from stacklock.install.uvsteps import UV_LOCK_NAME, uv_commands
+from stacklock.install.uvsteps import BUILD_CONFIG_NAME, UV_LOCK_NAME, uv_commands
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ __all__ = [
     "applicable",
     "assemble",
     "best_wheel",
+    "build_config",
     "make_plan",
     "toolkit_args",
 ]
@@ -159,14 +160,33 @@ def best_wheel(pkg: LockedPackage, tags: Sequence[Tag]
     return pkg.wheels[min(scored)[2]] if scored else None
 
 
-def build_flags(packages: Sequence[LockedPackage]) -> tuple[str, ...]:
+def build_flags(packages: Sequence[LockedPackage],
+                config: Path | None = None) -> tuple[str, ...]:
     """uv's flags so that exactly the locked sdists are built: ``--no-build``
-    when there are none, else every package binary-only but those."""
+    when there are none, else every package binary-only but those; and the
+    uv config file ``config`` where :func:`build_config` has something to say."""
     built = sorted(p.name for p in packages if p.sdist is not None)
     if not built:
         return ("--no-build",)
+    extra = (("--config-file", str(config))
+             if config is not None and build_config(packages) else ())
     return ("--only-binary", ":all:",
-            *(flag for name in built for flag in ("--no-binary", name)))
+            *(flag for name in built for flag in ("--no-binary", name)), *extra)
+
+
+def build_config(packages: Sequence[LockedPackage]) -> str | None:
+    """uv's config for the locked sdists built against the locked runtime
+    (``match-runtime``): ``extra-build-dependencies`` with ``match-runtime =
+    true``, so uv's build environment gets the version this lock installs."""
+    rows = [
+        f'"{p.name}" = [' + ", ".join(
+            f'{{ requirement = "{n}", match-runtime = true }}'
+            for n in p.tool.match_runtime) + "]"
+        for p in sorted(packages, key=lambda p: p.name)
+        if p.sdist is not None and p.tool.match_runtime]
+    if not rows:
+        return None
+    return "[pip.extra-build-dependencies]\n" + "\n".join(rows) + "\n"
 
 
 def toolkit_args(toolkit: CudaEntry, prefix: Path, tmpdir: Path) -> tuple[str, ...]:
@@ -340,8 +360,10 @@ def make_plan(
     plain venv is adopted), which names its snapshot."""
     packages = applicable(lock, interpreter.marker_env)
     downloads, local = _wheel_downloads(packages, interpreter, cached)
+    config = VenvLayout(venv=venv).work_dir(generation) / BUILD_CONFIG_NAME
     choices = Choices(packages=tuple((p.name, str(p.version)) for p in packages),
-                      downloads=tuple(downloads), build=build_flags(packages))
+                      downloads=tuple(downloads),
+                      build=build_flags(packages, config))
     toolkit = lock.cuda if install_toolkit and lock.cuda else None
     kit = _toolkit_plan(toolkit, toolkit_prefix=toolkit_prefix,
                         present=toolkit_present, runfile_cached=runfile_cached,

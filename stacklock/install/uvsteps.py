@@ -10,9 +10,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["UV_LOCK_NAME", "uv_commands"]
+__all__ = ["BUILD_CONFIG_NAME", "UV_LOCK_NAME", "uv_commands"]
 
 UV_LOCK_NAME = "pylock.install.toml"  # the copy of the lock uv installs from
+BUILD_CONFIG_NAME = "uv-build.toml"  # beside it: uv's config for match-runtime builds
 
 
 def uv_commands(uv: str, python: str, generation_dir: Path, uv_lock: Path,

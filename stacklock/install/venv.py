@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, TypeVar
 from stacklock._fs import atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
+from stacklock.install.plan import build_config
 from stacklock.install.uvauth import lock_indexes, uv_credentials
+from stacklock.install.uvsteps import BUILD_CONFIG_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -70,7 +72,12 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock | None) -> None:
     """The lock uv installs from: a copy whose cached wheels (and sdists) use
     ``path``, so uv reads them from disk and still checks every sha256. A lock
     with nothing to rewrite is copied byte for byte (re-rendering 200 packages
-    costs a warm install more than uv's own work)."""
+    costs a warm install more than uv's own work). Beside it, uv's config for
+    the sdists built against the locked runtime, where the lock has any."""
+    config = build_config(lock.packages) if lock is not None else None
+    if config is not None:
+        plan.uv_lock_path.parent.mkdir(parents=True, exist_ok=True)
+        (plan.uv_lock_path.parent / BUILD_CONFIG_NAME).write_text(config, "utf-8")
     if not _rewrites(plan, lock):
         plan.uv_lock_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(plan.lock_path, plan.uv_lock_path)

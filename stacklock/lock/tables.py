@@ -393,12 +393,18 @@ class PackageTool:
     origin: str | None = None  # snapshot: "unknown"
     build: str | None = None  # resolve: why install builds this sdist
     yanked: str | None = None  # resolve: the yank reason of a file pinned with ==
+    # resolve: how the sdist's metadata was had (PKG-INFO, pyproject.toml, or
+    # a PEP 517 build on which interpreter, with which runtime pins)
+    metadata: str | None = None
+    # resolve: the projects whose locked versions this sdist's builds get
+    # (the profile's match-runtime; install hands them to uv)
+    match_runtime: tuple[str, ...] = ()
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
-             ("build", "build"), ("yanked", "yanked"))
-    KEYS = tuple(key for key, _ in _KEYS)
+             ("build", "build"), ("yanked", "yanked"), ("metadata", "metadata"))
+    KEYS = (*(key for key, _ in _KEYS), "match-runtime")
 
     @classmethod
     def from_table(cls, t: LockTable) -> PackageTool:
@@ -409,12 +415,15 @@ class PackageTool:
             except InvalidVersion:
                 raise t.reader.fail(f"{t.key}.cuda",
                                     f"{cuda!r} is not a CUDA version") from None
-        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS})
+        return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS},
+                   match_runtime=t.strs("match-runtime"))
 
-    def to_dict(self) -> dict[str, str]:
-        out = {}
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {}
         for key, attr in self._KEYS:
             value = getattr(self, attr)
             if value is not None:
                 out[key] = value
+        if self.match_runtime:
+            out["match-runtime"] = list(self.match_runtime)
         return out

@@ -1,23 +1,25 @@
 """Metadata of an sdist the standard way: PEP 517 in an isolated build environment.
 
 When PKG-INFO cannot be trusted (see :mod:`stacklock.metadata.pkg_info`), the sdist is
-unpacked, a fresh venv is made by ``uv venv`` for the target's Python (when this
-machine has it), its ``build-system.requires`` and ``get_requires_for_build_wheel``
-are installed by ``uv pip install``, and pypa/build's :class:`build.ProjectBuilder`
+unpacked, a fresh venv is made by ``uv venv`` from the target's Python (found as uv
+finds one, ``uv python find``; none is an error, never the host's Python instead,
+since a backend answers for the interpreter it runs on), its
+``build-system.requires``, the profile's ``build-requires``, the locked versions of
+its ``match-runtime`` projects and ``get_requires_for_build_wheel`` are installed by
+``uv pip install``, and pypa/build's :class:`build.ProjectBuilder`
 calls the backend's ``prepare_metadata_for_build_wheel`` (or, for a backend
 without it, builds the wheel and reads its METADATA). Every command's output goes
 to one log file.
 
 A build that needs what the target has and this machine lacks (torch at build
 time, a CUDA toolkit, a GPU) is recognised in that log and reported as one line
-with what to do instead.
+quoting the log's own line (``No module named 'torch'``) and what to do instead.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
-import sys
 import tarfile
 import tempfile
 import warnings
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.errors import SdistBuildError
+from stacklock.errors import MetadataError, SdistBuildError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -35,8 +37,10 @@ if TYPE_CHECKING:
     from stacklock.runner import Runner
 
 __all__ = [
+    "BuildPython",
     "BuildSetup",
     "diagnose_build_log",
+    "find_build_python",
     "make_build_setup",
     "prepare_metadata",
 ]
@@ -56,29 +60,124 @@ _NEEDS: tuple[tuple[str, re.Pattern[str]], ...] = (
 @dataclass(frozen=True, kw_only=True)
 class BuildSetup:
     """How builds run: ``uv`` (path), the ``python`` the build venv is made
-    from (a path or a version such as "3.12"), ``build_requires`` (project ->
-    extra requirements installed into its build environment, the profile's
-    ``[requirements] build-requires``),
-    ``log_dir`` for the logs, and the ``runner`` of subprocesses (None: the
-    real one)."""
+    from (the target's version such as "3.12", found by ``uv python find``, or
+    a path), ``build_requires`` (project -> extra requirements installed into
+    its build environment: the profile's ``[requirements] build-requires`` and
+    the pins its ``match-runtime`` gives), ``index_args`` (uv's index options
+    for those installs), ``log_dir`` for the logs, and the ``runner`` of
+    subprocesses (None: the real one)."""
 
     uv: str
     python: str
     log_dir: Path
     build_requires: Mapping[str, tuple[str, ...]]
+    index_args: tuple[str, ...] = ()
     runner: Runner | None = None
 
 
-def make_build_setup(profile: Profile, *, log_dir: Path) -> BuildSetup:
+@dataclass(frozen=True, kw_only=True)
+class BuildPython:
+    """The interpreter metadata builds run on: its ``path`` and what it says
+    it is (``CPython 3.12.1``), the words the lock records."""
+
+    path: str
+    describe: str
+
+
+_ASK = ("import platform; print(platform.python_implementation(), "
+        "platform.python_version())")
+
+
+def find_build_python(setup: BuildSetup) -> BuildPython:
+    """The target's interpreter, found the way uv finds one (``uv python find``),
+    and asked what it is: a shim that answers with another version, or fails,
+    is refused in one line with its own words, never replaced by the host's."""
+    runner = setup.runner or _real_runner()
+    request = setup.python
+    env = {"UV_PYTHON_DOWNLOADS": "never"}
+    argv = [setup.uv, "python", "find", "--no-project", request]
+    shown = f"`uv python find --no-project {request}`"
+    if "/" in request:
+        path = request
+    else:
+        rc, out = runner.capture(argv, env=env)
+        lines = out.strip().splitlines()
+        if rc != 0 or not lines:
+            raise _no_python(request, f"{shown} found none"
+                             + _why_not(setup, runner, argv, env))
+        path = lines[-1].strip()
+    rc, out = runner.capture([path, "-c", _ASK])
+    words = out.split()
+    if rc != 0 or len(words) != 2:
+        raise _no_python(request, f"{path} does not run (exit {rc})")
+    implementation, version = words
+    if "/" not in request and not _same_release(version, request):
+        raise _no_python(request, f"{shown} gave {path}, which is "
+                         f"{implementation} {version}")
+    return BuildPython(path=path, describe=f"{implementation} {version}")
+
+
+def _same_release(version: str, request: str) -> bool:
+    """Whether ``version`` (3.12.1) is the ``request``ed release (3.12)."""
+    return (version + ".").startswith(request + ".")
+
+
+def _why_not(setup: BuildSetup, runner: Runner, argv: Sequence[str],
+             env: Mapping[str, str]) -> str:
+    """uv's own reason (a pyenv shim's "command not found"): on stderr, so
+    asked again with the output to a log."""
+    log = setup.log_dir / "python-find.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")
+    runner.run(list(argv), log=log, env=env)
+    lines = [ln.strip() for ln in log.read_text("utf-8", "replace").splitlines()]
+    found = [ln for ln in lines if "not found" in ln or ln.startswith("error:")]
+    return f" ({found[-1][:160]})" if found else ""
+
+
+def _no_python(request: str, why: str) -> MetadataError:
+    return MetadataError(
+        f"no Python {request} to build sdists' metadata with: {why}",
+        hint=f"install one (`uv python install {request}`, or `pyenv install "
+        f"{request}` with its bin folder first on PATH); stacklock never builds "
+        "with another Python, since the metadata would be for that one")
+
+
+def make_build_setup(profile: Profile, *, log_dir: Path,
+                     runtime_pins: Mapping[str, str] | None = None) -> BuildSetup:
     """How a profile's sdists are built for their metadata: uv from stacklock's
-    own dependency, the target's Python, the profile's ``build-requires``."""
+    own dependency, the target's Python, the profile's ``build-requires``, and
+    for its ``match-runtime`` projects the pins ``runtime_pins`` gives (name ->
+    ``torch==2.9.1``; a name without one goes in bare), from its indexes."""
     from stacklock.runner import find_uv
 
     spec = profile.requirements
+    pins = runtime_pins or {}
+    extra = {name: [str(r) for r in reqs]
+             for name, reqs in spec.build_requires.items()}
+    for name, runtime in spec.match_runtime.items():
+        extra.setdefault(name, []).extend(pins.get(n, n) for n in runtime)
     return BuildSetup(
         uv=find_uv(), python=profile.target.python, log_dir=log_dir,
-        build_requires={name: tuple(str(r) for r in reqs)
-                        for name, reqs in spec.build_requires.items()})
+        build_requires={name: tuple(reqs) for name, reqs in extra.items()},
+        index_args=_index_args(profile))
+
+
+def _index_args(profile: Profile) -> tuple[str, ...]:
+    """uv's index options for build environments: the profile's indexes in its
+    order (the last simple one as uv's default, in PyPI's place), find-links
+    for flat ones; none declared means PyPI, as for the resolution."""
+    from stacklock.urls import strip_credentials
+
+    simple = [strip_credentials(i.url) for i in profile.indexes if i.kind != "flat"]
+    args = [a for i in profile.indexes if i.kind == "flat"
+            for a in ("--find-links", strip_credentials(i.url))]
+    if simple:
+        args += [a for url in simple[:-1] for a in ("--index", url)]
+        args += ["--default-index", simple[-1]]
+    elif profile.indexes:
+        args.append("--no-index")
+    return tuple(args)
 
 
 def diagnose_build_log(text: str) -> str | None:
@@ -87,9 +186,11 @@ def diagnose_build_log(text: str) -> str | None:
 
 
 def prepare_metadata(
-    sdist: Path, *, project: str, filename: str, setup: BuildSetup
+    sdist: Path, *, project: str, filename: str, setup: BuildSetup,
+    python: BuildPython,
 ) -> bytes:
-    """The METADATA the wheel built from ``sdist`` will have (PEP 517)."""
+    """The METADATA the wheel built from ``sdist`` will have (PEP 517) when
+    built on ``python``."""
     from build import BuildBackendException, BuildException, ProjectBuilder
 
     runner = setup.runner or _real_runner()
@@ -97,7 +198,8 @@ def prepare_metadata(
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_bytes(b"")
     with tempfile.TemporaryDirectory(prefix="stacklock-build-") as tmp:
-        env = _BuildEnv(Path(tmp) / "env", setup=setup, runner=runner, log=log)
+        env = _BuildEnv(Path(tmp) / "env", setup=setup, runner=runner, log=log,
+                        python=python.path)
         try:
             source = _unpack(sdist, Path(tmp) / "src")
             env.create()
@@ -132,8 +234,9 @@ class _BuildEnv:
     """A build venv made by uv (build's ``IsolatedEnv`` protocol)."""
 
     def __init__(self, path: Path, *, setup: BuildSetup, runner: Runner,
-                 log: Path) -> None:
+                 log: Path, python: str) -> None:
         self.path = path
+        self._python = python
         self._setup = setup
         self._runner = runner
         self._log = log
@@ -149,18 +252,15 @@ class _BuildEnv:
                 "PYTHONPATH": "", "VIRTUAL_ENV": str(self.path)}
 
     def create(self) -> None:
-        """A venv of the target's Python where this machine has one (uv's
-        discovery), else of the Python stacklock runs on, as uv itself does."""
-        argv = [self._setup.uv, "venv", "--quiet", "--python"]
-        try:
-            self.check([*argv, self._setup.python, str(self.path)])
-        except _StepFailed:
-            self.check([*argv, sys.executable, str(self.path)])
+        """A venv of the target's Python (:func:`find_build_python`)."""
+        self.check([self._setup.uv, "venv", "--quiet", "--python", self._python,
+                    str(self.path)])
 
     def install(self, requirements: Sequence[str]) -> None:
         if requirements:
             self.check([self._setup.uv, "pip", "install", "--quiet", "--python",
-                        self.python_executable, *requirements])
+                        self.python_executable, *self._setup.index_args,
+                        *requirements])
 
     def check(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
               cwd: Path | None = None) -> None:
@@ -198,14 +298,15 @@ def _failure(filename: str, project: str, log: Path,
              exc: Exception) -> SdistBuildError:
     text = log.read_text("utf-8", "replace") if log.exists() else ""
     needs = diagnose_build_log(text)
-    last = _last_error_line(text) or str(exc)
+    last = _cause_line(text) or str(exc)
     if needs is not None:
         return SdistBuildError(
             f"{filename}: preparing {project}'s metadata needs {needs}, which "
-            f"this machine lacks ({last}; log: {log})",
+            f"its build environment lacks ({last}; log: {log})",
             hint=f"serve a prebuilt wheel of {project} for the target (a wheel "
-            "index or a flat find-links [[index]]), or name what its build needs: "
-            f'[requirements] build-requires = {{"{project}" = ["torch==..."]}}',
+            "index or a flat find-links [[index]]), or build it against the "
+            f'locked runtime: [requirements] match-runtime = {{"{project}" = '
+            '["torch"]}',
             needs=needs, log=log)
     return SdistBuildError(
         f"{filename}: preparing {project}'s metadata failed ({last}; log: {log})",
@@ -215,9 +316,15 @@ def _failure(filename: str, project: str, log: Path,
         needs=None, log=log)
 
 
-def _last_error_line(text: str) -> str | None:
-    """The last line of the log that reads like an error, trimmed."""
+def _cause_line(text: str) -> str | None:
+    """The log's line that names the cause: the first one a known need matches
+    (``ModuleNotFoundError: No module named 'torch'``), else the last line that
+    reads like an error; trimmed."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for _what, pattern in _NEEDS:
+        hit = next((ln for ln in lines if pattern.search(ln)), None)
+        if hit is not None:
+            return hit[:200]
     for line in reversed(lines):
         if re.search(r"Error|error:|FAILED|not found", line):
             return line[:200]

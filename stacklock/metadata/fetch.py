@@ -27,12 +27,12 @@ import httpx
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
-from stacklock.http import describe_http_error, get
+from stacklock.http import describe_http_error, get, is_network_failure
 from stacklock.metadata import remote_zip
-from stacklock.metadata.parse import WheelMetadata, parse_metadata
+from stacklock.metadata.parse import WheelMetadata, cache_key, parse_metadata
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 from stacklock.store import ArtifactStore
-from stacklock.urls import redact_url, strip_credentials
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from stacklock.http import Retry
@@ -44,14 +44,6 @@ __all__ = [
 ]
 
 _TAIL = 64 * 1024
-
-
-def _cache_key(link: Link) -> str:
-    """The wheel's sha256 when known (content keyed), else a hash of URL + name."""
-    if link.sha256:
-        return link.sha256.lower()
-    ident = f"{strip_credentials(link.url)}\n{link.filename}".encode()
-    return "url-" + hashlib.sha256(ident).hexdigest()
 
 
 # per wheel (cache key), process-wide: a second fetcher asking for a wheel
@@ -92,7 +84,7 @@ class MetadataFetcher:
     def get(self, link: Link) -> WheelMetadata:
         """The METADATA of the wheel ``link`` points to (see the module docstring),
         or of the wheel the sdist ``link`` points to will build."""
-        key = _cache_key(link)
+        key = self._key(link)
         memo = f"{key} {link.filename}"
         with _KEY_LOCKS_GUARD:
             key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
@@ -111,9 +103,17 @@ class MetadataFetcher:
     def is_local(self, link: Link) -> bool:
         """Whether :meth:`get` needs no request for ``link``: read already, in
         the cache, or --offline (which never asks)."""
-        key = _cache_key(link)
+        key = self._key(link)
         return (self._offline or f"{key} {link.filename}" in self._memo
                 or self._entry(key).is_file())
+
+    def _key(self, link: Link) -> str:
+        """The cache key: the file's, and for an sdist also what its build
+        environment is given (:meth:`SdistReader.salt`)."""
+        key = cache_key(link)
+        if self._sdists is not None and not link.is_wheel:
+            key += self._sdists.salt(link)
+        return key
 
     def _entry(self, key: str) -> Path:
         return self._dir / f"{key}.metadata"
@@ -173,7 +173,7 @@ class MetadataFetcher:
             raise MetadataError(
                 f"{link.redacted_url}: cannot read METADATA "
                 f"({describe_http_error(exc)})",
-                hint=_hint_for(exc),
+                hint=_hint_for(exc), network=is_network_failure(exc),
             ) from exc
         except ZipReadError as exc:
             raise MetadataError(

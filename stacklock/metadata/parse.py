@@ -8,8 +8,10 @@ checked against the wheel's file name; the fetching lives in
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -18,8 +20,21 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import MetadataError
 from stacklock.index.links import parse_filename
+from stacklock.urls import strip_credentials
 
-__all__ = ["WheelMetadata", "parse_metadata", "parse_wheel_metadata"]
+if TYPE_CHECKING:
+    from stacklock.index.links import Link
+
+__all__ = ["WheelMetadata", "cache_key", "parse_metadata", "parse_wheel_metadata"]
+
+
+def cache_key(link: Link) -> str:
+    """The file's sha256 when known (content keyed), else a hash of URL + name:
+    the key of its metadata in the cache."""
+    if link.sha256:
+        return link.sha256.lower()
+    ident = f"{strip_credentials(link.url)}\n{link.filename}".encode()
+    return "url-" + hashlib.sha256(ident).hexdigest()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,6 +26,7 @@ __all__ = [
     "RESOLVER_FIELDS",
     "is_pkg_info_member",
     "parse_pkg_info",
+    "top_member",
     "untrusted_reason",
 ]
 
@@ -33,12 +34,19 @@ __all__ = [
 # wheel the sdist builds.
 RESOLVER_FIELDS = ("requires-dist", "requires-python", "provides-extra")
 _STATIC_FROM = Version("2.2")
-_TOP_PKG_INFO = re.compile(r"(?:\./)?[^/]+/PKG-INFO")
+_TOP_MEMBER = re.compile(r"(?:\./)?[^/]+/(PKG-INFO|pyproject\.toml)")
+
+
+def top_member(name: str) -> str | None:
+    """``PKG-INFO`` or ``pyproject.toml`` when ``name`` is the sdist's own file
+    (``<top>/PKG-INFO``, not an ``*.egg-info`` copy), else None."""
+    found = _TOP_MEMBER.fullmatch(name)
+    return found.group(1) if found else None
 
 
 def is_pkg_info_member(name: str) -> bool:
     """``<top>/PKG-INFO``: the sdist's own file, not an ``*.egg-info`` copy."""
-    return _TOP_PKG_INFO.fullmatch(name) is not None
+    return top_member(name) == "PKG-INFO"
 
 
 def untrusted_reason(raw: bytes) -> str | None:

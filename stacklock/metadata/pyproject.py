@@ -1,10 +1,14 @@
-"""A source tree's metadata from its ``pyproject.toml``, where PEP 621 makes it static.
+"""An sdist's ``pyproject.toml`` ``[project]`` table as the metadata its wheel will
+have (PEP 621), where the table says so.
 
-A ``[project]`` table that lists none of the fields the resolver reads (version,
-dependencies, optional-dependencies, requires-python) in ``dynamic`` is exactly
-the metadata any backend will build from it, so no build is needed. Pure: bytes
-in, METADATA bytes (Metadata-Version 2.4, as packaging writes it) or the reason
-it is not static out.
+PEP 621: a field of ``[project]`` that is not listed in ``dynamic`` is the field's
+final value, and a backend must not fill in one that is absent. So when
+``dependencies``, ``optional-dependencies`` and ``requires-python`` are all static,
+the resolver's fields are known without running the backend (uv reads them the
+same way). The answer is written as METADATA bytes, so that it is parsed, checked
+against the file name and cached as every other metadata is.
+
+Everything here is a pure function of bytes.
 """
 
 from __future__ import annotations
@@ -12,54 +16,84 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from packaging.metadata import Metadata
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 
-__all__ = ["static_metadata"]
+__all__ = ["STATIC_FIELDS", "static_project_metadata"]
 
-# The [project] keys whose values the resolver reads.
-_READ = ("version", "dependencies", "optional-dependencies", "requires-python")
+# The [project] keys the resolver's fields come from.
+STATIC_FIELDS = ("dependencies", "optional-dependencies", "requires-python")
 
 
-def static_metadata(content: bytes) -> bytes | str:
-    """METADATA built from ``pyproject.toml`` bytes, or why it cannot be (no
-    ``[project]`` table, a field the resolver reads is dynamic, a value that
-    is not valid)."""
+def static_project_metadata(raw: bytes, *, project: str | None = None,
+                            version: str | None = None) -> bytes | str:
+    """METADATA for the sdist of ``project`` ``version`` (its file name's) from
+    its pyproject.toml ``raw``, or why it cannot be had from there. Without
+    ``project`` and ``version`` (a source folder or repository, which has no
+    file name) the table must state both."""
     try:
-        project = tomllib.loads(content.decode("utf-8")).get("project")
+        data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return f"pyproject.toml is not valid TOML ({exc})"
-    if not isinstance(project, dict) or "name" not in project:
+        return f"pyproject.toml cannot be read ({exc})"
+    table = data.get("project")
+    if not isinstance(table, dict):
+        return "pyproject.toml has no [project] table"
+    dynamic = table.get("dynamic", [])
+    if not isinstance(dynamic, list):
+        return "pyproject.toml [project] dynamic is not a list"
+    named = [f for f in STATIC_FIELDS if f in dynamic]
+    if named:
+        return f"pyproject.toml [project] lists {', '.join(named)} as dynamic"
+    name = table.get("name")
+    if not isinstance(name, str):
         return "pyproject.toml has no [project] name"
-    dynamic = [k for k in project.get("dynamic", []) if k in _READ]
-    if dynamic:
-        return f"pyproject.toml marks {', '.join(dynamic)} as dynamic"
-    if "version" not in project:
-        return "pyproject.toml has no [project] version"
+    if project is not None and canonicalize_name(name) != canonicalize_name(project):
+        return f"pyproject.toml [project] name is {name!r}, not {project}"
+    stated = table.get("version")
+    if not isinstance(stated, str) or "version" in dynamic:
+        if version is None:
+            return "pyproject.toml does not state its [project] version"
+        stated = version
     try:
-        raw = _raw(project)
-        return bytes(Metadata.from_raw(raw).as_rfc822())  # type: ignore[arg-type]
-    except (InvalidRequirement, ValueError, TypeError) as exc:
-        return f"pyproject.toml [project] is not valid: {exc}"
+        lines = _fields(table)
+    except (InvalidRequirement, InvalidSpecifier, TypeError, ValueError) as exc:
+        return f"pyproject.toml [project] cannot be read ({exc})"
+    head = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {stated}"]
+    return ("\n".join(head + lines) + "\n").encode("utf-8")
 
 
-def _raw(project: dict[str, Any]) -> dict[str, Any]:
-    requires = [str(Requirement(r)) for r in project.get("dependencies", [])]
-    extras = project.get("optional-dependencies", {})
-    for extra, reqs in sorted(extras.items()):
-        for text in reqs:
-            req = Requirement(text)
-            marker = f"extra == {extra!r}"
+def _fields(table: dict[str, Any]) -> list[str]:
+    """``Requires-Python``, ``Requires-Dist`` and ``Provides-Extra`` lines."""
+    lines = []
+    python = table.get("requires-python")
+    if python is not None:
+        lines.append(f"Requires-Python: {SpecifierSet(_text(python))}")
+    lines += [f"Requires-Dist: {Requirement(_text(r))}"
+              for r in _list(table.get("dependencies", []))]
+    extras = table.get("optional-dependencies", {})
+    if not isinstance(extras, dict):
+        raise TypeError("optional-dependencies is not a table")
+    for extra, reqs in extras.items():
+        name = canonicalize_name(_text(extra), validate=True)
+        lines.append(f"Provides-Extra: {name}")
+        for text in _list(reqs):
+            req = Requirement(_text(text))
+            marker = f'extra == "{name}"'
             if req.marker is not None:
                 marker = f"({req.marker}) and {marker}"
             req.marker = None
-            requires.append(f"{req}; {marker}")
-    raw: dict[str, Any] = {"metadata_version": "2.4", "name": str(project["name"]),
-                           "version": str(project["version"])}
-    if requires:
-        raw["requires_dist"] = requires
-    if "requires-python" in project:
-        raw["requires_python"] = str(project["requires-python"])
-    if extras:
-        raw["provides_extra"] = sorted(extras)
-    return raw
+            lines.append(f"Requires-Dist: {req} ; {marker}")
+    return lines
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {value!r}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value

@@ -34,8 +34,10 @@ __all__ = [
     "Entry",
     "iter_member",
     "pick_metadata",
+    "prefetch_entries",
     "read_dist_info_metadata",
     "read_entries",
+    "read_entry",
     "read_member",
 ]
 
@@ -269,6 +271,30 @@ def _data_start(reader: RangeReader, entry: Entry, *, prefetch: int) -> int:
         raise ZipReadError(f"no local header for {entry.name}")
     local = _LOCAL.unpack_from(head)
     return int(entry.header_offset + _LOCAL.size + local[9] + local[10])
+
+
+def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
+                     gap: int = 256 << 10, limit: int = 16 << 20) -> None:
+    """Read the members ``entries`` into ``reader``'s cache in as few requests
+    as their places allow: neighbours less than ``gap`` apart share a request of
+    at most ``limit`` bytes (scipy's 111 extension modules: a few requests, not
+    111 one after another). :func:`read_entry` then reads them from the cache."""
+    spans: list[list[int]] = []
+    for e in sorted(entries, key=lambda e: e.header_offset):
+        lo = e.header_offset
+        hi = lo + _LOCAL.size + len(e.name.encode()) + e.extra_len + \
+            e.compressed_size + _SLACK
+        if spans and lo - spans[-1][1] <= gap and hi - spans[-1][0] <= limit:
+            spans[-1][1] = max(spans[-1][1], hi)
+        else:
+            spans.append([lo, hi])
+    for lo, hi in spans:
+        reader.read_at(lo, hi - lo)
+
+
+def read_entry(reader: RangeReader, entry: Entry) -> bytes:
+    """The uncompressed bytes of ``entry``, CRC-checked, through the cache."""
+    return _read_member(reader, entry)
 
 
 def _read_member(reader: RangeReader, entry: Entry) -> bytes:

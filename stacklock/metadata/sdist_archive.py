@@ -1,4 +1,5 @@
-"""An sdist's PKG-INFO read from the index, without downloading the whole sdist.
+"""An sdist's PKG-INFO (and its pyproject.toml, when PKG-INFO cannot be trusted)
+read from the index, without downloading the whole sdist.
 
 A ``.tar.gz`` has no directory, so it is read front to back through gzip: one
 range request for the first 64 KiB, then, only if PKG-INFO was not in it, the
@@ -26,15 +27,16 @@ from stacklock.download import MAX_DOWNLOAD
 from stacklock.errors import ZipReadError
 from stacklock.http import BodyTooLarge, DeadlineExceeded, Limits, get
 from stacklock.metadata import remote_zip as _remote_zip
-from stacklock.metadata.pkg_info import is_pkg_info_member
+from stacklock.metadata.pkg_info import top_member
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from stacklock.http import Retry
 
-__all__ = ["ARCHIVE_ERRORS", "FIRST_READ", "ForwardReader", "read_remote_pkg_info"]
+__all__ = ["ARCHIVE_ERRORS", "FIRST_READ", "ForwardReader", "read_remote_pkg_info",
+           "read_remote_sdist_files"]
 
 FIRST_READ = 64 * 1024
 _HEADERS = {"Accept-Encoding": "identity"}
@@ -185,27 +187,62 @@ def read_remote_pkg_info(
     retry: Retry = RANGE_RETRY,
     keep: bytearray | None = None,
 ) -> bytes | None:
-    """The sdist's ``<top>/PKG-INFO``; None when it has none. ``first`` is the
+    """The sdist's ``<top>/PKG-INFO``; None when it has none (see
+    :func:`read_remote_sdist_files`)."""
+    return read_remote_sdist_files(
+        http, url, filename, on_bytes=on_bytes, size_hint=size_hint, first=first,
+        retry=retry, keep=keep, enough=lambda found: "PKG-INFO" in found,
+    ).get("PKG-INFO")
+
+
+def read_remote_sdist_files(
+    http: httpx.Client,
+    url: str,
+    filename: str,
+    *,
+    on_bytes: Callable[[int], None],
+    enough: Callable[[Mapping[str, bytes]], bool],
+    size_hint: int | None = None,
+    first: int = FIRST_READ,
+    retry: Retry = RANGE_RETRY,
+    keep: bytearray | None = None,
+) -> dict[str, bytes]:
+    """The sdist's top ``PKG-INFO`` and ``pyproject.toml`` found before
+    ``enough`` says so (or the archive ends), by base name. ``first`` is the
     size of the first range read; ``keep`` receives the bytes of a .tar.gz read
     from its start (the whole sdist when it was read to the end). Raises
     ``httpx.HTTPError``, ``tarfile.TarError``/``zlib.error``/``EOFError`` for a
     broken archive, and :class:`stacklock.errors.ZipReadError`."""
+    found: dict[str, bytes] = {}
     if filename.endswith(".zip"):
-        return _zip_pkg_info(http, url, on_bytes=on_bytes, size_hint=size_hint)
+        for base in ("PKG-INFO", "pyproject.toml"):
+            raw = _zip_member(http, url, base, on_bytes=on_bytes,
+                              size_hint=size_hint)
+            if raw is not None:
+                found[base] = raw
+            if enough(found):
+                break
+        return found
     with ForwardReader(http, url, on_bytes=on_bytes, first=first, retry=retry,
-                       keep=keep) as raw, tarfile.open(
-        fileobj=raw, mode="r|gz"
+                       keep=keep) as raw_stream, tarfile.open(
+        fileobj=raw_stream, mode="r|gz"
     ) as archive:
         for member in archive:
-            if member.isfile() and is_pkg_info_member(member.name):
-                extracted = archive.extractfile(member)
-                return extracted.read() if extracted is not None else None
-    return None
+            top = top_member(member.name) if member.isfile() else None
+            if top is None or top in found:
+                continue
+            extracted = archive.extractfile(member)
+            if extracted is not None:
+                found[top] = extracted.read()
+            if enough(found):
+                break
+    return found
 
 
-def _zip_pkg_info(
+def _zip_member(
     http: httpx.Client,
     url: str,
+    base: str,
     *,
     on_bytes: Callable[[int], None],
     size_hint: int | None,
@@ -216,11 +253,11 @@ def _zip_pkg_info(
         response.raise_for_status()
         on_bytes(len(response.content))
         with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
-            name = _choose(archive.namelist())
+            name = _choose(archive.namelist(), base)
             return archive.read(name) if name is not None else None
-    return _remote_zip.read_member(reader, _choose)
+    return _remote_zip.read_member(reader, lambda names: _choose(names, base))
 
 
-def _choose(names: list[str]) -> str | None:
-    found = sorted(n for n in names if is_pkg_info_member(n))
+def _choose(names: list[str], base: str) -> str | None:
+    found = sorted(n for n in names if top_member(n) == base)
     return found[0] if found else None

@@ -20,7 +20,11 @@ from packaging.utils import canonicalize_name
 
 from stacklock.errors import NativeCheckError
 from stacklock.native.baseline import baseline_sonames
-from stacklock.native.check import Finding, find_incompatibilities
+from stacklock.native.check import (
+    Finding,
+    find_incompatibilities,
+    large_members_needed,
+)
 from stacklock.native.demangle import demangle
 from stacklock.native.wheel import (
     NativeWheel,
@@ -60,6 +64,7 @@ class NativeReport:
     bytes_read: int
     bytes_by_wheel: dict[str, int] = field(default_factory=dict)
     unloaded: tuple[Finding, ...] = ()
+    unread: tuple[str, ...] = ()  # "package version: path" of large members
 
     @property
     def ok(self) -> bool:
@@ -75,6 +80,7 @@ class NativeReport:
             "allowed": [f.to_dict() for f in self.allowed],
             "notes": [f.to_dict() for f in self.notes],
             "unloaded": [f.to_dict() for f in self.unloaded],
+            "unread": list(self.unread),
             "bytes-read": self.bytes_read,
             "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
         }
@@ -105,6 +111,11 @@ def check_native(
 
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         read_all = list(pool.map(read, wheels))
+        wanted = large_members_needed(wheels, read_all)
+        again = {at: pool.submit(reader.read_large, wheels[at], paths)
+                 for at, paths in wanted.items()}
+        for at, future in again.items():
+            read_all[at] = future.result()
     kept = [(w, n) for w, n in zip(wheels, read_all, strict=True) if n.files]
     native = [w for w, _ in kept]
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
@@ -143,6 +154,9 @@ def judge_natives(
         allowed=tuple(f for f in blocking if f.package in allowed_names),
         notes=tuple(f for f in found if not f.blocking and not f.unloaded),
         unloaded=tuple(f for f in found if f.unloaded),
+        unread=tuple(sorted(f"{w.package} {w.version}: {path}"
+                            for w, n in zip(wheels, natives, strict=True)
+                            for path in n.large)),
         allow=tuple(sorted(allowed_names)),
         bytes_read=0,
     )

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     from stacklock.native.elf import SharedObject
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
-__all__ = ["Finding", "find_alternatives", "find_incompatibilities", "symbol_family",
-           "top_namespace"]
+__all__ = ["Finding", "find_alternatives", "find_incompatibilities",
+           "large_members_needed", "symbol_family", "top_namespace"]
 
 # _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
 # optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
@@ -169,6 +169,9 @@ class _Index:
         default_factory=lambda: defaultdict(list))
     exports: dict[int, frozenset[str]] = field(default_factory=dict)
     namespaces: dict[int, frozenset[str]] = field(default_factory=dict)
+    # basename -> (wheel, path) of the large members not read (wheel.py)
+    large: dict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list))
 
 
 def _make_index(natives: Sequence[WheelNatives]) -> _Index:
@@ -182,6 +185,8 @@ def _make_index(natives: Sequence[WheelNatives]) -> _Index:
             index.objects[_basename(obj.path)].append((at, obj))
             if obj.soname and obj.soname != _basename(obj.path):
                 index.objects[obj.soname].append((at, obj))
+        for path in wheel.large:
+            index.large[_basename(path)].append((at, path))
     return index
 
 
@@ -193,8 +198,9 @@ def _exports(index: _Index, natives: Sequence[WheelNatives], at: int) -> frozens
     return index.exports[at]
 
 
-def _scope(index: _Index, home: int, obj: SharedObject) -> list[int]:
-    """The wheels whose objects ``obj`` reaches through DT_NEEDED, own first."""
+def _scope(index: _Index, home: int, obj: SharedObject) -> tuple[list[int], set[str]]:
+    """The wheels whose objects ``obj`` reaches through DT_NEEDED, own first, and
+    the sonames it reaches."""
     seen_wheels = [home]
     seen: set[str] = set()
     todo = list(obj.needed)
@@ -209,7 +215,59 @@ def _scope(index: _Index, home: int, obj: SharedObject) -> list[int]:
             if at not in seen_wheels:
                 seen_wheels.append(at)
             todo.extend(dep.needed)
-    return seen_wheels
+    return seen_wheels, seen
+
+
+def _is_cuda(name: str) -> bool:
+    return "cuda" in name.lower()
+
+
+def _may_provide(index: _Index, natives: Sequence[WheelNatives],
+                 wheels: Sequence[NativeWheel], at: int, path: str,
+                 symbol: str) -> bool:
+    """Could the unread large member ``path`` of wheel ``at`` export ``symbol``?
+    Yes when the symbol's family is one its wheel's read objects own (``at::``
+    beside libtorch_python) or it is named for the wheel's project
+    (``torch_exception_get_what``, ``aoti_torch_get_device``), except that a
+    library named for CUDA gives only symbols named for CUDA: every symbol an
+    extension takes from torch's CUDA libraries alone is (``at::cuda::``,
+    ``torch_cuda_stream_synchronize``; so in every extension recorded)."""
+    if _is_cuda(path) and not _is_cuda(symbol):
+        return False
+    _exports(index, natives, at)
+    if (symbol_family(symbol) or "") in index.namespaces[at]:
+        return True
+    project = canonicalize_name(wheels[at].package)
+    return project in symbol.lower().split("_")[:2]
+
+
+def large_members_needed(
+    wheels: Sequence[NativeWheel], natives: Sequence[WheelNatives],
+) -> dict[int, set[str]]:
+    """The large members (wheel -> paths) the symbol check needs read: those an
+    object of another wheel links directly while needing a symbol that nothing
+    read exports and that they may provide (:func:`_may_provide`), except the
+    ones named for CUDA: the symbols only they could give are left unjudged.
+    cuDNN, cuBLAS, NCCL and libtorch_cuda stay unread for a CUDA 13 torch stack
+    (3 GB); libtorch_cpu (120 MB) is read when an extension of torch is locked."""
+    index = _make_index(natives)
+    if not index.large:
+        return {}
+    exported = {s for n in natives for o in n.objects for s in o.exported}
+    wanted: dict[int, set[str]] = defaultdict(set)
+    for at, wheel in enumerate(natives):
+        for obj in wheel.objects:
+            links = [index.large[n] for n in obj.needed if n in index.large]
+            if not links:
+                continue
+            residue = [s for s in obj.undefined
+                       if s not in exported and symbol_family(s) is not None]
+            for other, path in (m for members in links for m in members):
+                if other != at and not _is_cuda(path) and any(
+                        _may_provide(index, natives, wheels, other, path, s)
+                        for s in residue):
+                    wanted[other].add(path)
+    return dict(wanted)
 
 
 def find_incompatibilities(
@@ -392,7 +450,8 @@ def _missing_symbols(
 ) -> Iterable[Finding]:
     if not obj.undefined:
         return
-    scope = _scope(index, at, obj)
+    scope, reached = _scope(index, at, obj)
+    unread = [m for name in reached for m in index.large.get(name, ())]
     exported = set(_exports(index, natives, at))
     owners: dict[str, int] = {}  # families another package's libraries export
     for other in scope[1:]:
@@ -403,7 +462,8 @@ def _missing_symbols(
         if symbol in exported:
             continue
         owner = owners.get(symbol_family(symbol) or "")
-        if owner is None:
-            continue
+        if owner is None or any(_may_provide(index, natives, wheels, other, path,
+                                             symbol) for other, path in unread):
+            continue  # not judged, or it may be in a library not read
         yield _finding(wheels[at], obj, kind="symbol", missing=symbol,
                        counterpart=_label(wheels[owner]))

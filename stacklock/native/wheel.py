@@ -5,15 +5,25 @@ object is then inflated from its zip member, fetched by HTTP range requests in 8
 pieces, only as far as the loader's view reaches (:mod:`stacklock.native.elf`). The
 result is cached under ``<cache>/native/`` by the wheel's sha256, so each wheel is
 read once per machine; a wheel already in the artifact store is read from disk.
+
+The loader's view of a library ends with its dynamic section, and a deflate stream
+can only be read from its start: a library's facts cost its whole compressed size.
+Libraries (``lib*.so*``) over :data:`LARGE_MEMBER` compressed (cuDNN, cuBLAS,
+libtorch_cuda: 3 GB of a CUDA 13 stack) and extension modules over
+:data:`LARGE_EXTENSION` are listed in ``large`` and left unread; the check asks
+for one with :meth:`WheelReader.read_large` only when an extension's symbols need
+it. Extension modules are where a stack breaks (built against another torch or
+CUDA), so they are read up to a larger size.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import threading
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,7 +34,7 @@ from elftools.common.exceptions import ELFError
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
-from stacklock.http import describe_http_error
+from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
 from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
@@ -37,13 +47,19 @@ from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    import io
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
-__all__ = ["NativeWheel", "WheelNatives", "WheelReader"]
+__all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
 
-_FORMAT = 1  # of the cache entries
+_FORMAT = 1  # of the cache entries (``large`` is new and optional)
 _TAIL = 64 * 1024
+LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
+LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
+
+
+def _is_large(path: str, compressed: int) -> bool:
+    library = path.rsplit("/", 1)[-1].startswith("lib")
+    return compressed > (LARGE_MEMBER if library else LARGE_EXTENSION)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,19 +77,24 @@ class NativeWheel:
 @dataclass(frozen=True, kw_only=True)
 class WheelNatives:
     """``files``: every shared-object-like member path (what the wheel puts on
-    disk for the loader to find); ``objects``: those that are ELF shared objects."""
+    disk for the loader to find); ``objects``: those that are ELF shared objects;
+    ``large``: members not read yet (see the module docstring)."""
 
     sha256: str
     files: tuple[str, ...]
     objects: tuple[SharedObject, ...]
+    large: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": _FORMAT,
             "sha256": self.sha256,
             "files": list(self.files),
             "objects": [o.to_dict() for o in self.objects],
         }
+        if self.large:
+            out["large"] = list(self.large)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WheelNatives:
@@ -81,6 +102,7 @@ class WheelNatives:
             sha256=str(data["sha256"]),
             files=tuple(data["files"]),
             objects=tuple(SharedObject.from_dict(o) for o in data["objects"]),
+            large=tuple(data.get("large", ())),
         )
 
 
@@ -108,10 +130,19 @@ class WheelReader:
         self.bytes_by_wheel: dict[str, int] = {}
 
     def read(self, wheel: NativeWheel) -> WheelNatives:
+        """The wheel's facts, its large members left unread."""
+        return self._read(wheel, ())
+
+    def read_large(self, wheel: NativeWheel, paths: Iterable[str]) -> WheelNatives:
+        """The wheel's facts with the large members ``paths`` read too."""
+        return self._read(wheel, tuple(paths))
+
+    def _read(self, wheel: NativeWheel, wanted: tuple[str, ...]) -> WheelNatives:
         cached = self._from_cache(wheel.sha256)
-        if cached is not None:
+        if cached is not None and (self._offline
+                                   or not set(wanted) & set(cached.large)):
             self._count(wheel.filename, 0)
-            return cached
+            return cached  # offline, the large members stay unread
         local = self._store.path_for(wheel.sha256)
         if local is None and wheel.url.startswith("file://"):
             local = Path(url2pathname(urlsplit(wheel.url).path))  # a folder index
@@ -124,7 +155,7 @@ class WheelReader:
                 "with --no-check",
             )
         else:
-            natives = self._read_remote(wheel)
+            natives = self._read_remote(wheel, wanted, cached)
         self.remember(natives)
         return natives
 
@@ -153,7 +184,10 @@ class WheelReader:
             self.bytes_read += n
             self.bytes_by_wheel[filename] = self.bytes_by_wheel.get(filename, 0) + n
 
-    def _read_remote(self, wheel: NativeWheel) -> WheelNatives:
+    def _read_remote(self, wheel: NativeWheel, wanted: tuple[str, ...],
+                     known: WheelNatives | None) -> WheelNatives:
+        """Read the wheel's shared objects, the large ones only if ``wanted``;
+        ``known``: what an earlier read found (not read again)."""
         where = redact_url(wheel.url)
         reader = RangeReader(
             self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
@@ -168,24 +202,38 @@ class WheelReader:
             entries = remote_zip.read_entries(reader)
             files = tuple(sorted(e.name for e in entries
                                  if is_shared_object_name(e.name)))
-            objects = []
-            for entry in entries:
-                if entry.name in files:
-                    member = InflatedMember(
-                        remote_zip.iter_member(reader, entry), size=entry.size
-                    )
-                    with member:
-                        found = _parse(member, entry.name, wheel)
-                    if found is not None:
-                        objects.append(found)
+            objects = list(known.objects) if known is not None else []
+            done = {o.path for o in objects}
+            if known is not None:
+                done |= set(known.files) - set(known.large)  # not ELF after all
+            todo = [e for e in entries if e.name in files and e.name not in done]
+            large = [e.name for e in todo if e.name not in wanted
+                     and _is_large(e.name, e.compressed_size)]
+            small = [e for e in todo if e.name not in large and e.name not in wanted]
+            remote_zip.prefetch_entries(reader, small)  # few requests for many
+            for entry in small:
+                with io.BytesIO(remote_zip.read_entry(reader, entry)) as member:
+                    found = _parse(member, entry.name, wheel)
+                if found is not None:
+                    objects.append(found)
+            for entry in todo:
+                if entry.name not in wanted:
+                    continue
+                # read as far as the loader's view reaches, never held whole
+                with InflatedMember(remote_zip.iter_member(reader, entry),
+                                    size=entry.size) as streamed:
+                    found = _parse(streamed, entry.name, wheel)
+                if found is not None:
+                    objects.append(found)
         except httpx.HTTPError as exc:
             raise NativeError(
                 f"{where}: cannot read the wheel ({describe_http_error(exc)})",
                 hint="check the network, or use --offline with a filled cache",
+                network=is_network_failure(exc),
             ) from exc
         except ZipReadError as exc:
             raise NativeError(f"{where}: cannot read the wheel: {exc}") from exc
-        return _natives(wheel, files, objects)
+        return replace(_natives(wheel, files, objects), large=tuple(sorted(large)))
 
 
 def _parse(

@@ -46,7 +46,7 @@ from stacklock._fs import file_digest
 from stacklock.errors import MetadataError, ProfileError
 from stacklock.metadata.parse import WheelMetadata, parse_metadata
 from stacklock.metadata.pkg_info import is_pkg_info_member, untrusted_reason
-from stacklock.metadata.pyproject import static_metadata
+from stacklock.metadata.pyproject import static_project_metadata
 from stacklock.metadata.remote_zip import pick_metadata
 from stacklock.resolve.model import holds_on
 from stacklock.urls import redact_url, strip_credentials
@@ -70,6 +70,7 @@ _ARCHIVES = (".whl", ".tar.gz", ".zip")
 _FULL_SHA = re.compile(r"[0-9a-fA-F]{40}")
 _SHORT_SHA = re.compile(r"[0-9a-fA-F]{7,39}")
 _GIT_ENV = {"GIT_TERMINAL_PROMPT": "0"}  # never wait for a password prompt
+_GIT_SECONDS = 900.0  # a clone of a large repository
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,7 +203,7 @@ def read_direct(ref: DirectRef, *, target: Target, http: httpx.Client,
                 store: ArtifactStore, root: Path, runner: Runner,
                 setup: BuildSetup | None) -> DirectArtifact:
     """Fetch what ``ref`` names and read its metadata (see the module
-    docstring); ``root`` is the cache folder (git checkouts, build logs). A
+    docstring); ``root`` is the cache folder (its git/ holds the checkouts). A
     wheel none of whose tags ``target`` accepts is refused before it is
     fetched, a project whose Requires-Python excludes it after."""
     _check_tags(ref, target)
@@ -312,7 +313,7 @@ def _pkg_info(sdist: Path) -> bytes | None:
 def _tree_metadata(ref: DirectRef, tree: Path, setup: BuildSetup | None
                    ) -> WheelMetadata:
     pyproject = tree / "pyproject.toml"
-    found = (static_metadata(pyproject.read_bytes()) if pyproject.is_file()
+    found = (static_project_metadata(pyproject.read_bytes()) if pyproject.is_file()
              else "no pyproject.toml")
     raw = found if isinstance(found, bytes) else _build(ref, tree, setup, found)
     fields, _ = parse_email(raw)
@@ -325,19 +326,21 @@ def _tree_metadata(ref: DirectRef, tree: Path, setup: BuildSetup | None
 
 def _build(ref: DirectRef, source: Path, setup: BuildSetup | None, why: str
            ) -> bytes:
-    from stacklock.metadata.build import prepare_metadata
+    from stacklock.metadata.build import find_build_python, prepare_metadata
 
     if setup is None:
         raise MetadataError(f"{ref.text}: {why}, and building is turned off",
                             hint=f"point {ref.name} at a wheel")
     return prepare_metadata(source, project=ref.name,
-                            filename=f"{ref.name}-direct-reference", setup=setup)
+                            filename=f"{ref.name}-direct-reference", setup=setup,
+                            python=find_build_python(setup))
 
 
 def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
                   ) -> tuple[Path, str]:
     """A checkout of the reference's commit in the cache (cloned once per
-    repository and commit), and that commit."""
+    repository and commit, without the blobs of other commits where the server
+    allows), and that commit."""
     assert ref.url is not None
     commit = _git_commit(ref, runner)
     key = hashlib.sha256(strip_credentials(ref.url).encode()).hexdigest()[:16]
@@ -347,10 +350,9 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{key}.{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    log = root / "logs" / f"git-{key}.log"
     try:
-        _git(runner, ["clone", "--quiet", "--no-checkout", ref.url, str(tmp)],
-             ref=ref, log=log)
+        _git(runner, ["clone", "--quiet", "--no-checkout", "--filter=blob:none",
+                      ref.url, str(tmp)], ref=ref)
         if commit is None:  # a short commit id: only the clone knows it
             rc, out = runner.capture(["git", "-C", str(tmp), "rev-parse", "--verify",
                                       f"{ref.revision}^{{commit}}"], env=_GIT_ENV)
@@ -361,7 +363,7 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
                                    hint="use a tag, a branch or a full commit id")
             commit = out.strip().lower()
         _git(runner, ["-C", str(tmp), "checkout", "--quiet", "--detach", commit],
-             ref=ref, log=log)
+             ref=ref)
         dest = folder / f"{key}-{commit}"
         try:
             tmp.rename(dest)
@@ -372,13 +374,16 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _git(runner: Runner, args: list[str], *, ref: DirectRef, log: Path) -> None:
-    rc = runner.run(["git", *args], log=log, env=_GIT_ENV)
+def _git(runner: Runner, args: list[str], *, ref: DirectRef) -> None:
+    """Run git, its output unlogged: the URL may carry credentials."""
+    rc, _ = runner.capture(["git", *args], env=_GIT_ENV, timeout=_GIT_SECONDS)
     if rc != 0:
-        what = "git is not installed" if rc == 127 else f"git {args[0]} exited {rc}"
-        raise ProfileError(f"{ref.text}: {what} (log: {log})",
-                           key="requirements.packages",
-                           hint="check the repository URL and the revision")
+        what = ("git is not installed, or did not finish in "
+                f"{_GIT_SECONDS:.0f} s" if rc == 127 else
+                f"git {args[0] if args[0] != '-C' else args[2]} exited {rc}")
+        raise ProfileError(f"{ref.text}: {what}", key="requirements.packages",
+                           hint="check the repository URL and the revision with "
+                           "git clone")
 
 
 def _git_commit(ref: DirectRef, runner: Runner) -> str | None:

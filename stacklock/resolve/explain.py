@@ -48,7 +48,7 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
         if constraint:
             lines.append(f"    the profile's constraints allow {name}{constraint}")
         lines.append("    " + _available(name, source, rules))
-        if len(reqs) > 1 and name not in rules.overrides:
+        if len(reqs) > 1 and name not in rules.overrides and name not in rules.direct:
             hints.append(f'add an override such as "{name}{_loosest(reqs)}" to '
                          "[requirements] overrides (it replaces every requirement"
                          f" on {name})")
@@ -150,6 +150,9 @@ def _available(name: str, source: PackageSource, rules: Rules) -> str:
         found = source.compatible(name)
     except Exception as exc:  # a message about a message
         return f"the versions of {name} could not be read: {exc}"
+    if found and found[0].direct is not None:
+        return (f"{name} comes only from the profile's direct reference "
+                f"{found[0].direct.ref.text} (version {found[0].version})")
     index = source.index_for(name)
     where = f" on index {index.name!r}" if index is not None else ""
     if found:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +160,7 @@ class NativeGate:
                         filename=p.wheel.filename, url=p.wheel.url,
                         sha256=p.wheel.sha256, size=p.wheel.size)
             for p in packages if not p.is_sdist and p.wheel is not None
+            and (p.direct is None or p.direct.ref.url is not None)
         ]
         target = self._profile.target
         done: list[str] = []
@@ -169,10 +170,12 @@ class NativeGate:
             if self._on_status is not None:
                 self._on_status(f"native check: {len(done)} wheels read")
 
-        self.report = report = check_native(
+        report = check_native(
             wheels, reader=self._reader, manylinux=target.manylinux,
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
+        # bytes of every round, a passed-over candidate's included
+        self.report = replace(report, bytes_read=self._reader.bytes_read)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
@@ -192,7 +195,8 @@ def check_resolution(
 ) -> NativeReport:
     """The native check of a resolution's wheels (reads cached by sha256); a
     package locked as an sdist or a direct reference without a wheel has none to
-    read until install builds it."""
+    read until install builds it, and a wheel a direct reference names by path
+    is not read over HTTP."""
     client = http or client_for(resolution.profile)
     try:
         gate = NativeGate(resolution.profile, http=client, offline=offline,
@@ -213,6 +217,10 @@ def render_native(report: NativeReport) -> list[str]:
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    if report.unread:
+        owners = sorted({u.split(":", 1)[0] for u in report.unread})
+        lines.append(f"  {len(report.unread)} large libraries known by name only "
+                     f"(no extension needs their symbols): " + ", ".join(owners))
     unloaded: dict[str, set[str]] = {}
     for f in report.unloaded:
         unloaded.setdefault(f"{f.package} {f.version}", set()).add(f.object)
@@ -238,7 +246,14 @@ def render_resolve(result: ResolveResult) -> str:
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")
+    lines.extend(f"  warning: {text}" for text in res.warnings)
     for p in res.packages:
+        if p.direct is not None:
+            found = p.direct
+            what = (f"commit {found.commit}" if found.commit else
+                    f"sha256 {found.sha256}" if found.sha256 else "a source folder")
+            lines.append(f"  direct reference: {found.ref.text} -> {p.name} "
+                         f"{p.version} ({what})")
         if p.yanked is not None:
             lines.append(f"  warning: {p.name} {p.version} is yanked"
                          + (f" ({p.yanked})" if p.yanked else "")

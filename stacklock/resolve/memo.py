@@ -70,7 +70,7 @@ class Replay:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"lock": str(self.lock), "packages": self.packages,
-                               "seconds": round(self.seconds, 3)}
+                               "seconds": round(self.seconds, 3), "replayed": True}
         if self.native is not None:
             out["native"] = self.native
         return out

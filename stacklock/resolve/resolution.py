@@ -10,6 +10,7 @@ does, from the :class:`Resolution` returned here.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -26,7 +27,13 @@ from resolvelib import (
 )
 
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock.errors import NativeCheckError, ProfileError, ResolutionError
+from stacklock.errors import (
+    IndexesUnreachable,
+    IndexUnreadable,
+    NativeCheckError,
+    ProfileError,
+    ResolutionError,
+)
 from stacklock.http import MAX_CONNECTIONS, Credentials, make_http_client
 from stacklock.index.client import IndexClient
 from stacklock.index.finder import Finder
@@ -57,7 +64,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.profile import Profile
+    from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
     from stacklock.runner import Runner
 
@@ -65,7 +72,11 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
            "resolve_profile"]
 
 MAX_ROUNDS = 5000
+_EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
+# resolutions at most: a first one, then one whose match-runtime builds get
+# the runtime the first locked (a third only if that moved the runtime again)
+RUNTIME_PASSES = 3
 
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
@@ -137,10 +148,8 @@ def resolve_profile(
                             [*requirements.packages, *requirements.constraints,
                              *requirements.overrides], env))
         store = ArtifactStore(root / "artifacts")
-        setup = make_build_setup(profile, log_dir=root / "logs")
-        sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
-        fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                  store=store, sdists=sdists)
+        pins = stated_runtime_pins(profile)
+        setup = make_build_setup(profile, log_dir=root / "logs", runtime_pins=pins)
         spec, variants = choose_variants(requirements, profile.gpu_variants,
                                          profile.target.gpu_arch, finder)
         refs = find_direct(spec, env, path=profile.path, base=(
@@ -165,50 +174,44 @@ def resolve_profile(
             if on_status is not None:
                 on_status(f"{stats.pages} pages, {stats.metadata} metadata read")
 
-        with PackageSource(finder, fetcher, environment=env,
-                           overrides=rules.override_specifiers,
-                           prereleases=spec.prereleases, direct=direct,
-                           preferences=preferences,
-                           workers=workers,
-                           prefetch=prefetch, on_progress=progress) as source:
-            source.prefetch(top)
-            passed: list[PassedOver] = []
-            while True:  # again without what the gate passed over, if anything
-                provider = StackProvider(source, rules, excluded={
-                    (p.name, p.version) for p in passed}, preferences=preferences)
-                try:
-                    chosen, graph = _run(
-                        provider, [rules.make(r, parent=None) for r in top],
-                        source, rules, profile.name)
-                except ResolutionError as exc:
-                    if passed:
-                        raise _nothing_loads(passed, exc) from None
-                    raise
-                metas = {c.name: source.metadata(c) for c in chosen}
-                ordered = sorted(chosen, key=lambda c: c.name)
-                pending = [_package(c, profile, graph, metas[c.name], source)
-                           for c in ordered]
-                # CUDA checks before any download: a mixed stack fails in seconds
-                pending, coherence = toolkit.annotate(pending, profile)
-                packages = []
-                for cand, pkg in zip(ordered, pending, strict=True):
-                    if on_status is not None:
-                        on_status(f"hashing {cand.name} {cand.version}")
-                    if cand.direct is None:  # a direct reference is settled
-                        pkg = replace(pkg, wheel=settle_wheel(
-                            cand, store=store, http=client_http,
-                            progress=on_download,
-                            locked=preferences.pins.get(cand.name)))
-                    packages.append(pkg)
-                rejected = list(gate(packages)) if gate is not None else []
-                if not rejected:
-                    break
-                if len(passed) + len(rejected) > MAX_PASSED_OVER:
-                    raise _nothing_loads([*passed, *rejected], None)
-                passed.extend(rejected)
-            stats = source.stats
+        for _pass in range(RUNTIME_PASSES):
+            sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
+            fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
+                                      store=store, sdists=sdists)
+            with PackageSource(finder, fetcher, environment=env,
+                               overrides=rules.override_specifiers,
+                               prereleases=spec.prereleases, direct=direct,
+                               preferences=preferences, workers=workers,
+                               prefetch=prefetch, on_progress=progress) as source:
+                source.prefetch(top)
+                packages, passed, chosen, extras, metas, coherence = _gated(
+                    source, rules, top, profile, sdists=sdists, gate=gate,
+                    preferences=preferences, settle=lambda cand, locked: settle_wheel(
+                        cand, store=store, http=client_http, progress=on_download,
+                        locked=locked), on_status=on_status)
+                stats = source.stats
+            locked = locked_runtime_pins(profile, chosen)
+            if all(pins.get(n) == pin for n, pin in locked.items()):
+                break
+            pins = {**pins, **locked}  # build again against what was locked
+            setup = make_build_setup(profile, log_dir=root / "logs",
+                                     runtime_pins=pins)
+        else:
+            raise ResolutionError(
+                f"profile {profile.name!r}: match-runtime builds did not settle "
+                f"on one runtime ({', '.join(sorted(pins.values()))})",
+                hint="pin the runtime projects of match-runtime exactly "
+                '(packages = ["torch==2.9.1", ...])')
+        warnings = unknown_extras(extras, metas)
         entry = cuda_entry if cuda_entry is not None else toolkit.lock_entry(
             profile)
+    except IndexUnreadable as exc:
+        if not exc.network:
+            raise
+        dead = client.find_unreachable(_probes(profile))
+        if exc.index not in {d.index for d in dead}:
+            dead.insert(0, exc)
+        raise IndexesUnreachable(dead) from None
     finally:
         if own_http:
             client_http.close()
@@ -217,7 +220,40 @@ def resolve_profile(
                       coherence=tuple(coherence), variants=variants,
                       seconds=time.monotonic() - started, stats=stats,
                       pages_read=dict(client.pages_read),
-                      passed_over=tuple(passed))
+                      passed_over=tuple(passed), warnings=tuple(warnings))
+
+
+def unknown_extras(extras: Mapping[NormalizedName, frozenset[str]],
+                   metas: Mapping[NormalizedName, Any]) -> list[str]:
+    """A warning for each extra asked of a project whose metadata has no such
+    extra (installing it brings nothing more), as uv warns: never dropped
+    without a word. An extra counts as known when Provides-Extra names it or a
+    marker of Requires-Dist does (older metadata omits Provides-Extra)."""
+    out = []
+    for name, wanted in sorted(extras.items()):
+        meta = metas.get(name)
+        if meta is None:
+            continue
+        known = set(meta.provides_extra)
+        for req in meta.requires_dist:
+            if req.marker is not None:
+                known.update(canonicalize_name(e) for e in
+                             _EXTRA_IN_MARKER.findall(str(req.marker)))
+        missing = sorted(wanted - known)
+        if missing:
+            out.append(f"{name} {meta.version} has no extra "
+                       + ", ".join(repr(e) for e in missing)
+                       + "; it adds nothing to the lock")
+    return out
+
+
+def _probes(profile: Profile) -> list[tuple[IndexSpec, str]]:
+    """A page to ask each of the profile's indexes for: the first project it
+    alone serves, else the profile's first requirement."""
+    first = profile.requirements.packages[0].name if \
+        profile.requirements.packages else "pip"
+    return [(index, index.packages[0] if index.packages else first)
+            for index in profile.indexes]
 
 
 def _nothing_loads(passed: Sequence[PassedOver],
@@ -247,9 +283,49 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
             "fits the target")
 
 
+def stated_runtime_pins(profile: Profile) -> dict[str, str]:
+    """The runtime pins of ``match-runtime`` the profile states itself: an
+    exact ``==`` on a runtime project in its packages, overrides or
+    constraints (then one pass suffices)."""
+    spec = profile.requirements
+    runtime = {n for names in spec.match_runtime.values() for n in names}
+    pins: dict[str, str] = {}
+    for req in (*spec.packages, *spec.overrides, *spec.constraints):
+        name = canonicalize_name(req.name)
+        exact = [s for s in req.specifier if s.operator in ("==", "===")
+                 and "*" not in s.version]
+        if name in runtime and req.marker is None and len(exact) == 1:
+            pins[name] = f"{name}=={exact[0].version}"
+    return pins
+
+
+def locked_runtime_pins(profile: Profile,
+                        chosen: list[Candidate]) -> dict[str, str]:
+    """``name -> name==version`` for the runtime projects whose versions the
+    builds of the chosen ``match-runtime`` sdists must get. A runtime project
+    missing from the resolution is an error naming both."""
+    by_name = {c.name: c for c in chosen}
+    pins: dict[str, str] = {}
+    for project, runtime in profile.requirements.match_runtime.items():
+        cand = by_name.get(project)
+        if cand is None or cand.best.link.is_wheel:
+            continue  # not built: nothing to match
+        for name in runtime:
+            found = by_name.get(name)
+            if found is None:
+                raise ResolutionError(
+                    f"profile {profile.name!r}: {project} builds against the "
+                    f"locked {name} (match-runtime), and the resolution has no "
+                    f"{name}",
+                    hint=f"add {name} to [requirements] packages, or drop it "
+                    f"from match-runtime.{project}")
+            pins[name] = f"{name}=={found.version}"
+    return pins
+
+
 def _package(cand: Candidate, profile: Profile,
              graph: Mapping[str, set[NormalizedName]], meta: Any,
-             source: PackageSource) -> ResolvedPackage:
+             source: PackageSource, sdists: SdistReader) -> ResolvedPackage:
     """The package as locked, its wheel's hash not settled yet."""
     if cand.direct is not None:
         return _direct_package(cand, graph, meta, source)
@@ -263,7 +339,10 @@ def _package(cand: Candidate, profile: Profile,
                           sha256="", hash_source="pending"),
         requires_dist=tuple(str(r) for r in source.dependencies(meta, frozenset())),
         build=None if link.is_wheel else build_reason(cand, source),
-        yanked=link.yanked)
+        yanked=link.yanked,
+        metadata=None if link.is_wheel else sdists.how(link),
+        match_runtime=() if link.is_wheel else tuple(
+            profile.requirements.match_runtime.get(cand.name, ())))
 
 
 def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
@@ -286,11 +365,58 @@ def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
         else f"{cand.name} is a direct reference to an sdist", direct=found)
 
 
+def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
+           profile: Profile, *, sdists: SdistReader,
+           gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None,
+           preferences: Preferences,
+           settle: Callable[[Candidate, Any], LockedWheel],
+           on_status: Callable[[str], None] | None,
+           ) -> tuple[list[ResolvedPackage], list[PassedOver], list[Candidate],
+                      dict[NormalizedName, frozenset[str]], dict[NormalizedName, Any],
+                      list[Any]]:
+    """Resolve until ``gate`` (the native check) passes over nothing: the
+    packages with their hashes settled, what was passed over, the chosen
+    candidates, the extras asked of each, their metadata, the CUDA notes."""
+    passed: list[PassedOver] = []
+    while True:  # again without what the gate passed over, if anything
+        provider = StackProvider(source, rules, excluded={
+            (p.name, p.version) for p in passed}, preferences=preferences)
+        try:
+            chosen, graph, extras = _run(
+                provider, [rules.make(r, parent=None) for r in top],
+                source, rules, profile.name)
+        except ResolutionError as exc:
+            if passed:
+                raise _nothing_loads(passed, exc) from None
+            raise
+        metas = {c.name: source.metadata(c) for c in chosen}
+        ordered = sorted(chosen, key=lambda c: c.name)
+        pending = [_package(c, profile, graph, metas[c.name], source, sdists)
+                   for c in ordered]
+        # CUDA checks before any download: a mixed stack fails in seconds
+        pending, coherence = toolkit.annotate(pending, profile)
+        packages = []
+        for cand, pkg in zip(ordered, pending, strict=True):
+            if on_status is not None:
+                on_status(f"hashing {cand.name} {cand.version}")
+            if cand.direct is None:  # a direct reference is settled
+                pkg = replace(pkg, wheel=settle(cand, preferences.pins.get(cand.name)))
+            packages.append(pkg)
+        rejected = list(gate(packages)) if gate is not None else []
+        if not rejected:
+            return packages, passed, chosen, extras, metas, list(coherence)
+        if len(passed) + len(rejected) > MAX_PASSED_OVER:
+            raise _nothing_loads([*passed, *rejected], None)
+        passed.extend(rejected)
+
+
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
          rules: Rules, profile: str,
-         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]]]:
-    """Run resolvelib; return the base candidates and each one's dependencies
-    (the dependencies of ``name[extra]`` belong to ``name``)."""
+         ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]],
+                    dict[NormalizedName, frozenset[str]]]:
+    """Run resolvelib; return the base candidates, each one's dependencies
+    (the dependencies of ``name[extra]`` belong to ``name``) and the extras
+    asked of each project."""
     resolver = Resolver(provider, _Reporter(provider))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
@@ -306,6 +432,10 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds",
             hint="pin the large projects (torch, sglang) to exact versions") from None
     chosen = [c for ident, c in result.mapping.items() if not c.extras]
+    extras: dict[NormalizedName, frozenset[str]] = {}
+    for c in result.mapping.values():
+        if c.extras:
+            extras[c.name] = extras.get(c.name, frozenset()) | c.extras
     graph: dict[str, set[NormalizedName]] = defaultdict(set)
     for ident in result.graph:
         if not isinstance(ident, str):
@@ -315,4 +445,4 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             name = canonicalize_name(str(child).split("[", 1)[0])
             if name != owner:
                 graph[owner].add(name)
-    return chosen, graph
+    return chosen, graph, extras

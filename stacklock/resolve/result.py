@@ -50,6 +50,8 @@ class ResolvedPackage:
     # the yank reason ("" for none) of a yanked file the profile pins exactly
     yanked: str | None = None
     direct: DirectArtifact | None = None  # a direct reference of the profile
+    metadata: str | None = None  # an sdist's: how its metadata was had
+    match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
 
     @property
     def is_sdist(self) -> bool:
@@ -70,6 +72,7 @@ class Resolution:
     # URL -> sha256 of each index page read (None: the index had none), for
     # stacklock.resolve.memo
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # what the lock honours differently than asked
     passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
 
     def pins(self) -> dict[str, str]:

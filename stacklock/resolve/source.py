@@ -157,8 +157,10 @@ class PackageSource:
         return found[1]
 
     def evaluate(self, name: str) -> list[Any]:
-        """Every link of ``name`` with the reason it was skipped, for messages."""
-        return list(self._finder.evaluate(canonicalize_name(name)))
+        """Every link of ``name`` with the reason it was skipped, for messages
+        (none for a project of a direct reference: no index is asked for it)."""
+        norm = canonicalize_name(name)
+        return [] if norm in self._direct else list(self._finder.evaluate(norm))
 
     def count_wheels(self, name: str, version: Any) -> int:
         """How many wheels of ``version`` the project's index has, any tag."""

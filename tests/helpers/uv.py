@@ -10,8 +10,8 @@ import subprocess
 from typing import TYPE_CHECKING
 
 import pytest
-from packaging.utils import canonicalize_name
 
+from scripts._sets import parse_pins
 from stacklock.lock import load_lock
 from stacklock.runner import find_uv
 
@@ -55,27 +55,19 @@ def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
 
 
 def uv_compile_pins(requirements: list[str], folder: Path, *,
-                    exclude_newer: str | None = None) -> dict[str, str]:
+                    exclude_newer: str | None = None,
+                    manylinux: str = "2_28") -> dict[str, str]:
     """{project: version} as ``uv pip compile`` locks ``requirements`` for
-    CPython 3.12 on x86_64 manylinux_2_28, run as scripts/bench_resolve.py runs
-    it: no config, no Python download (it resolves for --python-version alone)."""
+    CPython 3.12 on x86_64 manylinux_``manylinux``, run as scripts/bench_resolve.py
+    runs it: no config, no Python download (it resolves for --python-version
+    alone)."""
     infile = folder / "requirements.in"
     infile.write_text("\n".join(requirements) + "\n")
     cmd = [find_uv(), "pip", "compile", str(infile), "--python-version", "3.12",
-           "--python-platform", "x86_64-manylinux_2_28", "--no-header",
+           "--python-platform", f"x86_64-manylinux_{manylinux}", "--no-header",
            "--no-annotate", "--cache-dir", str(folder / "uv-cache"), "--quiet"]
     if exclude_newer:
         cmd += ["--exclude-newer", exclude_newer]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env={
         **os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"})
     return parse_pins(out.stdout)
-
-
-def parse_pins(text: str) -> dict[str, str]:
-    """``name==version`` lines (uv's output, recorded or live) as a dict."""
-    pins = {}
-    for line in text.splitlines():
-        name, sep, version = line.split("#", 1)[0].strip().partition("==")
-        if sep:
-            pins[str(canonicalize_name(name.split("[")[0]))] = version.strip()
-    return pins

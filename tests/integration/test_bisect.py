@@ -19,6 +19,7 @@ groups do not see it and the mix check must: a mix with kappa 2.0 and omega
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import subprocess
@@ -32,7 +33,9 @@ import pytest
 from stacklock.bisect import GateOracle, bisect_locks
 from stacklock.cli import main
 from stacklock.cli.bisect import _tools
+from stacklock.pack.writer import PackItem, _write
 from tests.helpers.install_server import Served
+from tests.helpers.packs import HEAD
 from tests.helpers.wheelkit import build_wheel, sha256
 
 # name -> (GOOD version, its requirements, BAD version, its requirements)
@@ -147,6 +150,9 @@ def test_one_culprit_with_its_pinned_partner_resumes_from_the_log(
     assert [s["resumed"] for s in steps[:4]] == [True] * 4  # 3 runs, 1 incoherent
     assert not any(s["resumed"] for s in steps[4:])
     assert report["oracle_runs"] <= _budget()
+    written = [s["lock"] for s in steps if s["lock"]]  # of both runs, each kept
+    assert len(set(written)) == len(written)
+    assert all((tmp_path / lock).is_file() for lock in written)
     # the two ends, then the search; each step's state, exit code and cost
     assert (steps[0]["state"], steps[0]["applied"]) == ("good", [])
     assert steps[1]["state"] == "bad" and steps[1]["exit_code"] == 1
@@ -283,3 +289,32 @@ def test_a_noisy_gate_classifies_only_clear_numbers(
     assert len(unclear[0]["samples"]) == 6  # measured, then once more
     assert all(70 < x < 80 for x in unclear[0]["samples"])
     assert report["culprits"][0]["verified"] is None  # that state was the revert
+
+
+def _pack(lock: Path, dest: Path) -> Path:
+    """A pack of ``lock``: the lock and its wheels, written by the pack writer."""
+    raw = lock.read_bytes()
+    items: list[tuple[PackItem, Path | None]] = [(PackItem(
+        path=f"lock/{lock.name}", kind="lock", data=raw, size=len(raw),
+        sha256=hashlib.sha256(raw).hexdigest()), None)]
+    for wheel in sorted((lock.parent / "wheels").iterdir()):
+        items.append((PackItem(path=f"wheels/{wheel.name}", kind="wheel",
+                               sha256=sha256(wheel), size=wheel.stat().st_size),
+                      wheel))
+    with dest.open("wb") as fh:
+        _write(fh, items, {**HEAD, "lock_sha256": items[0][0].sha256})
+    return dest
+
+
+def test_two_packs_bisect_with_no_network(
+    server: tuple[str, Served], locks: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    _, served = server
+    good = _pack(locks[0], tmp_path / "good.pack")
+    bad = _pack(locks[1], tmp_path / "bad.pack")
+    code, report = _bisect((good, bad), _oracle("int(v('alpha') == '2.0')"),
+                           capsys=capsys)
+    assert code == 0 and _culprit(report) == [("alpha", "1.0", "2.0")]
+    assert served.requests == []  # METADATA and wheels came from the packs
+    assert report["bytes_fetched"] == 0 and report["metadata_bytes"] == 0

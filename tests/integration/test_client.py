@@ -133,6 +133,60 @@ def test_total_timeout_stops_retrying(router, make_client):
     assert route.call_count < 5
 
 
+def test_attempts_end_within_the_request_deadline(router, make_client,
+                                                  monkeypatch):
+    """An index that never answers: the attempts and the waits between them
+    stop at the request deadline (--timeout sets STACKLOCK_HTTP_TIMEOUT), the
+    error is the network's (exit 3), and the index's other pages fail at once."""
+    monkeypatch.setenv("STACKLOCK_HTTP_TIMEOUT", "5")
+    route = router.get(url__startswith="https://pypi.org/simple/").mock(
+        side_effect=httpx.ReadTimeout("no answer"))
+    now = [0.0]
+
+    def clock():
+        now[0] += 2.0  # each look at the clock: one more silent attempt
+        return now[0]
+
+    client = make_client(router.handler, retry=Retry(attempts=5, clock=clock))
+    with pytest.raises(IndexUnreadable,
+                       match="gave up within the 5 s allowed") as info:
+        client.get_links(PYPI, "torch")
+    assert route.call_count < 5
+    assert info.value.network and info.value.exit_code == 3
+    asked = route.call_count
+    with pytest.raises(IndexUnreadable) as again:
+        client.get_links(PYPI, "numpy")
+    assert again.value is info.value and route.call_count == asked
+
+
+@pytest.mark.parametrize(("answer", "network"), [
+    (httpx.ConnectError("refused"), True), (httpx.Response(503), True),
+    (httpx.Response(401), False), (httpx.Response(403), False),
+    (httpx.Response(200, headers={"content-type": "image/png"}, content=b"x"),
+     False),
+])
+def test_exit_3_is_the_networks_alone(router, make_client, answer, network):
+    router.get("https://pypi.org/simple/torch/").mock(side_effect=lambda _r: (
+        (_ for _ in ()).throw(answer) if isinstance(answer, Exception) else answer))
+    client = make_client(router.handler)
+    with pytest.raises(IndexUnreadable) as info:
+        client.get_links(PYPI, "torch")
+    assert (info.value.network, info.value.exit_code) == (
+        network, 3 if network else 2)
+
+
+def test_find_unreachable_names_each_dead_index_once(router, make_client):
+    router.get(url__startswith="https://dead.example/").mock(
+        side_effect=httpx.ConnectError("refused"))
+    router.get(url__startswith="https://pypi.org/").mock(return_value=_json_ok())
+    dead = [IndexSpec(name=f"dead-{i}", url=f"https://dead.example/{i}")
+            for i in (1, 2)]
+    client = make_client(router.handler)
+    found = client.find_unreachable([(dead[0], "torch"), (PYPI, "packaging"),
+                                     (dead[1], "six"), (dead[0], "numpy")])
+    assert [e.index for e in found] == ["dead-1", "dead-2"]
+
+
 def test_404_means_not_on_this_index(router, make_client):
     router.get("https://pypi.org/simple/no-such-thing/").mock(
         return_value=httpx.Response(404))

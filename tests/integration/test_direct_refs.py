@@ -10,8 +10,8 @@ and wheels are real files.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
+import io
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -21,8 +21,9 @@ from packaging.pylock import Pylock
 from stacklock.errors import ProfileError, ResolutionError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
-from stacklock.resolve.locking import lock_profile
+from stacklock.resolve.locking import lock_profile, render_resolve
 from tests.helpers.cassette import ReplayTransport
+from tests.helpers.gitrepo import make_repo
 from tests.helpers.wheelkit import build_wheel
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
@@ -30,19 +31,6 @@ CASSETTES = DATA / "cassettes"
 SIX_URL = ("https://files.pythonhosted.org/packages/d9/5a/e7c31adbe875f2abbb91bd84cf2"
            "dc52d792b5a01506781dbcf25c91daf11/six-1.16.0-py2.py3-none-any.whl")
 SIX_SHA = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "demo-direct"
-version = "{version}"
-requires-python = ">=3.9"
-dependencies = ["six>=1.15"]
-"""
-
-
 def _profile(folder: Path, packages: list[str], extra: str = "") -> Path:
     path = folder / "direct.toml"
     quoted = ", ".join(f'"{p}"' for p in packages)
@@ -64,29 +52,13 @@ def _lock(profile: Path, tmp_path: Path):
     return result, packages, out
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, env=env,
-                          capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> tuple[Path, str, str]:
-    """A git repository with two commits: v0.1.0 (annotated tag) and, on
-    branch main, 0.2.0. Returns (path, commit of v0.1.0, commit of main)."""
+    """tests/helpers/gitrepo.py's repository: (path, commit of v0.1.0, commit of
+    main)."""
     path = tmp_path / "demo"
-    (path / "src" / "demo_direct").mkdir(parents=True)
-    (path / "src" / "demo_direct" / "__init__.py").write_text("VALUE = 1\n")
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
-    (path / "pyproject.toml").write_text(PYPROJECT.format(version="0.1.0"))
-    _git(path, "add", "-A")
-    _git(path, "commit", "-qm", "0.1.0")
-    _git(path, "tag", "-a", "v0.1.0", "-m", "release 0.1.0")
-    first = _git(path, "rev-parse", "HEAD")
-    (path / "pyproject.toml").write_text(PYPROJECT.format(version="0.2.0"))
-    _git(path, "commit", "-qam", "0.2.0")
-    return path, first, _git(path, "rev-parse", "HEAD")
+    first, head = make_repo(path)
+    return path, first, head
 
 
 def test_a_wheel_by_url_is_locked_as_an_archive_and_beats_the_index(tmp_path):
@@ -118,6 +90,8 @@ def test_a_git_reference_is_locked_at_the_commit_its_revision_names(
     # a source tree: PEP 751 records no version; its requirements are resolved
     assert "version" not in demo and demo["dependencies"] == [{"name": "six"}]
     assert result.resolution.pins()["demo-direct"] == "0.1.0"
+    assert (f"direct reference: demo-direct @ git+{path.as_uri()}@{rev} -> "
+            f"demo-direct 0.1.0 (commit {first})") in render_resolve(result)
 
 
 def test_a_git_branch_is_locked_at_its_head_and_a_missing_one_is_refused(
@@ -215,3 +189,48 @@ def test_a_direct_reference_is_never_replayed_from_the_memo(tmp_path, repo):
     profile = _profile(tmp_path, [f"demo-direct @ git+{path.as_uri()}@main"])
     assert memo_key(load_profile(str(profile)), output=tmp_path / "x.toml",
                     check=True) is None
+
+
+def test_a_requirement_the_direct_reference_does_not_meet_is_a_conflict(tmp_path):
+    profile = _profile(tmp_path, [f"six @ {SIX_URL}", "six<1.10"])
+    with pytest.raises(ResolutionError) as err:
+        _lock(profile, tmp_path)
+    text = str(err.value)
+    assert "the profile requires six<1.10" in text
+    assert f"six comes only from the profile's direct reference six @ {SIX_URL} " \
+           "(version 1.16.0)" in text
+
+
+def test_an_sdist_with_static_pkg_info_is_an_archive_that_install_builds(tmp_path):
+    """PEP 643: Metadata-Version 2.2 and no Dynamic field the resolver reads, so
+    its PKG-INFO is the built wheel's metadata and nothing is built to lock it."""
+    sdist = tmp_path / "dist" / "demo_sdist-1.0.tar.gz"
+    sdist.parent.mkdir()
+    pkg_info = (b"Metadata-Version: 2.2\nName: demo-sdist\nVersion: 1.0\n"
+                b"Requires-Dist: six>=1.5\n")
+    with tarfile.open(sdist, "w:gz") as archive:
+        info = tarfile.TarInfo("demo_sdist-1.0/PKG-INFO")
+        info.size = len(pkg_info)
+        archive.addfile(info, io.BytesIO(pkg_info))
+    profile = _profile(tmp_path, ["demo-sdist @ ./dist/demo_sdist-1.0.tar.gz",
+                                  f"six @ {SIX_URL}"])
+    _, packages, _ = _lock(profile, tmp_path)
+    demo = packages["demo-sdist"]
+    assert demo["version"] == "1.0" and demo["dependencies"] == [{"name": "six"}]
+    assert demo["archive"]["path"] == "../dist/demo_sdist-1.0.tar.gz"
+    assert demo["archive"]["hashes"]["sha256"] == hashlib.sha256(
+        sdist.read_bytes()).hexdigest()
+    assert demo["tool"]["stacklock"]["build"] == \
+        "demo-sdist is a direct reference to an sdist"
+    assert not list((tmp_path / "cache").rglob("build-*.log"))  # nothing built
+
+
+def test_uv_installs_a_lock_with_a_local_wheel_archive_offline(tmp_path):
+    from tests.helpers.uv import uv_dry_run
+
+    wheel = build_wheel(tmp_path / "dist", "local-pkg", "1.0",
+                        {"local_pkg/__init__.py": b""})
+    profile = _profile(tmp_path, [f"local-pkg @ {wheel.as_uri()}"])
+    _, _, out = _lock(profile, tmp_path)
+    # uv finds the wheel by the archive's path, relative to the lock
+    assert f"local-pkg @ {wheel.as_uri()}" in uv_dry_run(out, tmp_path, offline=True)

@@ -7,6 +7,7 @@ import json
 import re
 
 import pytest
+from packaging.version import Version
 
 from stacklock.cli import main
 from tests.helpers.data import SGL_PAGES
@@ -50,7 +51,7 @@ def test_target_options_change_the_verdict(capsys):
 
 def test_text_table_over_http(capsys, local_index):
     url = f"{local_index}/real/sgl-project-whl-gh-pages/cu130"
-    assert main(["links", "sgl-kernel", "--index", f"sgl={url}"]) == 0
+    assert main(["links", "sgl-kernel", "--index", f"sgl={url}", "--all"]) == 0
     out = capsys.readouterr().out
     assert "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl" in out
     assert "no tag fits cp312/manylinux_2_28_x86_64" in out
@@ -59,11 +60,45 @@ def test_text_table_over_http(capsys, local_index):
         out.count("│ yes  │"))
 
 
+def test_summary_by_default_newest_ten_versions(capsys):
+    """Without --all: one row per version, newest 10, with its file counts;
+    the totals agree with --json's rows."""
+    rows = _json_links(capsys, "sgl-kernel", "--index", str(SGL_CU130))
+    assert main(["links", "sgl-kernel", "--index", str(SGL_CU130)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    versions = sorted({Version(r["version"]) for r in rows}, reverse=True)
+    table = [line.split() for line in out[2:-1]]
+    assert [Version(row[0]) for row in table] == versions[:10]
+    for row in table:
+        mine = [r for r in rows if r["version"] == row[0]]
+        assert int(row[1]) == sum(r["filename"].endswith(".whl") for r in mine)
+        assert int(row[3]) == sum(r["compatible"] for r in mine)
+    fits = sum(r["compatible"] for r in rows)
+    assert out[-1].startswith(f"{len(rows)} link(s) in {len(versions)} version(s), "
+                              f"{fits} fit; {len(versions) - 10} older")
+    assert len(out) == 13
+
+
+def test_index_defaults_to_the_profiles_then_pypi(capsys, tmp_path, local_index):
+    """--profile: the index the project is pinned to, and the profile's target;
+    no --index and no --profile: PyPI (refused here: the offline cache is empty)."""
+    url = f"{local_index}/real/sgl-project-whl-gh-pages/cu130"
+    profile = tmp_path / "p.toml"
+    profile.write_text(f"""[target]\npython = "3.12"\nplatform = "linux_aarch64"
+[[index]]\nname = "sgl"\nurl = "{url}"\npackages = ["sgl-kernel"]
+[[index]]\nname = "pypi"\n[requirements]\npackages = ["sgl-kernel"]\n""")
+    rows = _json_links(capsys, "sgl-kernel", "--profile", str(profile))
+    assert {r["index"] for r in rows} == {"sgl"}
+    assert {r["compatible"] for r in rows if "x86_64" in r["filename"]} == {False}
+    assert main(["links", "torch", "--offline"]) == 2
+    assert "index 'pypi' (https://pypi.org/simple/torch/)" in capsys.readouterr().err
+
+
 def test_unreachable_index_is_one_line_with_redacted_url(capsys):
     code = main(["links", "torch", "--index",
                  "mirror=http://bob:pa55@127.0.0.1:9/simple"])
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 3
     assert err.count("\n") == 1 and "pa55" not in err
     assert "index 'mirror' (http://bob:***@127.0.0.1:9/simple/torch/)" in err
     assert "--index NAME=URL" in err

@@ -71,8 +71,14 @@ def test_check_passes_a_matching_pair(tmp_path, cache, capsys):
 
 def test_the_locks_allow_list_is_honoured_and_shown(tmp_path, cache, capsys):
     lock = _lock(tmp_path, (*TORCH, "torchaudio==2.9.1"), allow=("torchaudio",))
+    assert main(["check", str(lock), "--offline", "-v"]) == 0
+    shown = capsys.readouterr().out
+    assert "allowed by [check] allow: torchaudio 2.9.1" in shown
+    # by default one line a phase: the allowed objects counted, not listed
     assert main(["check", str(lock), "--offline"]) == 0
-    assert "allowed by [check] allow: torchaudio 2.9.1" in capsys.readouterr().out
+    brief = capsys.readouterr().out.splitlines()
+    allowed = shown.count("allowed by [check] allow: ")
+    assert len(brief) == 2 and f"; {allowed} allowed by [check] allow" in brief[1]
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path, cache, capsys):

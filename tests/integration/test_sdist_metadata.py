@@ -18,7 +18,8 @@ from stacklock.index.links import Link
 from stacklock.metadata import MetadataFetcher
 from stacklock.metadata.build import BuildSetup, SdistBuildError, diagnose_build_log
 from stacklock.metadata.pkg_info import parse_pkg_info, untrusted_reason
-from stacklock.metadata.sdist import SdistReader
+from stacklock.metadata.pyproject import static_project_metadata
+from stacklock.metadata.sdist import FROM_PYPROJECT, SdistReader
 from stacklock.metadata.sdist_archive import read_remote_pkg_info
 from stacklock.runner import find_uv
 from stacklock.store import ArtifactStore
@@ -231,3 +232,88 @@ def test_a_streamed_sdist_longer_than_it_said_is_cut(tmp_path: Path) -> None:
             pytest.raises(BodyTooLarge, match="passed 70000 bytes"):
         while reader.read(65536):
             pass
+
+
+DBT_PARSER = "dbt_core_experimental_parser-2.0.8.tar.gz"  # pyproject.toml first
+
+
+def test_static_pyproject_stands_in_for_an_old_pkg_info(tmp_path: Path) -> None:
+    """dbt-core 1.12.6's sdist-only dependency: PKG-INFO 2.1 (not trusted), a
+    static [project] table (PEP 621), and an in-tree backend never run."""
+    served = Served()
+    with served.client() as http:
+        link = _link(served.url, DBT_PARSER)
+        reader = SdistReader(http, cache_dir=tmp_path, setup=None)
+        fetcher = MetadataFetcher(http, cache_dir=tmp_path, sdists=reader)
+        meta = fetcher.get(link)
+    assert (meta.name, str(meta.version)) == ("dbt-core-experimental-parser", "2.0.8")
+    assert meta.requires_dist == () and str(meta.requires_python) == ">=3.9"
+    assert reader.how(link) == FROM_PYPROJECT and reader.built == []
+
+
+def test_scipy_pyproject_gives_its_dependencies() -> None:
+    """scipy 1.18.1's real members (meson-python): PKG-INFO 2.1 cannot be
+    trusted, its pyproject.toml's [project] can."""
+    pkg_info = (DATA / "scipy-1.18.1.PKG-INFO").read_bytes()
+    assert untrusted_reason(pkg_info) == (
+        "PKG-INFO is Metadata-Version 2.1 (before 2.2, PEP 643)")
+    raw = static_project_metadata((DATA / "scipy-1.18.1.pyproject.toml").read_bytes(),
+                                  project="scipy", version="1.18.1")
+    assert isinstance(raw, bytes)
+    meta = parse_pkg_info(raw, "scipy-1.18.1.tar.gz")
+    assert str(meta.requires_python) == ">=3.12"
+    plain = [str(r) for r in meta.requires_dist if r.marker is None]
+    assert plain == ["numpy<2.8,>=2.0.0"]
+    assert "test" in meta.provides_extra
+    extras = [r for r in meta.requires_dist if r.marker is not None]
+    assert extras and all(
+        any(str(r.marker).endswith(f'extra == "{x}"') for x in meta.provides_extra)
+        for r in extras)
+    assert not any(r.marker.evaluate({"extra": ""}) for r in extras)
+
+
+def _faithful_scipy(folder: Path) -> Path:
+    """A .tar.gz of scipy's two real members, pyproject.toml first and PKG-INFO
+    last as in the real sdist, 1 MB of incompressible source between them."""
+    import io
+    import os
+    import tarfile
+
+    path = folder / "scipy-1.18.1.tar.gz"
+    members = [("pyproject.toml", (DATA / "scipy-1.18.1.pyproject.toml").read_bytes()),
+               ("scipy/_lib/blob.bin", os.urandom(1 << 20)),
+               ("PKG-INFO", (DATA / "scipy-1.18.1.PKG-INFO").read_bytes())]
+    with tarfile.open(path, "w:gz") as archive:
+        for name, body in members:
+            info = tarfile.TarInfo(f"scipy-1.18.1/{name}")
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    return path
+
+
+def test_a_static_pyproject_stops_the_read_before_pkg_info(tmp_path: Path) -> None:
+    sdist = _faithful_scipy(tmp_path)
+    body = sdist.read_bytes()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return range_response(request, body)
+
+    link = Link(filename=sdist.name, url=f"https://files.example.org/{sdist.name}",
+                sha256=hashlib.sha256(body).hexdigest(), size=len(body))
+    with httpx.Client(transport=httpx.MockTransport(answer)) as http:
+        reader = SdistReader(http, cache_dir=tmp_path / "cache", setup=None)
+        raw = reader.read(link)
+    assert reader.how(link) == FROM_PYPROJECT
+    assert b"Requires-Dist: numpy<2.8,>=2.0.0" in raw
+    assert reader.bytes_read < len(body) // 2  # PKG-INFO, at the end, never read
+
+
+def test_a_dynamic_pyproject_field_is_not_used() -> None:
+    text = (DATA / "scipy-1.18.1.pyproject.toml").read_text()
+    dynamic = text.replace("[project]\n", '[project]\ndynamic = ["dependencies"]\n', 1)
+    assert static_project_metadata(dynamic.encode(), project="scipy",
+                                   version="1.18.1") == (
+        "pyproject.toml [project] lists dependencies as dynamic")
+    assert static_project_metadata(b"[build-system]\n", project="scipy",
+                                   version="1.18.1") == (
+        "pyproject.toml has no [project] table")

@@ -5,13 +5,19 @@ verdicts with real imports in a real venv."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from stacklock.errors import NativeCheckError
 from stacklock.native import judge_natives, raise_for_findings
 from stacklock.native.baseline import baseline_sonames
-from stacklock.native.check import find_alternatives, symbol_family, top_namespace
+from stacklock.native.check import (
+    find_alternatives,
+    large_members_needed,
+    symbol_family,
+    top_namespace,
+)
 from tests.helpers.native_facts import load_facts, pick
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
@@ -195,3 +201,41 @@ def test_alternatives_are_builds_for_runtimes_not_modules_imported_together():
     assert len(find_alternatives(natives[0].objects, {"torch"})) == 2
     _, natives = pick("nvidia-cusolver==12.0.4.66")  # libcusolver, libcusolverMg
     assert find_alternatives(natives[0].objects, {"torch"}) == []
+
+
+# -- large members unread (wheel.LARGE_MEMBER): the same real facts, torch's big
+#    libraries listed as not read, as a cold check first sees them -------------
+
+
+def _unread(natives, *paths):
+    return replace(natives, objects=tuple(o for o in natives.objects
+                                          if o.path not in paths),
+                   large=tuple(sorted(paths)))
+
+
+BIG = ("torch/lib/libtorch_cpu.so", "torch/lib/libtorch_cuda.so")
+
+
+def test_an_extension_of_torch_asks_for_libtorch_cpu_never_libtorch_cuda():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.1")
+    natives[0] = _unread(natives[0], *BIG)
+    assert large_members_needed(wheels, natives) == {0: {"torch/lib/libtorch_cpu.so"}}
+
+
+def test_nothing_asks_for_cuda_libraries_an_extension_does_not_link():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.0")
+    nvidia = natives[1]
+    natives[1] = _unread(nvidia, *(o.path for o in nvidia.objects))
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    assert large_members_needed(wheels, natives) == {}
+
+
+def test_with_libtorch_cuda_unread_only_symbols_named_for_cuda_go_unjudged():
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.1")
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    report = judge_natives(wheels, natives, **TARGET)
+    assert "torch_exception_get_what" in {f.missing for f in report.findings}
+    assert report.unread == ("torch 2.11.0: torch/lib/libtorch_cuda.so",)
+    wheels, natives = pick(*TORCH, "torchaudio==2.11.0")
+    natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
+    assert judge_natives(wheels, natives, **TARGET).ok

@@ -74,3 +74,11 @@ def test_overrides_and_constraints_with_markers_are_evaluated_and_all_recorded(
     assert lock.stack is not None
     assert [str(r) for r in lock.stack.constraints_ignored] == [
         'certifi<2020; sys_platform == "win32"']
+
+
+def test_an_extra_the_project_does_not_have_is_named_in_a_warning(tmp_path):
+    result, _ = _lock("unknown-extra", tmp_path, "override", "unknown-extra")
+    assert result.resolution.warnings == (
+        "requests 2.32.3 has no extra 'nonexistent'; it adds nothing to the lock",)
+    assert "  warning: requests 2.32.3 has no extra 'nonexistent'" in render_resolve(
+        result)

@@ -1,0 +1,58 @@
+"""Every verb's --help, read from the parser itself: each option and argument
+has help text, -q and -v are everywhere, and the help ends with an example
+that the parser accepts."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+import pytest
+
+from stacklock.cli.parser import _leaves, build_parser
+
+
+def _verbs() -> list[tuple[str, argparse.ArgumentParser]]:
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return _leaves(sub)
+
+
+VERBS = _verbs()
+
+
+def test_every_verb_is_here() -> None:
+    names = {name for name, _ in VERBS}
+    assert {"resolve", "links", "diff", "cuda show", "fleet report"} <= names
+    assert len(names) >= 16
+
+
+@pytest.mark.parametrize(("name", "parser"), VERBS, ids=[n for n, _ in VERBS])
+def test_every_option_has_help(name: str, parser: argparse.ArgumentParser) -> None:
+    missing = [a.option_strings[0] if a.option_strings else a.dest
+               for a in parser._actions
+               if not a.help or a.help == argparse.SUPPRESS]
+    assert missing == [], f"stacklock {name}: no help for {missing}"
+
+
+@pytest.mark.parametrize(("name", "parser"), VERBS, ids=[n for n, _ in VERBS])
+def test_help_ends_with_an_example_the_parser_accepts(
+        name: str, parser: argparse.ArgumentParser) -> None:
+    text = parser.format_help()
+    assert "-q, --quiet" in text and "-v, --verbose" in text
+    head, _, example = text.rstrip().rpartition("\nexample:\n  ")
+    assert head and "\n" not in example
+    argv = shlex.split(example)
+    assert argv[0] == "stacklock" and " ".join(argv[1:]).startswith(name)
+    args = build_parser(argv[1:]).parse_args(argv[1:])
+    assert args.verbosity == 0 and args.verb
+
+
+def test_quiet_and_verbose_exclude_each_other(capsys: pytest.CaptureFixture[str]
+                                              ) -> None:
+    assert build_parser().parse_args(["profiles", "-vv"]).verbosity == 2
+    assert build_parser().parse_args(["profiles", "-q"]).verbosity == -1
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(["profiles", "-q", "-v"])
+    assert stopped.value.code == 2
+    assert "not allowed with" in capsys.readouterr().err
