@@ -108,3 +108,15 @@ def test_cli_second_run_is_a_replay_with_the_same_output(tmp_path, monkeypatch,
     assert capsys.readouterr().out.split("\n")[1:] == first.split("\n")[1:]
     with pytest.raises(AssertionError, match="resolved again"):
         main(["resolve", str(SMALL), "-o", str(out), "--no-check", "--refresh"])
+
+
+def test_the_committed_lock_resolves_to_itself_and_is_not_rewritten(tmp_path):
+    """Starting from the committed lock (its pins preferred), the recorded pages
+    give it back byte for byte, and the file is left as it was."""
+    out, cache = tmp_path / "pylock.pypi-small.toml", tmp_path / "cache"
+    committed = (ROOT / "locks" / "pylock.pypi-small.toml").read_bytes()
+    out.write_bytes(committed)
+    before = out.stat().st_mtime_ns
+    result = _resolve(SMALL, out, cache)
+    assert result.text.encode() == committed and not result.written
+    assert out.read_bytes() == committed and out.stat().st_mtime_ns == before
