@@ -54,6 +54,8 @@ class Step:
     @classmethod
     def from_dict(cls, data: Mapping[str, object], *, where: str) -> Step:
         try:
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON object, not {type(data).__name__}")
             applied, samples = data["applied"], data.get("samples", [])
             if not isinstance(applied, list) or not isinstance(samples, list):
                 raise TypeError("applied and samples are lists")
@@ -97,7 +99,12 @@ class StepLog:
             path.write_text(json.dumps(self.header, sort_keys=True) + "\n", "utf-8")
 
     def _read(self) -> None:
-        lines = self.path.read_text("utf-8").splitlines()
+        try:
+            lines = self.path.read_text("utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise StacklockError(f"{self.path}: not a bisect log (not UTF-8 text)",
+                                 hint="pass another --dir, or remove the log to "
+                                 "start afresh") from None
         try:
             header = json.loads(lines[0]) if lines else None
         except json.JSONDecodeError:
