@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 import httpx
-from elftools.common.exceptions import ELFError
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
@@ -261,7 +260,7 @@ def _parse(
 ) -> SharedObject | None:
     try:
         return parse_shared_object(stream, path=path)
-    except (ELFError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:
         raise NativeError(
             f"{wheel.filename}: {path} is not a readable ELF file: {exc}",
             hint="the wheel is broken; exclude this version",
