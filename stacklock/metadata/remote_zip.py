@@ -21,6 +21,7 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from isal import isal_zlib
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from stacklock.errors import ZipReadError
@@ -241,7 +242,7 @@ def iter_member(
     compressed bytes at a time and never cached: a caller that stops early reads
     (and pays for) only the part of the member before the point it stopped."""
     data_start = _data_start(reader, entry, prefetch=0)
-    inflater = zlib.decompressobj(-15) if entry.method == 8 else None
+    inflater = isal_zlib.decompressobj(-15) if entry.method == 8 else None
     if entry.method not in (0, 8):
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
     done = 0
@@ -256,7 +257,7 @@ def iter_member(
             while piece:
                 yield inflater.decompress(piece, chunk_size * 4)
                 piece = inflater.unconsumed_tail
-        except zlib.error as exc:
+        except (zlib.error, isal_zlib.error) as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
 
 
@@ -306,12 +307,12 @@ def _read_member(reader: RangeReader, entry: Entry) -> bytes:
         raw = data
     elif entry.method == 8:
         try:
-            raw = zlib.decompress(data, -15)
-        except zlib.error as exc:
+            raw = isal_zlib.decompress(data, -15)
+        except (zlib.error, isal_zlib.error) as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
     else:
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
-    if zlib.crc32(raw) != entry.crc:
+    if isal_zlib.crc32(raw) != entry.crc:
         raise ZipReadError(f"{entry.name}: CRC mismatch")
     return raw
 

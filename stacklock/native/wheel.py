@@ -129,6 +129,7 @@ class WheelReader:
         self._lock = threading.Lock()
         self.bytes_read = 0
         self.bytes_by_wheel: dict[str, int] = {}
+        self._memo: dict[str, WheelNatives] = {}  # sha256 -> facts of this run
 
     def read(self, wheel: NativeWheel) -> WheelNatives:
         """The wheel's facts, its large members left unread."""
@@ -139,7 +140,7 @@ class WheelReader:
         return self._read(wheel, tuple(paths))
 
     def _read(self, wheel: NativeWheel, wanted: tuple[str, ...]) -> WheelNatives:
-        cached = self._from_cache(wheel.sha256)
+        cached = self._memo.get(wheel.sha256) or self._from_cache(wheel.sha256)
         if cached is not None and (self._offline
                                    or not set(wanted) & set(cached.large)):
             self._count(wheel.filename, 0)
@@ -163,7 +164,9 @@ class WheelReader:
     def remember(self, natives: WheelNatives) -> None:
         """Cache ``natives`` under its wheel's sha256 (no fsync: a torn entry
         fails to parse and the wheel is read again)."""
-        blob = gzip.compress(json.dumps(natives.to_dict()).encode(), mtime=0)
+        self._memo[natives.sha256] = natives
+        blob = gzip.compress(json.dumps(natives.to_dict()).encode(),
+                             compresslevel=1, mtime=0)  # 1: a tenth of 9's CPU
         atomic_write_bytes(self._entry(natives.sha256), blob, durable=False)
 
     def _entry(self, sha256: str) -> Path:
