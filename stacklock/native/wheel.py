@@ -112,7 +112,8 @@ class WheelReader:
     """Reads :class:`WheelNatives` for locked wheels; safe to use from threads.
 
     ``bytes_read`` counts response-body bytes taken from the network,
-    ``bytes_by_wheel`` the same per wheel filename (0 for a cached wheel).
+    ``bytes_by_wheel`` the same per wheel filename (0 for a cached wheel),
+    ``requests`` the range requests answered.
     """
 
     def __init__(
@@ -130,6 +131,7 @@ class WheelReader:
         self._lock = threading.Lock()
         self.bytes_read = 0
         self.bytes_by_wheel: dict[str, int] = {}
+        self.requests = 0
 
     def read(self, wheel: NativeWheel) -> WheelNatives:
         """The wheel's facts, its large members left unread."""
@@ -181,8 +183,9 @@ class WheelReader:
             pass  # absent or torn: read the wheel again
         return None
 
-    def _count(self, filename: str, n: int) -> None:
+    def _count(self, filename: str, n: int, *, requests: int = 0) -> None:
         with self._lock:
+            self.requests += requests
             self.bytes_read += n
             self.bytes_by_wheel[filename] = self.bytes_by_wheel.get(filename, 0) + n
 
@@ -192,8 +195,8 @@ class WheelReader:
         ``known``: what an earlier read found (not read again)."""
         where = redact_url(wheel.url)
         reader = RangeReader(
-            self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
-        )
+            self._http, wheel.url,
+            on_bytes=lambda n: self._count(wheel.filename, n, requests=1))
         try:
             if not reader.open_tail(_TAIL, size_hint=wheel.size):
                 raise NativeError(

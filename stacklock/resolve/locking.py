@@ -176,7 +176,8 @@ class NativeGate:
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
         # bytes of every round, a passed-over candidate's included
-        self.report = replace(report, bytes_read=self._reader.bytes_read)
+        self.report = replace(report, bytes_read=self._reader.bytes_read,
+                              requests=self._reader.requests)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
