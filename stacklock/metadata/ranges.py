@@ -70,6 +70,9 @@ class RangeReader:
             return b""
         head = self._cached(offset, end)
         lo = offset + len(head)
+        while lo < end and (more := self._cached(lo, end)):
+            head += more  # the next range fetched starts where this one ends
+            lo += len(more)
         if lo == end:
             return head
         tail = b""

@@ -81,3 +81,24 @@ def test_an_entry_cut_at_the_front_is_not_taken() -> None:
     header = window.rfind(b"PK\x01\x02", 0, hit)
     names = [e.name for e in remote_zip._metadata_entries(window[header + 10 :])]
     assert names == ["demo/_vendor/other-2.0.dist-info/METADATA"]  # after the cut
+
+
+def test_a_range_read_across_two_fetched_ranges_asks_for_nothing() -> None:
+    """The tail, then the bytes just before it: a read over both is answered
+    from them (it was asked again: two more requests per small native wheel)."""
+    data = _wheel(True)
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["range"])
+        return range_response(request, data)
+
+    with httpx.Client(transport=httpx.MockTransport(handler)) as http:
+        reader = RangeReader(http, "https://files.example.org/demo.whl",
+                             on_bytes=lambda _n: None)
+        assert reader.open_tail(1000)
+        start = len(data) - 1000
+        assert reader.read_at(start - 500, 600) == data[start - 500 : start + 100]
+        assert seen == ["bytes=-1000", f"bytes={start - 500}-{start - 1}"]
+        assert reader.read_at(start - 400, 900) == data[start - 400 : start + 500]
+        assert len(seen) == 2
