@@ -24,8 +24,8 @@ discovering interpreters, the target still being ``--python-version 3.12``.
 stacklock runs with the flags a user runs (the native check included, work
 uv does not do); ``--no-check`` measures the resolver alone. For each set it
 also reports the bytes each phase took in on the cold run: the resolve phase's
-index pages and METADATA (as cached), and the native check's wheel reads (as it
-counts them).
+index pages and METADATA (as cached), and the native check's wheel reads and
+range requests (as it counts them).
 """
 
 from __future__ import annotations
@@ -114,7 +114,9 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
         native = printed.get("native") or {}
         BYTES.append({"resolve": _cached_bytes(cache) - before,  # a replay reads 0
                       "check": 0 if printed.get("replayed") else
-                      int(native.get("bytes-read", 0))})
+                      int(native.get("bytes-read", 0)),
+                      "requests": 0 if printed.get("replayed") else
+                      int(native.get("requests", 0))})
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
@@ -182,6 +184,7 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
         "cpu-seconds": {k: round(statistics.median(v), 2) for k, v in cpus.items()},
         "cold-bytes-mb": {phase: round(statistics.median(
             b[phase] for b in cold_bytes) / 1e6, 1) for phase in ("resolve", "check")},
+        "cold-check-requests": statistics.median(b["requests"] for b in cold_bytes),
         "warm-check-bytes-mb": round(BYTES[-1]["check"] / 1e6, 1),
         "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
         "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
@@ -244,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         b = r["cold-bytes-mb"]
         assert isinstance(b, dict)
         print(f"    bytes taken in, cold: resolve {b['resolve']} MB (pages and "
-              f"METADATA), native check {b['check']} MB; warm check "
+              f"METADATA), native check {b['check']} MB in "
+              f"{r['cold-check-requests']:g} requests; warm check "
               f"{r['warm-check-bytes-mb']} MB")
         c = r["cpu-seconds"]
         assert isinstance(c, dict)

@@ -37,6 +37,7 @@ from stacklock.urls import redact_url
 if TYPE_CHECKING:
     from stacklock.http import Retry
     from stacklock.index.pages import Link
+    from stacklock.metadata.listings import Listings
     from stacklock.metadata.sdist import SdistReader
 
 __all__ = [
@@ -59,6 +60,8 @@ class MetadataFetcher:
     entries go to ``cache_dir/metadata``, full downloads to ``cache_dir/artifacts``.
     ``bytes_read`` counts response-body bytes taken from the network.
     ``sdists`` answers for source distributions (None: they are refused).
+    ``listings`` keeps each central directory a tail read held whole, for the
+    native check (:mod:`stacklock.metadata.listings`).
     """
 
     def __init__(
@@ -70,6 +73,7 @@ class MetadataFetcher:
         store: ArtifactStore | None = None,
         retry: Retry = RANGE_RETRY,
         sdists: SdistReader | None = None,
+        listings: Listings | None = None,
     ) -> None:
         self._http = http
         self._retry = retry
@@ -79,6 +83,7 @@ class MetadataFetcher:
         self._lock = threading.Lock()
         self._memo: dict[str, WheelMetadata] = {}
         self._sdists = sdists
+        self._listings = listings
         self.bytes_read = 0
 
     def get(self, link: Link) -> WheelMetadata:
@@ -210,7 +215,12 @@ class MetadataFetcher:
                                         retry=self._retry)
         if not reader.open_tail(_TAIL, size_hint=link.size):
             return None
-        return remote_zip.read_dist_info_metadata(reader, link.filename)
+        kept = self._listings
+        raw, entries = remote_zip.read_dist_info(reader, link.filename,
+                                                 listing=kept is not None)
+        if kept is not None and entries is not None:
+            kept.add(link.url, reader.size, entries)
+        return raw
 
     def _get(self, url: str) -> httpx.Response:
         """GET with the retry policy (:class:`stacklock.http.Retry`)."""

@@ -63,6 +63,21 @@ class RangeReader:
         self._segments.append((start, body))
         return True
 
+    def open_known(self, size: int) -> None:
+        """Take the file as ``size`` bytes long, as an earlier read of the same
+        URL found it, without a request (nothing is cached yet)."""
+        self.size = size
+        self.tail_start = size
+
+    def held(self, offset: int, length: int) -> bytes | None:
+        """The ``length`` bytes at ``offset`` when one fetched range holds them
+        all, else None; never asks the server."""
+        end = min(offset + length, self.size)
+        if offset < 0 or offset > end:
+            return None
+        found = self._cached(offset, end)
+        return found if len(found) == end - offset else None
+
     def read_at(self, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset``, fetching only the part not cached yet."""
         end = min(offset + length, self.size)
@@ -70,6 +85,9 @@ class RangeReader:
             return b""
         head = self._cached(offset, end)
         lo = offset + len(head)
+        while lo < end and (more := self._cached(lo, end)):
+            head += more  # the next range fetched starts where this one ends
+            lo += len(more)
         if lo == end:
             return head
         tail = b""

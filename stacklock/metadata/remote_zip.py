@@ -36,6 +36,7 @@ __all__ = [
     "iter_member",
     "pick_metadata",
     "prefetch_entries",
+    "read_dist_info",
     "read_dist_info_metadata",
     "read_entries",
     "read_entry",
@@ -216,7 +217,32 @@ def pick_metadata(names: Iterable[str], filename: str) -> str:
 
 def read_dist_info_metadata(reader: RangeReader, filename: str) -> bytes:
     """The bytes of the wheel's METADATA member, read through ``reader``."""
-    start, end, _count = _directory_bounds(reader)
+    return read_dist_info(reader, filename)[0]
+
+
+def read_dist_info(reader: RangeReader, filename: str, *, listing: bool = False
+                   ) -> tuple[bytes, list[Entry] | None]:
+    """The bytes of the wheel's METADATA member and, with ``listing``, what
+    :func:`read_entries` would give when the tail already read holds the whole
+    central directory (else None): parsed from the directory's real start,
+    chained exactly to its end, as many entries as the end record says. The
+    native check then lists the wheel's files without a request of its own."""
+    start, end, count = _directory_bounds(reader)
+    held = _held_entries(reader, start, end, count) if listing else None
+    return _read_metadata(reader, filename, start, end), held
+
+
+def _held_entries(reader: RangeReader, start: int, end: int,
+                  count: int) -> list[Entry] | None:
+    directory = reader.held(start, end - start)
+    if directory is None:
+        return None
+    entries = _parse_entries(directory, 0, len(directory))
+    return entries if entries is not None and len(entries) == count else None
+
+
+def _read_metadata(reader: RangeReader, filename: str, start: int,
+                   end: int) -> bytes:
     entries = _tail_entries(reader, start, end)
     try:
         name = pick_metadata((e.name for e in entries), filename)

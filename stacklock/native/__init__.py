@@ -65,6 +65,7 @@ class NativeReport:
     bytes_by_wheel: dict[str, int] = field(default_factory=dict)
     unloaded: tuple[Finding, ...] = ()
     unread: tuple[str, ...] = ()  # "package version: path" of large members
+    requests: int = 0  # range requests the reads took
 
     @property
     def ok(self) -> bool:
@@ -83,6 +84,7 @@ class NativeReport:
             "unread": list(self.unread),
             "bytes-read": self.bytes_read,
             "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
+            "requests": self.requests,
         }
 
 
@@ -101,7 +103,7 @@ def check_native(
     is judged by what it holds, not by its tag: ``py3-none-any`` wheels carry
     native libraries too (bitsandbytes 0.39.0), and their central directory
     (one range read, cached by sha256) says whether they do."""
-    before = reader.bytes_read
+    before, asked = reader.bytes_read, reader.requests
 
     def read(wheel: NativeWheel) -> Any:
         result = reader.read(wheel)
@@ -122,6 +124,7 @@ def check_native(
                            platform=platform, python=python, allow=allow)
     return replace(
         report, bytes_read=reader.bytes_read - before,
+        requests=reader.requests - asked,
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},
     )

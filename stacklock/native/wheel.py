@@ -1,6 +1,7 @@
 """The shared objects of one wheel, read remotely as far as needed, cached by sha256.
 
-A wheel's file list comes from its central directory (one suffix read). Each shared
+A wheel's file list comes from its central directory (one suffix read, none when
+the resolve's METADATA read held the whole directory). Each shared
 object is then inflated from its zip member, fetched by HTTP range requests in 8 MiB
 pieces, only as far as the loader's view reaches (:mod:`stacklock.native.elf`). The
 result is cached under ``<cache>/native/`` by the wheel's sha256, so each wheel is
@@ -47,6 +48,8 @@ from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
+
+    from stacklock.metadata.listings import Listings
 
 __all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
 
@@ -111,7 +114,11 @@ class WheelReader:
     """Reads :class:`WheelNatives` for locked wheels; safe to use from threads.
 
     ``bytes_read`` counts response-body bytes taken from the network,
-    ``bytes_by_wheel`` the same per wheel filename (0 for a cached wheel).
+    ``bytes_by_wheel`` the same per wheel filename (0 for a cached wheel),
+    ``requests`` the range requests answered. ``listings``: central
+    directories the resolve's METADATA reads held whole
+    (:mod:`stacklock.metadata.listings`); a wheel listed there is not asked
+    for its directory again.
     """
 
     def __init__(
@@ -121,8 +128,10 @@ class WheelReader:
         cache_dir: Path,
         offline: bool = False,
         store: ArtifactStore | None = None,
+        listings: Listings | None = None,
     ) -> None:
         self._http = http
+        self._listings = listings
         self._dir = Path(cache_dir) / "native"
         self._offline = offline
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
@@ -130,6 +139,7 @@ class WheelReader:
         self.bytes_read = 0
         self.bytes_by_wheel: dict[str, int] = {}
         self._memo: dict[str, WheelNatives] = {}  # sha256 -> facts of this run
+        self.requests = 0
 
     def read(self, wheel: NativeWheel) -> WheelNatives:
         """The wheel's facts, its large members left unread."""
@@ -183,27 +193,38 @@ class WheelReader:
             pass  # absent or torn: read the wheel again
         return None
 
-    def _count(self, filename: str, n: int) -> None:
+    def _count(self, filename: str, n: int, *, requests: int = 0) -> None:
         with self._lock:
+            self.requests += requests
             self.bytes_read += n
             self.bytes_by_wheel[filename] = self.bytes_by_wheel.get(filename, 0) + n
 
     def _read_remote(self, wheel: NativeWheel, wanted: tuple[str, ...],
                      known: WheelNatives | None) -> WheelNatives:
         """Read the wheel's shared objects, the large ones only if ``wanted``;
-        ``known``: what an earlier read found (not read again)."""
+        ``known``: what an earlier read found (not read again). A directory
+        the resolve's METADATA read held whole takes the place of the tail
+        read: a wheel without a shared object then costs no request."""
         where = redact_url(wheel.url)
         reader = RangeReader(
-            self._http, wheel.url, on_bytes=lambda n: self._count(wheel.filename, n)
-        )
+            self._http, wheel.url,
+            on_bytes=lambda n: self._count(wheel.filename, n, requests=1))
+        listing = (self._listings.get(wheel.url) if self._listings is not None
+                   else None)
+        if listing is not None and wheel.size not in (None, listing.size):
+            listing = None  # another file than the one listed
         try:
-            if not reader.open_tail(_TAIL, size_hint=wheel.size):
+            if listing is not None:
+                reader.open_known(listing.size)
+                entries = list(listing.entries)
+            elif not reader.open_tail(_TAIL, size_hint=wheel.size):
                 raise NativeError(
                     f"{where}: the server ignores HTTP range requests",
                     hint="check the wheel with a full download in the artifact "
                     "cache (stacklock install fills it)",
                 )
-            entries = remote_zip.read_entries(reader)
+            else:
+                entries = remote_zip.read_entries(reader)
             files = tuple(sorted(e.name for e in entries
                                  if is_shared_object_name(e.name)))
             objects = list(known.objects) if known is not None else []

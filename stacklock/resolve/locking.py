@@ -12,6 +12,7 @@ from packaging.utils import canonicalize_name
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock._fs import check_writable, publish_bytes
+from stacklock.metadata.listings import Listings
 from stacklock.profile import default_lock_path, load_profile
 from stacklock.resolve.memo import headline, memo_key, store_record
 from stacklock.resolve.preferences import load_preferences
@@ -97,10 +98,13 @@ def lock_profile(
         client = http or stack.enter_context(client_for(loaded))
         gate = NativeGate(loaded, http=client, offline=offline,
                           cache_dir=cache_dir, on_status=on_status) if check else None
+        # the central directories METADATA reads hold whole, for the check
+        listings = gate.listings if gate is not None else None
         resolution = resolve_profile(loaded, http=client, offline=offline,
                                      refresh=refresh, cache_dir=cache_dir,
                                      preferences=preferences, on_status=on_status,
-                                     on_download=on_download, gate=gate)
+                                     on_download=on_download, gate=gate,
+                                     listings=listings)
         native = gate.report if gate is not None else None
         if native is not None:
             from stacklock.native import raise_for_findings
@@ -140,16 +144,20 @@ class NativeGate:
     """The native check as a constraint of the resolution: called with each
     complete candidate set, it returns the candidates that would not load (a
     blocking finding the profile's ``[check] allow`` does not name), which the
-    resolver passes over. ``report`` is the check of the last set."""
+    resolver passes over. ``report`` is the check of the last set.
+    ``listings`` are for the resolution's METADATA reads to fill: the central
+    directories they held whole, which the check then does not ask for."""
 
     def __init__(self, profile: Profile, *, http: httpx.Client, offline: bool,
                  cache_dir: Path | None,
                  on_status: Callable[[str], None] | None = None) -> None:
         from stacklock.native import WheelReader  # ELF readers
+        from stacklock.native.elf import is_shared_object_name
 
         self._profile = profile
+        self.listings = Listings(keep=is_shared_object_name)
         self._reader = WheelReader(http, cache_dir=cache_dir or default_cache_dir(),
-                                   offline=offline)
+                                   offline=offline, listings=self.listings)
         self._on_status = on_status
         self.report: NativeReport | None = None
 
@@ -176,7 +184,8 @@ class NativeGate:
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
         # bytes of every round, a passed-over candidate's included
-        self.report = replace(report, bytes_read=self._reader.bytes_read)
+        self.report = replace(report, bytes_read=self._reader.bytes_read,
+                              requests=self._reader.requests)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical

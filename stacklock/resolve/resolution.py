@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 
     import httpx
 
+    from stacklock.metadata.listings import Listings
     from stacklock.profile import IndexSpec, Profile
     from stacklock.resolve.model import Candidate
     from stacklock.runner import Runner
@@ -116,6 +117,7 @@ def resolve_profile(
     on_download: Callable[[str, int, int | None], None] | None = None,
     gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
     runner: Runner | None = None,
+    listings: Listings | None = None,
 ) -> Resolution:
     """Resolve ``profile``; raises ResolutionError (exit 1) when nothing fits.
     ``runner`` runs git for the profile's direct references (None: the real
@@ -126,6 +128,9 @@ def resolve_profile(
     it returns are passed over and the profile is resolved again without them,
     as if they had an unsatisfiable requirement; NativeCheckError when no
     combination is left.
+
+    ``listings`` keeps the central directories METADATA reads held whole, for
+    the gate's reader (:mod:`stacklock.metadata.listings`).
 
     ``cuda_entry`` replaces what ``stacklock.cuda.make_lock_entry`` would give.
     ``on_status`` receives short progress lines, ``on_download`` byte counts of
@@ -177,7 +182,8 @@ def resolve_profile(
         for _pass in range(RUNTIME_PASSES):
             sdists = SdistReader(client_http, cache_dir=root, store=store, setup=setup)
             fetcher = MetadataFetcher(client_http, cache_dir=root, offline=offline,
-                                      store=store, sdists=sdists)
+                                      store=store, sdists=sdists,
+                                      listings=listings)
             with PackageSource(finder, fetcher, environment=env,
                                overrides=rules.override_specifiers,
                                prereleases=spec.prereleases, direct=direct,

@@ -49,7 +49,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from stacklock.http import make_http_client
 from stacklock.target import Target
 from tests.helpers.pytorch_index import ACCESS_DENIED, pytorch_page
-from tests.helpers.ranges import range_response
+from tests.helpers.ranges import answer_range, range_response
 from tests.helpers.standins import SGL_FILE, github_wheel, pytorch_files
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -127,15 +127,6 @@ def locate(url_path: str, root: Path = DATA,
         return None
     body = read_maybe_gz(base / folder)
     return None if body is None else (body, "application/octet-stream")
-
-
-def _answer_range(body: bytes, method: str,
-                  range_: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
-    """``range_response``'s answer as status, headers and body for http.server."""
-    headers = {"range": range_} if range_ else {}
-    response = range_response(httpx.Request(method, "http://wheel-host/",
-                                            headers=headers), body)
-    return response.status_code, [*response.headers.items()], response.content
 
 
 class Ranges:
@@ -254,7 +245,7 @@ class _WheelHostHandler(_Handler):
         else:
             if self.command == "GET" and not self.headers.get("range"):
                 self.server.downloads.append(found.filename)
-            self._send(*_answer_range(found.wheel, self.command,
+            self._send(*answer_range(found.wheel, self.command,
                                       self.headers.get("range")))
 
 

@@ -28,3 +28,12 @@ def range_response(request: httpx.Request, data: bytes) -> httpx.Response:
         return httpx.Response(416, headers={"content-range": f"bytes */{len(data)}"})
     headers = {"content-range": f"bytes {start}-{end}/{len(data)}"}
     return httpx.Response(206, headers=headers, content=data[start : end + 1])
+
+
+def answer_range(body: bytes, method: str,
+                 range_: str | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    """``range_response``'s answer as status, headers and body for http.server."""
+    headers = {"range": range_} if range_ else {}
+    response = range_response(httpx.Request(method, "http://wheel-host/",
+                                            headers=headers), body)
+    return response.status_code, [*response.headers.items()], response.content

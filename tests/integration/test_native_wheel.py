@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
+from dataclasses import replace
 
 import httpx
 import pytest
 
 from stacklock.errors import NativeError
+from stacklock.metadata import remote_zip
+from stacklock.metadata.listings import Listings
+from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import is_shared_object_name, parse_shared_object
 from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.native.wheel import NativeWheel, WheelReader
@@ -72,7 +76,38 @@ def test_remote_read_equals_the_local_file_and_counts_every_byte(tmp_path):
     assert natives.objects == tuple(objects)
     assert natives.sha256 == SHA
     assert reader.bytes_read == server.sent == reader.bytes_by_wheel[WHEEL.filename]
-    assert server.requests >= 2  # the tail, then the member
+    assert reader.requests == server.requests >= 2  # the tail, then the member
+
+
+def _listed(server: RangeServer) -> Listings:
+    """What a resolve's METADATA read leaves: markupsafe's whole directory,
+    held by its 64 KiB tail, kept for the check."""
+    listings = Listings(keep=is_shared_object_name)
+    with httpx.Client(transport=httpx.MockTransport(server)) as http:
+        reader = RangeReader(http, URL, on_bytes=lambda _n: None)
+        assert reader.open_tail(64 * 1024)
+        _raw, entries = remote_zip.read_dist_info(reader, WHEEL.filename,
+                                                  listing=True)
+    assert entries is not None
+    listings.add(URL, reader.size, entries)
+    return listings
+
+
+def test_a_listed_directory_takes_the_place_of_the_tail_read(tmp_path):
+    fresh = RangeServer()
+    before = _reader(fresh, tmp_path / "fresh").read(WHEEL)
+    listings = _listed(RangeServer())
+    server = RangeServer()
+    reader = _reader(server, tmp_path / "listed", listings=listings)
+    assert reader.read(WHEEL) == before
+    assert reader.requests == server.requests == fresh.requests - 1
+    # another file at the URL than the one listed (its size differs): read as
+    # before, its own tail first
+    server = RangeServer()
+    other = replace(WHEEL, size=len(BODY) + 1)
+    assert _reader(server, tmp_path / "other", listings=listings).read(
+        other) == before
+    assert server.requests == fresh.requests
 
 
 def test_a_second_read_comes_from_the_cache_by_sha256(tmp_path):
@@ -80,7 +115,7 @@ def test_a_second_read_comes_from_the_cache_by_sha256(tmp_path):
     server = RangeServer()
     reader = _reader(server, tmp_path)
     assert reader.read(WHEEL) == first
-    assert server.requests == 0 and reader.bytes_read == 0
+    assert server.requests == reader.requests == 0 and reader.bytes_read == 0
     assert reader.bytes_by_wheel == {WHEEL.filename: 0}
 
 

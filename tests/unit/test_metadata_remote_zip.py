@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import io
 import zipfile
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import httpx
+import pytest
 
+from stacklock.errors import ZipReadError
 from stacklock.metadata import remote_zip
 from stacklock.metadata.ranges import RangeReader
 from tests.helpers.ranges import range_response
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 METADATA = (b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"
             b"Requires-Dist: filelock>=3\n")
@@ -20,6 +27,7 @@ DECOYS = [
     ("demo/notes.dist-info/METADATA.orig", b"not this one"),
     ("demo/PK\x01\x02odd.dist-info/METADATA.txt", b"nor this"),
 ]
+WHEEL = "demo-1.0-py3-none-any.whl"
 
 
 def _wheel(decoys_after: bool) -> bytes:
@@ -34,18 +42,28 @@ def _wheel(decoys_after: bool) -> bytes:
     return buf.getvalue()
 
 
-def _read(data: bytes) -> tuple[bytes, int]:
-    seen: list[httpx.Request] = []
+@contextmanager
+def _served(data: bytes) -> Iterator[tuple[Callable[[int], RangeReader], list[str]]]:
+    """(open a reader with a tail of n bytes, the Range of every request)."""
+    seen: list[str] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
+        seen.append(request.headers["range"])
         return range_response(request, data)
 
     with httpx.Client(transport=httpx.MockTransport(handler)) as http:
-        reader = RangeReader(http, "https://files.example.org/demo.whl",
-                                         on_bytes=lambda _n: None)
-        assert reader.open_tail(64 * 1024)
-        raw = remote_zip.read_dist_info_metadata(reader, "demo-1.0-py3-none-any.whl")
+        def open_reader(tail: int) -> RangeReader:
+            reader = RangeReader(http, "https://files.example.org/demo.whl",
+                                 on_bytes=lambda _n: None)
+            assert reader.open_tail(tail)
+            return reader
+
+        yield open_reader, seen
+
+
+def _read(data: bytes) -> tuple[bytes, int]:
+    with _served(data) as (open_reader, seen):
+        raw = remote_zip.read_dist_info_metadata(open_reader(64 * 1024), WHEEL)
     return raw, len(seen)
 
 
@@ -81,3 +99,67 @@ def test_an_entry_cut_at_the_front_is_not_taken() -> None:
     header = window.rfind(b"PK\x01\x02", 0, hit)
     names = [e.name for e in remote_zip._metadata_entries(window[header + 10 :])]
     assert names == ["demo/_vendor/other-2.0.dist-info/METADATA"]  # after the cut
+
+
+def test_a_range_read_across_two_fetched_ranges_asks_for_nothing() -> None:
+    """The tail, then the bytes just before it: a read over both is answered
+    from them (it was asked again: two more requests per small native wheel)."""
+    data = _wheel(True)
+    with _served(data) as (open_reader, seen):
+        reader = open_reader(1000)
+        start = len(data) - 1000
+        assert reader.read_at(start - 500, 600) == data[start - 500 : start + 100]
+        assert seen == ["bytes=-1000", f"bytes={start - 500}-{start - 1}"]
+        assert reader.read_at(start - 400, 900) == data[start - 400 : start + 500]
+        assert len(seen) == 2
+
+
+def _listed(data: bytes, tail: int) -> tuple[bytes, list[remote_zip.Entry] | None,
+                                              int]:
+    """METADATA, the listing, and the requests, through a tail of ``tail``."""
+    with _served(data) as (open_reader, seen):
+        raw, entries = remote_zip.read_dist_info(open_reader(tail), WHEEL,
+                                                 listing=True)
+    return raw, entries, len(seen)
+
+
+def _fresh_entries(data: bytes) -> list[remote_zip.Entry]:
+    """What the native check's own read lists: a 16 KiB tail, then the rest."""
+    with _served(data) as (open_reader, _seen):
+        return remote_zip.read_entries(open_reader(16 * 1024))
+
+
+def test_a_directory_the_tail_holds_is_listed_as_a_fresh_read_lists_it() -> None:
+    data = _wheel(True)
+    raw, entries, requests = _listed(data, 64 * 1024)
+    assert raw == METADATA and requests == 1
+    assert entries == _fresh_entries(data)
+    assert len(entries) == len(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    assert _listed(data, 4096)[1] is None  # the tail starts inside the directory
+
+
+def _patched(data: bytes, at: int, value: int, size: int) -> bytes:
+    return data[:at] + value.to_bytes(size, "little") + data[at + size :]
+
+
+def test_a_directory_that_does_not_check_out_is_never_listed() -> None:
+    """METADATA is still found by its name; the listing is refused where the
+    check's own read refuses the directory."""
+    data = _wheel(True)
+    eocd = data.rfind(b"PK\x05\x06")
+    cd_offset = int.from_bytes(data[eocd + 16 : eocd + 20], "little")
+    tenth = cd_offset
+    for _ in range(10):
+        tenth = data.index(b"PK\x01\x02", tenth + 1)
+    broken = {
+        # the tenth entry claims a comment: the chain no longer meets the end
+        "chain": _patched(data, tenth + 32, 7, 2),
+        # the end record counts one entry more than there are
+        "count": _patched(data, eocd + 10, int.from_bytes(
+            data[eocd + 10 : eocd + 12], "little") + 1, 2),
+    }
+    for bad in broken.values():
+        raw, entries, _requests = _listed(bad, 64 * 1024)
+        assert raw == METADATA and entries is None
+        with pytest.raises(ZipReadError, match="central directory has"):
+            _fresh_entries(bad)
