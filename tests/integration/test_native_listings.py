@@ -103,18 +103,21 @@ class _Index:
         return counted
 
 
+def _profile(path: Path, base: str, packages: list[str]) -> Path:
+    path.write_text(
+        '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
+        f'[[index]]\nname = "here"\nurl = "{base}/simple"\n'
+        f'[requirements]\npackages = {json.dumps(packages)}\n')
+    return path
+
+
 @pytest.fixture
 def index(tmp_path):
     made = _Index([MARKUPSAFE, *PURE, _big_directory_wheel(tmp_path / "built")])
     with loopback(made.handler()) as base:
-        profile = tmp_path / "listings.toml"
-        profile.write_text(
-            '[target]\npython = "3.12"\nplatform = "linux_x86_64"\n'
-            'manylinux = "2_28"\n'
-            f'[[index]]\nname = "here"\nurl = "{base}/simple"\n'
-            '[requirements]\npackages = ["markupsafe", "six", "idna", '
-            '"iniconfig", "bigdir"]\n')
-        made.profile = profile  # type: ignore[attr-defined]
+        made.profile = _profile(  # type: ignore[attr-defined]
+            tmp_path / "listings.toml", base,
+            ["markupsafe", "six", "idna", "iniconfig", "bigdir"])
         yield made
 
 
@@ -173,12 +176,7 @@ def test_a_wheel_no_finding_can_join_to_another_is_listed_not_read(tmp_path):
     members are not read (only the directory the METADATA read held)."""
     made = _Index([MARKUPSAFE, *PURE])
     with loopback(made.handler()) as base:
-        profile = tmp_path / "alone.toml"
-        profile.write_text(
-            '[target]\npython = "3.12"\nplatform = "linux_x86_64"\n'
-            'manylinux = "2_28"\n'
-            f'[[index]]\nname = "here"\nurl = "{base}/simple"\n'
-            '[requirements]\npackages = ["markupsafe", "six"]\n')
+        profile = _profile(tmp_path / "alone.toml", base, ["markupsafe", "six"])
         lock_profile(str(profile), output=tmp_path / "plain.toml", check=False,
                      cache_dir=tmp_path / "plain")
         metadata_only = made.wheel_requests()
