@@ -426,7 +426,12 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         if read_body is not None and not read_body(response.status_code):
             return response
         body = bytearray()
-        for chunk in response.iter_bytes():
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        # an identity body's bytes are its raw bytes: no decoder to pass them
+        # through (a range read of a wheel, ~1.5 ms of CPU per MB less)
+        plain = encoding in ("", "identity")
+        raw = plain and not response.is_stream_consumed  # not a test's, read
+        for chunk in response.iter_raw() if raw else response.iter_bytes():
             body += chunk
             if len(body) > limits.max_bytes:
                 raise BodyTooLarge(
@@ -440,9 +445,8 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         # answer cut short by what sits in front of it (identity bodies only:
         # an encoded one's length is not the decoded body's)
         declared = response.headers.get("content-length", "")
-        encoding = response.headers.get("content-encoding", "identity").lower()
         got = len(body)
-        if encoding in ("", "identity") and declared.isdigit() and \
+        if plain and declared.isdigit() and \
                 got < int(declared):
             raise httpx.RemoteProtocolError(  # what a real connection raises
                 f"truncated body: {got} of {declared} bytes", request=request)

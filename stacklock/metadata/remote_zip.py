@@ -19,8 +19,9 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
+from isal import isal_zlib
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from stacklock.errors import ZipReadError
@@ -50,6 +51,10 @@ _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
 _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
+# ISA-L inflates (isal_zlib: zlib's API, ~1.8x its speed); its stub types its
+# error as an instance, hence the cast
+_BAD_DEFLATE: tuple[type[Exception], ...] = (
+    zlib.error, cast("type[Exception]", isal_zlib.error))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,7 +272,7 @@ def iter_member(
     compressed bytes at a time and never cached: a caller that stops early reads
     (and pays for) only the part of the member before the point it stopped."""
     data_start = _data_start(reader, entry, prefetch=0)
-    inflater = zlib.decompressobj(-15) if entry.method == 8 else None
+    inflater = isal_zlib.decompressobj(-15) if entry.method == 8 else None
     if entry.method not in (0, 8):
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
     done = 0
@@ -282,7 +287,7 @@ def iter_member(
             while piece:
                 yield inflater.decompress(piece, chunk_size * 4)
                 piece = inflater.unconsumed_tail
-        except zlib.error as exc:
+        except _BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
 
 
@@ -332,12 +337,12 @@ def _read_member(reader: RangeReader, entry: Entry) -> bytes:
         raw = data
     elif entry.method == 8:
         try:
-            raw = zlib.decompress(data, -15)
-        except zlib.error as exc:
+            raw = isal_zlib.decompress(data, -15)
+        except _BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
     else:
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
-    if zlib.crc32(raw) != entry.crc:
+    if isal_zlib.crc32(raw) != entry.crc:
         raise ZipReadError(f"{entry.name}: CRC mismatch")
     return raw
 

@@ -24,6 +24,7 @@ from stacklock.native.check import (
     Finding,
     find_incompatibilities,
     large_members_needed,
+    may_link,
 )
 from stacklock.native.demangle import demangle
 from stacklock.native.wheel import (
@@ -66,6 +67,9 @@ class NativeReport:
     unloaded: tuple[Finding, ...] = ()
     unread: tuple[str, ...] = ()  # "package version: path" of large members
     requests: int = 0  # range requests the reads took
+    # wheels with shared objects not read: no finding can join them to another
+    # wheel (check.may_link)
+    unlinked: int = 0
 
     @property
     def ok(self) -> bool:
@@ -85,6 +89,7 @@ class NativeReport:
             "bytes-read": self.bytes_read,
             "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
             "requests": self.requests,
+            "unlinked": self.unlinked,
         }
 
 
@@ -99,10 +104,12 @@ def check_native(
     threads: int = 8,
     on_wheel: Callable[[NativeWheel], None] | None = None,
 ) -> NativeReport:
-    """Read every wheel of ``wheels`` through ``reader`` and check them. A wheel
+    """Read the wheels of ``wheels`` through ``reader`` and check them. A wheel
     is judged by what it holds, not by its tag: ``py3-none-any`` wheels carry
     native libraries too (bitsandbytes 0.39.0), and their central directory
-    (one range read, cached by sha256) says whether they do."""
+    (usually seen by the resolve already) says whether they do. Its shared
+    objects are read only when a finding could join it to another wheel
+    (:func:`~stacklock.native.check.may_link`)."""
     before, asked = reader.bytes_read, reader.requests
 
     def read(wheel: NativeWheel) -> Any:
@@ -112,7 +119,12 @@ def check_native(
         return result
 
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        read_all = list(pool.map(read, wheels))
+        files = list(pool.map(reader.list_files, wheels))
+        chosen = may_link(files)
+        read_all = list(pool.map(
+            lambda w, f, read_it: read(w) if read_it else WheelNatives(
+                sha256=w.sha256.lower(), files=tuple(f), objects=()),
+            wheels, files, chosen))
         wanted = large_members_needed(wheels, read_all)
         again = {at: pool.submit(reader.read_large, wheels[at], paths)
                  for at, paths in wanted.items()}
@@ -123,7 +135,9 @@ def check_native(
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
                            platform=platform, python=python, allow=allow)
     return replace(
-        report, bytes_read=reader.bytes_read - before,
+        report, unlinked=sum(bool(f) and not c for f, c in zip(files, chosen,
+                                                                 strict=True)),
+        bytes_read=reader.bytes_read - before,
         requests=reader.requests - asked,
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},

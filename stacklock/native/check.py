@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
 __all__ = ["Finding", "find_alternatives", "find_incompatibilities",
-           "large_members_needed", "symbol_family", "top_namespace"]
+           "is_linkable", "large_members_needed", "may_link", "symbol_family",
+           "top_namespace"]
 
 # _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
 # optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
@@ -111,6 +112,41 @@ class Finding:
         if self.unloaded:
             out["unloaded"] = self.unloaded
         return out
+
+
+# an extension module: the interpreter loads it by its tagged name
+_EXTENSION_MODULE = re.compile(r"\.(?:cpython-[^/]*|pypy[^/]*|abi3)\.so$")
+# a library auditwheel copied in: libgfortran-040039e1.so.5.0.0,
+# libopenblasp-r0-8b9e111f.3.17.so, under <project>.libs/ (or .libs/)
+_VENDORED = re.compile(r"(?:^|/)[^/]*\.libs/[^/]*-[0-9a-f]{8}\.[^/]*$")
+
+
+def is_linkable(path: str) -> bool:
+    """Whether another wheel's object can name ``path`` in DT_NEEDED: a library
+    it ships for others (``torch/lib/libc10.so``, ``libcudart.so.13``), not an
+    extension module (loaded by the interpreter under its tagged name) nor a
+    library auditwheel copied in under a name made from its own hash (which
+    only this wheel's objects name; another copy of the same file has the
+    same name and the same bytes)."""
+    return not (_EXTENSION_MODULE.search(path) or _VENDORED.search(path))
+
+
+def may_link(files: Sequence[Sequence[str]]) -> list[bool]:
+    """Which wheels (``files[i]``: wheel i's shared-object-like members) the
+    check must read. Every finding that fails the check joins two wheels: an
+    object needs a library that another wheel ships in another major, or a
+    symbol that a library of another wheel it links lacks. Both need a linkable
+    library (:func:`is_linkable`) in some wheel: a wheel is read when another
+    wheel ships one (it may need it) or when it ships one and another wheel
+    has shared objects (they may need it). A stack of self-contained wheels
+    (numpy, scipy, pandas, each with its own copies) reads none."""
+    linkable = [any(is_linkable(p) for p in paths) for paths in files]
+    native = [bool(paths) for paths in files]
+    others_link = sum(linkable)
+    others_native = sum(native)
+    return [native[i] and (others_link - linkable[i] > 0
+                           or (linkable[i] and others_native > 1))
+            for i in range(len(files))]
 
 
 def top_namespace(symbol: str) -> str | None:

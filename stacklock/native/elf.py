@@ -1,13 +1,19 @@
-"""What the dynamic loader needs from one shared object, read with pyelftools.
+"""What the dynamic loader needs from one shared object: its loader's view.
 
-Only the loader's view is read: the ELF header, the program headers, the dynamic
-segment and the tables it points to (``.dynstr``, ``.dynsym``, the hash table that
-counts the symbols). Section headers are ignored, as ``ld.so`` ignores them; they sit
-at the very end of the file, so not reading them is what lets a caller stop
-inflating a wheel member at the dynamic segment (for NVIDIA's libraries that is 2 %
-of the way into libcufft, 7 % into libcudnn_heuristic). The view hides the
-section-header fields of the ELF header, which makes pyelftools resolve everything
-through the dynamic segment.
+Only what ``ld.so`` itself reads is read: the ELF header, the program headers, the
+dynamic segment and the tables it points to (``.dynstr``, ``.dynsym`` and the hash
+table that counts the symbols), each in one read, in file order. Section headers are
+ignored, as ``ld.so`` ignores them; they sit at the very end of the file, so not
+reading them is what lets a caller stop inflating a wheel member at the dynamic
+segment (for NVIDIA's libraries that is 2 % of the way into libcufft, 7 % into
+libcudnn_heuristic).
+
+The records are decoded with :mod:`struct` in bulk. pyelftools, used before, reads
+each dynamic tag and table entry through its own stream parser, which cost ~5 ms of
+CPU per object (8 s for 1,605 real extension modules and libraries against ~1 s
+this way; docs/performance.md, "Native check"): the one job here is a fixed walk
+over four record layouts, which the ELF specification (gABI) defines and
+``readelf -d --dyn-syms`` checks in the tests.
 """
 
 from __future__ import annotations
@@ -17,10 +23,6 @@ import re
 import struct
 from dataclasses import dataclass
 from typing import IO, Any
-
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSegment
-from elftools.elf.elffile import ELFFile
 
 __all__ = ["SharedObject", "is_shared_object_name", "parse_shared_object"]
 
@@ -71,142 +73,219 @@ def is_shared_object_name(path: str) -> bool:
     return _SONAME_LIKE.fullmatch(path.rsplit("/", 1)[-1]) is not None
 
 
-class _LoaderView(io.RawIOBase):
-    """``inner`` with the ELF header's section-header fields read as zero."""
+@dataclass(frozen=True)
+class _Layout:
+    """The record formats of one ELF class and byte order."""
 
-    def __init__(self, inner: IO[bytes], header: bytes) -> None:
-        super().__init__()
-        self._inner = inner
-        self._header = header
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._inner.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._inner.tell()
-
-    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
-        start = self._inner.tell()
-        data = self._inner.read(len(buffer))
-        if start < len(self._header):
-            patch = self._header[start : start + len(data)]
-            data = patch + data[len(patch) :]
-        memoryview(buffer)[: len(data)] = data
-        return len(data)
+    header: struct.Struct  # the ELF header from e_type (at 16) to e_phnum
+    program: struct.Struct  # one program header
+    dynamic: struct.Struct  # d_tag, d_val
+    symbol: struct.Struct  # one Elf_Sym
+    word: int  # bytes of an address (the GNU hash bloom filter's words)
+    wide: bool
 
 
-def _loader_header(head: bytes) -> bytes | None:
-    """The ELF header with e_shoff, e_shnum and e_shstrndx zeroed; None if not ELF."""
-    if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2):
+def _layout(ident: bytes) -> _Layout | None:
+    if len(ident) < 16 or ident[:4] != b"\x7fELF" or ident[4] not in (1, 2) \
+            or ident[5] not in (1, 2):
         return None
-    wide = head[4] == 2
-    size = 64 if wide else 52
-    if len(head) < size:
-        return None
-    patched = bytearray(head[:size])
-    shoff, shnum = (40, 60) if wide else (32, 48)
-    patched[shoff : shoff + (8 if wide else 4)] = bytes(8 if wide else 4)
-    patched[shnum : shnum + 4] = bytes(4)  # e_shnum and e_shstrndx
-    return bytes(patched)
+    order = "<" if ident[5] == 1 else ">"
+    if ident[4] == 2:  # ELFCLASS64
+        return _Layout(
+            header=struct.Struct(order + "HHIQQQIHHH"),
+            program=struct.Struct(order + "IIQQQQQQ"),
+            dynamic=struct.Struct(order + "qQ"),
+            symbol=struct.Struct(order + "IBBHQQ"),
+            word=8, wide=True)
+    return _Layout(
+        header=struct.Struct(order + "HHIIIIIHHH"),
+        program=struct.Struct(order + "IIIIIIII"),
+        dynamic=struct.Struct(order + "iI"),
+        symbol=struct.Struct(order + "IIIBBH"),
+        word=4, wide=False)
+
+
+_ET_DYN = 3
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_DT_NEEDED, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ = 1, 4, 5, 6, 10
+_DT_SONAME, _DT_RPATH, _DT_RUNPATH = 14, 15, 29
+_DT_GNU_HASH = 0x6FFFFEF5
+_CHAIN_BLOCK = 4096  # GNU hash chain words read at a time
+
+
+class _Image:
+    """Reads of ``stream`` (``size`` bytes) by file offset or by address."""
+
+    def __init__(self, stream: IO[bytes] | io.RawIOBase, size: int,
+                 loads: list[tuple[int, int, int]]) -> None:
+        self._stream = stream
+        self._loads = loads  # (p_vaddr, p_offset, p_filesz) of each PT_LOAD
+        self.size = size
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ValueError(f"{what} lies outside the file")
+        self._stream.seek(offset)
+        data = self._stream.read(length) or b""
+        if len(data) != length:
+            raise ValueError(f"{what} is cut short")
+        return bytes(data)
+
+    def offset(self, address: int, what: str) -> int:
+        """The file offset of ``address``, through the segment that maps it."""
+        for vaddr, offset, filesz in self._loads:
+            if vaddr <= address < vaddr + filesz:
+                return offset + address - vaddr
+        raise ValueError(f"{what} (address {address:#x}) is in no loaded segment")
 
 
 def parse_shared_object(
     stream: IO[bytes] | io.RawIOBase, *, path: str
 ) -> SharedObject | None:
     """The loader's view of the shared object in ``stream``; None when it is not
-    one (not ELF, no dynamic segment). Raises ``ELFError`` on a broken ELF file."""
+    one (not ELF, not ``ET_DYN``, no dynamic segment). Raises ``ValueError`` on a
+    broken one (a table outside the file or outside every loaded segment)."""
+    size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
-    header = _loader_header(stream.read(64))
-    if header is None:
+    head = stream.read(64) or b""
+    layout = _layout(head)
+    if layout is None or len(head) < 16 + layout.header.size:
         return None
-    elf = ELFFile(_LoaderView(stream, header))  # type: ignore[arg-type]
-    if elf["e_type"] != "ET_DYN":
+    fields = layout.header.unpack_from(head, 16)
+    e_type, phoff, phentsize, phnum = fields[0], fields[4], fields[8], fields[9]
+    if e_type != _ET_DYN:
         return None
-    dynamic = next(
-        (s for s in elf.iter_segments() if isinstance(s, DynamicSegment)), None
-    )
+    if phentsize < layout.program.size:
+        raise ValueError(f"program headers of {phentsize} bytes")
+    raw = _Image(stream, size, []).read(phoff, phentsize * phnum, "program headers")
+    loads: list[tuple[int, int, int]] = []
+    dynamic: tuple[int, int] | None = None
+    for at in range(0, len(raw), phentsize):
+        fields = layout.program.unpack_from(raw, at)
+        if layout.wide:
+            kind, _flags, offset, vaddr, _paddr, filesz = fields[:6]
+        else:
+            kind, offset, vaddr, _paddr, filesz = fields[:5]
+        if kind == _PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif kind == _PT_DYNAMIC and dynamic is None:
+            dynamic = (offset, filesz)
     if dynamic is None:
         return None
-    needed: list[str] = []
-    runpath: list[str] = []
-    soname = None
-    for tag in dynamic.iter_tags():
-        kind = tag.entry.d_tag
-        # pyelftools sets .needed/.soname/.runpath/.rpath on these tags
-        value: str = getattr(tag, kind[3:].lower(), "")
-        if kind == "DT_NEEDED":
-            needed.append(value)
-        elif kind == "DT_SONAME":
-            soname = value
-        elif kind in ("DT_RUNPATH", "DT_RPATH"):
-            runpath.extend(p for p in value.split(":") if p)
-    undefined, exported = _symbols(elf, dynamic)
+    image = _Image(stream, size, loads)
+    tags = _tags(image.read(*dynamic, "the dynamic segment"), layout)
+    return _read_tables(image, layout, tags, path)
+
+
+def _tags(data: bytes, layout: _Layout) -> list[tuple[int, int]]:
+    """The dynamic segment's (d_tag, d_val) pairs up to DT_NULL."""
+    tags = []
+    whole = len(data) - len(data) % layout.dynamic.size
+    for tag, value in layout.dynamic.iter_unpack(data[:whole]):
+        if tag == 0:  # DT_NULL
+            break
+        tags.append((tag, value))
+    return tags
+
+
+def _read_tables(image: _Image, layout: _Layout, tags: list[tuple[int, int]],
+                 path: str) -> SharedObject:
+    first: dict[int, int] = {}
+    for tag, value in tags:
+        first.setdefault(tag, value)
+    strings = b""
+    count: int | None = None
+    # the string and hash tables in file order (a streamed member is read
+    # forwards), then the symbol table, whose length the hash table gives
+    reads = []
+    if _DT_STRTAB in first:
+        reads.append((image.offset(first[_DT_STRTAB], "DT_STRTAB"), _DT_STRTAB))
+    hashed = next((t for t in (_DT_GNU_HASH, _DT_HASH) if t in first), None)
+    if hashed is not None and _DT_SYMTAB in first:
+        reads.append((image.offset(first[hashed], "the symbol hash table"), hashed))
+    for at, tag in sorted(reads):
+        if tag == _DT_STRTAB:
+            strings = image.read(at, first.get(_DT_STRSZ, 0), "the string table")
+        else:
+            count = _symbol_count(image, layout, tag, at)
+    undefined: tuple[str, ...] = ()
+    exported: tuple[str, ...] = ()
+    if count is not None:
+        at = image.offset(first[_DT_SYMTAB], "DT_SYMTAB")
+        table = image.read(at, count * layout.symbol.size, "the symbol table")
+        undefined, exported = _symbols(table, layout, strings)
     return SharedObject(
         path=path,
-        soname=soname,
-        needed=tuple(needed),
-        runpath=tuple(runpath),
+        soname=_name(strings, first[_DT_SONAME]) if _DT_SONAME in first else None,
+        needed=tuple(_name(strings, v) for t, v in tags if t == _DT_NEEDED),
+        runpath=tuple(p for t, v in tags if t in (_DT_RUNPATH, _DT_RPATH)
+                      for p in _name(strings, v).split(":") if p),
         undefined=undefined,
         exported=exported,
     )
 
 
-# Elf64_Sym / Elf32_Sym (little endian): name, info, other, shndx, in file order.
-_SYM64 = struct.Struct("<IBBHQQ")
-_SYM32 = struct.Struct("<IIIBBH")
+def _symbol_count(image: _Image, layout: _Layout, tag: int, at: int) -> int:
+    """How many entries ``.dynsym`` has, from its hash table (the dynamic segment
+    does not say): DT_HASH's nchain, or one past the last symbol that DT_GNU_HASH
+    chains (the chain's last word has its low bit set)."""
+    order = layout.dynamic.format[0]
+    if tag == _DT_HASH:
+        return int(struct.unpack(order + "II", image.read(at, 8, "DT_HASH"))[1])
+    nbuckets, symoffset, bloom_size, _shift = struct.unpack(
+        order + "IIII", image.read(at, 16, "DT_GNU_HASH"))
+    buckets_at = at + 16 + bloom_size * layout.word
+    buckets = struct.unpack(f"{order}{nbuckets}I",
+                            image.read(buckets_at, 4 * nbuckets, "DT_GNU_HASH"))
+    index = max(buckets, default=0)
+    if index < symoffset:
+        return int(symoffset)  # no hashed symbol
+    where = buckets_at + 4 * nbuckets + 4 * (index - symoffset)
+    while True:
+        length = min(4 * _CHAIN_BLOCK, (image.size - where) // 4 * 4)
+        block = image.read(where, length or 4, "the DT_GNU_HASH chain")
+        for value in struct.unpack(f"{order}{length // 4}I", block):
+            if value & 1:
+                return int(index + 1)
+            index += 1
+        where += length
+
+
+def _name(strings: bytes, offset: int) -> str:
+    """The name at ``offset`` in a string table."""
+    if offset >= len(strings):
+        raise ValueError(f"a name at {offset}, outside the string table")
+    end = strings.find(b"\0", offset)
+    return strings[offset:end if end >= 0 else None].decode("utf-8", "replace")
+
+
 _STT_EXPORTED = frozenset((0, 1, 6, 10, 5))  # NOTYPE OBJECT TLS GNU_IFUNC COMMON
 _STT_FUNC = 2
 _STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 
 
-def _symbols(
-    elf: ELFFile, dynamic: DynamicSegment
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(strong undefined, exported) symbol names of the dynamic symbol table.
-
-    pyelftools finds the table (DT_SYMTAB), its string table (DT_STRTAB, DT_STRSZ)
-    and counts its entries (DT_GNU_HASH or DT_HASH); the entries themselves are
-    decoded in bulk with ``struct``, since parsing each one through pyelftools takes
-    about 0.4 ms (35 s for libtorch_cpu.so's 78,000 symbols, against 0.1 s here).
-    """
-    _ptr, symtab = dynamic.get_table_offset("DT_SYMTAB")
-    _ptr, strtab = dynamic.get_table_offset("DT_STRTAB")
-    strsz = next(
-        (t.entry.d_val for t in dynamic.iter_tags() if t.entry.d_tag == "DT_STRSZ"), 0
-    )
-    if symtab is None or strtab is None or not elf.little_endian:
-        return (), ()
-    try:
-        count = dynamic.num_symbols()
-    except ELFError:
-        return (), ()
-    layout = _SYM64 if elf.elfclass == 64 else _SYM32
-    stream = elf.stream
-    stream.seek(symtab)
-    table = stream.read(count * layout.size)
-    stream.seek(strtab)
-    strings = stream.read(strsz)
+def _symbols(table: bytes, layout: _Layout,
+             strings: bytes) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(strong undefined, exported) symbol names of the dynamic symbol table."""
     undefined: set[str] = set()
     exported: set[str] = set()
-    for fields in layout.iter_unpack(table[: len(table) - len(table) % layout.size]):
-        if elf.elfclass == 64:
+    wide = layout.wide
+    for fields in layout.symbol.iter_unpack(table):
+        if wide:
             name_at, info, other, shndx = fields[0], fields[1], fields[2], fields[3]
         else:
             name_at, info, other, shndx = fields[0], fields[3], fields[4], fields[5]
         kind, bind = info & 0xF, info >> 4
         if not name_at or (kind != _STT_FUNC and kind not in _STT_EXPORTED):
             continue
-        end = strings.find(b"\0", name_at)
-        name = strings[name_at : end if end >= 0 else None].decode("utf-8", "replace")
         if shndx == 0:  # SHN_UNDEF
-            if bind == _STB_GLOBAL:
-                undefined.add(name)
+            if bind != _STB_GLOBAL:
+                continue
+            into = undefined
         elif bind in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) and other & 3 in (0, 3):
-            exported.add(name)  # visibility default or protected
+            into = exported  # visibility default or protected
+        else:
+            continue
+        end = strings.find(b"\0", name_at)
+        into.add(strings[name_at:end if end >= 0 else None].decode("utf-8", "replace"))
     return tuple(sorted(undefined)), tuple(sorted(exported))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from elftools.common.exceptions import ELFError
-
 from stacklock.native.elf import is_shared_object_name, parse_shared_object
 
 if TYPE_CHECKING:
@@ -38,7 +36,7 @@ def explain_missing_soname(
         try:
             with path.open("rb") as fh:
                 found = parse_shared_object(fh, path=path.name)
-        except (OSError, ELFError, ValueError):
+        except (OSError, ValueError):
             continue
         if found is not None and soname in found.needed:
             needers.append(str(path.relative_to(site_packages)))

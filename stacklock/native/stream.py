@@ -1,8 +1,9 @@
 """A seekable file over a zip member that is inflated only as far as it is read.
 
-pyelftools wants a seekable file. A shared object in a wheel is a deflate stream,
-which can only be read forwards, and some are 1 GB once inflated. This file pulls
-inflated pieces from an iterator when a read reaches past what it has, and keeps
+The ELF reader (:mod:`stacklock.native.elf`) wants a seekable file. A shared
+object in a wheel is a deflate stream, which can only be read forwards, and some
+are 1 GB once inflated. This file pulls inflated pieces from an iterator when a
+read reaches past what it has, and keeps
 what it has inflated in a spooled temporary file (memory up to a limit, disk
 beyond), so a read can go back without inflating again and memory stays small.
 Reads that never reach the end of the member leave the rest unfetched:

@@ -225,6 +225,9 @@ def render_native(report: NativeReport) -> list[str]:
 
     lines = [f"  native check: {report.wheels} wheels, {report.objects} shared "
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
+    if report.unlinked:
+        lines[0] += (f"; {report.unlinked} self-contained (no library another "
+                     "wheel could link): not read")
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
     if report.unread:

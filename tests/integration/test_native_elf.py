@@ -123,3 +123,79 @@ def test_not_an_elf_file_is_none_and_names_are_recognised():
         assert is_shared_object_name(name), name
     for name in ("a/libfoo.so.py", "include/x.h", "lib/libfoo.a", "a/so.txt"):
         assert not is_shared_object_name(name), name
+
+
+_LIBRARY = """
+extern int needed_strong(void);
+extern int needed_weak(void) __attribute__((weak));
+int exported_function(void) { return needed_strong() + (needed_weak ? 1 : 0); }
+int exported_data = 7;
+__attribute__((visibility("hidden"))) int hidden_function(void) { return 3; }
+"""
+
+
+def _compile(tmp_path: Path, *flags: str) -> Path:
+    assert shutil.which("gcc"), "gcc is needed to build the test library"
+    source = tmp_path / "lib.c"
+    source.write_text(_LIBRARY)
+    out = tmp_path / "libcase.so.1"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libcase.so.1",
+                    "-Wl,-rpath,$ORIGIN/../a:$ORIGIN/b", *flags, "-o", str(out),
+                    str(source), "-lm"], check=True, capture_output=True)
+    return out
+
+
+@needs_readelf
+@pytest.mark.parametrize("style", ["gnu", "sysv", "both"])
+def test_each_symbol_hash_table_counts_the_symbols_as_readelf_does(tmp_path, style):
+    """The dynamic segment does not say how many symbols there are; DT_GNU_HASH
+    (the default), DT_HASH (older linkers) or both do."""
+    tags = "-Wl,--enable-new-dtags" if style == "gnu" else "-Wl,--disable-new-dtags"
+    path = _compile(tmp_path, f"-Wl,--hash-style={style}", tags)
+    with path.open("rb") as fh:
+        parsed = parse_shared_object(fh, path=path.name)
+    _compare(parsed, _readelf(path))
+    assert parsed.soname == "libcase.so.1"
+    assert parsed.runpath == ("$ORIGIN/../a", "$ORIGIN/b")
+    assert "needed_strong" in parsed.undefined
+    assert "needed_weak" not in parsed.undefined
+    assert {"exported_function", "exported_data"} <= set(parsed.exported)
+    assert "hidden_function" not in parsed.exported
+
+
+def _dynamic_entries(data: bytes) -> tuple[int, list[tuple[int, int, int]]]:
+    """(PT_DYNAMIC's file offset, [(entry offset, tag, value)]), 64-bit LE."""
+    import struct
+
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for i in range(phnum):
+        kind, _f, offset, _v, _p, filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if kind == 2:
+            return offset, [(offset + at, *struct.unpack_from("<qQ", data, offset + at))
+                            for at in range(0, filesz, 16)]
+    raise AssertionError("no PT_DYNAMIC")
+
+
+def test_a_broken_object_is_a_value_error_never_a_wrong_answer(tmp_path):
+    """Tables outside the file or outside every loaded segment, a file cut short:
+    a ValueError (which the wheel reader turns into one line naming the member),
+    never an empty or partial set of facts."""
+    import struct
+
+    path = _compile(tmp_path)
+    data = path.read_bytes()
+    start, entries = _dynamic_entries(data)
+    strtab_at = next(at for at, tag, _value in entries if tag == 5)
+    cases = {
+        "cut inside the dynamic segment": data[: start + 8],
+        "string table in no loaded segment": (
+            data[:strtab_at + 8] + struct.pack("<Q", 0x7FFF_0000_0000)
+            + data[strtab_at + 16:]),
+        "program headers past the end": (
+            data[:56] + struct.pack("<H", 0xFFFE) + data[58:]),
+    }
+    for case, blob in cases.items():
+        with pytest.raises(ValueError):
+            parse_shared_object(io.BytesIO(blob), path=case)

@@ -34,12 +34,15 @@ EXTENSION = "_speedups.cpython-312-x86_64-linux-gnu.so"
 def _big_directory_wheel(folder: Path) -> Path:
     """A ``py3-none-any`` wheel carrying markupsafe's real extension module among
     1,500 other members: its central directory (about 160 KB) is larger than the
-    64 KiB tail the METADATA read takes."""
+    64 KiB tail the METADATA read takes. It also ships the same object as a
+    library other wheels could link (``lib/libbigdir.so``), so the check reads
+    every wheel with shared objects (``check.may_link``)."""
     with zipfile.ZipFile(MARKUPSAFE) as archive:
         extension = archive.read(f"markupsafe/{EXTENSION}")
     files = {f"bigdir/module_{i:04d}_with_a_long_name_to_fill_the_directory.py":
              b"x = 1\n" for i in range(1500)}
     files[f"bigdir/{EXTENSION}"] = extension
+    files["bigdir/lib/libbigdir.so"] = extension
     return build_wheel(folder, "bigdir", "1.0", files)
 
 
@@ -100,18 +103,21 @@ class _Index:
         return counted
 
 
+def _profile(path: Path, base: str, packages: list[str]) -> Path:
+    path.write_text(
+        '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
+        f'[[index]]\nname = "here"\nurl = "{base}/simple"\n'
+        f'[requirements]\npackages = {json.dumps(packages)}\n')
+    return path
+
+
 @pytest.fixture
 def index(tmp_path):
     made = _Index([MARKUPSAFE, *PURE, _big_directory_wheel(tmp_path / "built")])
     with loopback(made.handler()) as base:
-        profile = tmp_path / "listings.toml"
-        profile.write_text(
-            '[target]\npython = "3.12"\nplatform = "linux_x86_64"\n'
-            'manylinux = "2_28"\n'
-            f'[[index]]\nname = "here"\nurl = "{base}/simple"\n'
-            '[requirements]\npackages = ["markupsafe", "six", "idna", '
-            '"iniconfig", "bigdir"]\n')
-        made.profile = profile  # type: ignore[attr-defined]
+        made.profile = _profile(  # type: ignore[attr-defined]
+            tmp_path / "listings.toml", base,
+            ["markupsafe", "six", "idna", "iniconfig", "bigdir"])
         yield made
 
 
@@ -159,6 +165,29 @@ def test_the_check_asks_nothing_the_metadata_read_already_held(tmp_path, index):
     # the same lock, the same verdict, the same facts of every wheel
     assert new.text == old.text
     assert _verdict(new.native) == _verdict(old.native)
-    assert new.native.objects == old.native.objects == 2
+    assert new.native.objects == old.native.objects == 3
     assert _facts(tmp_path / "new") == _facts(tmp_path / "old")
     assert len(_facts(tmp_path / "new")) == 5
+
+
+def test_a_wheel_no_finding_can_join_to_another_is_listed_not_read(tmp_path):
+    """markupsafe's extension module beside pure wheels: no wheel ships a
+    library another could link, so no finding can join two wheels; its
+    members are not read (only the directory the METADATA read held)."""
+    made = _Index([MARKUPSAFE, *PURE])
+    with loopback(made.handler()) as base:
+        profile = _profile(tmp_path / "alone.toml", base, ["markupsafe", "six"])
+        lock_profile(str(profile), output=tmp_path / "plain.toml", check=False,
+                     cache_dir=tmp_path / "plain")
+        metadata_only = made.wheel_requests()
+        result = lock_profile(str(profile), output=tmp_path / "lock.toml",
+                              cache_dir=tmp_path / "cache")
+        both = made.wheel_requests()
+    assert result.native is not None and result.native.ok
+    assert result.native.unlinked == 1
+    assert result.native.objects == 0
+    assert result.native.requests == 0
+    assert both == metadata_only
+    # the facts of a wheel not read are not cached as if read
+    cached = _facts(tmp_path / "cache")
+    assert all(not entry["files"] for entry in cached.values())

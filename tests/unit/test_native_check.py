@@ -239,3 +239,39 @@ def test_with_libtorch_cuda_unread_only_symbols_named_for_cuda_go_unjudged():
     wheels, natives = pick(*TORCH, "torchaudio==2.11.0")
     natives[0] = _unread(natives[0], "torch/lib/libtorch_cuda.so")
     assert judge_natives(wheels, natives, **TARGET).ok
+
+
+def test_linkable_libraries_are_those_another_wheel_can_name():
+    from stacklock.native.check import is_linkable
+
+    for path in ("torch/lib/libc10.so", "nvidia/cu13/lib/libcudart.so.13",
+                 "bitsandbytes/libbitsandbytes_cuda121.so",
+                 "tensorflow/python/_pywrap_tensorflow_internal.so",
+                 "pyarrow/libarrow.so.2600"):
+        assert is_linkable(path), path
+    for path in ("numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+                 "sgl_kernel/common_ops.abi3.so",
+                 "numpy.libs/libscipy_openblas64_-56d6093b.so",
+                 "scipy.libs/libgfortran-040039e1.so.5.0.0",
+                 "numpy/.libs/libopenblasp-r0-8b9e111f.3.17.so",
+                 "pypy/_cffi.pypy310-pp73-x86_64-linux-gnu.so"):
+        assert not is_linkable(path), path
+
+
+def test_only_wheels_a_finding_could_join_to_another_are_read():
+    from stacklock.native.check import may_link
+
+    numpy = ["numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
+             "numpy.libs/libscipy_openblas64_-56d6093b.so"]
+    scipy = ["scipy/linalg/_fblas.cpython-312-x86_64-linux-gnu.so",
+             "scipy.libs/libgfortran-040039e1.so.5.0.0"]
+    torch = ["torch/_C.cpython-312-x86_64-linux-gnu.so", "torch/lib/libc10.so"]
+    pure: list[str] = []
+    # self-contained wheels: nothing to read
+    assert may_link([numpy, scipy, pure]) == [False, False, False]
+    # a library another wheel may link: every wheel with objects is read
+    assert may_link([numpy, scipy, torch, pure]) == [True, True, True, False]
+    # the only wheel with a linkable library, and no other objects: alone
+    assert may_link([torch, pure]) == [False, False]
+    # two linkable ones link each other
+    assert may_link([torch, ["nvidia/cu13/lib/libcudart.so.13"]]) == [True, True]
