@@ -12,7 +12,7 @@ check LOCK`` runs the same check on a written lock.
 from __future__ import annotations
 
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,15 +121,7 @@ def check_native(
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
         files = list(pool.map(reader.list_files, wheels))
         chosen = may_link(files)
-        read_all = list(pool.map(
-            lambda w, f, read_it: read(w) if read_it else WheelNatives(
-                sha256=w.sha256.lower(), files=tuple(f), objects=()),
-            wheels, files, chosen))
-        wanted = large_members_needed(wheels, read_all)
-        again = {at: pool.submit(reader.read_large, wheels[at], paths)
-                 for at, paths in wanted.items()}
-        for at, future in again.items():
-            read_all[at] = future.result()
+        read_all = _read_chosen(pool, reader, wheels, files, chosen, read)
     kept = [(w, n) for w, n in zip(wheels, read_all, strict=True) if n.files]
     native = [w for w, _ in kept]
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
@@ -142,6 +134,55 @@ def check_native(
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},
     )
+
+
+def _read_chosen(pool: ThreadPoolExecutor, reader: WheelReader,
+                 wheels: Sequence[NativeWheel], files: Sequence[tuple[str, ...]],
+                 chosen: Sequence[bool],
+                 read: Callable[[NativeWheel], WheelNatives]) -> list[WheelNatives]:
+    """The chosen wheels read, the others listed only, then the large members
+    the check needs (:func:`~stacklock.native.check.large_members_needed`).
+    Such a member is the longest single read (libtorch_cpu: 121 MB), so it
+    starts as soon as two wheels read so far ask for it (an extension of
+    torch and torch), not after every wheel; what the check then uses is the
+    read the rule asks for over all wheels."""
+    out = [WheelNatives(sha256=w.sha256.lower(), files=tuple(f), objects=())
+           for w, f in zip(wheels, files, strict=True)]
+    reads = {pool.submit(read, w): at for at, w in enumerate(wheels) if chosen[at]}
+    early: dict[int, tuple[set[str], Future[WheelNatives]]] = {}
+    done: list[int] = []
+    for future in as_completed(reads):
+        at = reads[future]
+        out[at] = future.result()
+        for other in done:
+            if not (_links(out[at], out[other]) or _links(out[other], out[at])):
+                continue
+            pair = (at, other)
+            asked = large_members_needed([wheels[at], wheels[other]],
+                                         [out[at], out[other]])
+            for k, paths in asked.items():
+                if pair[k] not in early:
+                    early[pair[k]] = (paths, pool.submit(
+                        reader.read_large, wheels[pair[k]], sorted(paths)))
+        done.append(at)
+    again: dict[int, Future[WheelNatives]] = {}
+    for at, paths in large_members_needed(wheels, out).items():
+        started = early.get(at)
+        if started is not None and paths <= started[0]:
+            again[at] = started[1]
+            continue
+        if started is not None:
+            started[1].result()  # one read of a wheel at a time
+        again[at] = pool.submit(reader.read_large, wheels[at], sorted(paths))
+    for at, pending in again.items():
+        out[at] = pending.result()
+    return out
+
+
+def _links(user: WheelNatives, owner: WheelNatives) -> bool:
+    """Whether an object of ``user`` names a large member of ``owner``."""
+    names = {path.rsplit("/", 1)[-1] for path in owner.large}
+    return bool(names) and any(n in names for o in user.objects for n in o.needed)
 
 
 def judge_natives(
