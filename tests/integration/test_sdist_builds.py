@@ -142,21 +142,25 @@ def test_a_failing_shim_is_refused_never_replaced_by_the_host(
     uv_offline: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """pyenv's shim for a version it has not activated exits 127 with
-    "command not found"; uv then finds no 3.12, and neither does stacklock."""
+    "command not found"; uv then finds no such Python, and neither does
+    stacklock. The version is one the tests do not run on (uv would find the
+    test run's own venv)."""
+    version = "3.12" if sys.version_info[:2] != (3, 12) else "3.13"
     shims = uv_offline / "shims"
     shims.mkdir()
-    shim = shims / "python3.12"
-    shim.write_text("#!/bin/sh\necho 'pyenv: python3.12: command not found' >&2\n"
+    shim = shims / f"python{version}"
+    shim.write_text(f"#!/bin/sh\necho 'pyenv: python{version}: command not found' >&2\n"
                     "exit 127\n")
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(MetadataError) as info:
-        find_build_python(_setup(uv_offline, "3.12"))
+        find_build_python(_setup(uv_offline, version))
     message = str(info.value)
-    assert message.startswith("no Python 3.12 to build sdists' metadata with: "
-                              "`uv python find --no-project 3.12` found none")
-    assert "(pyenv: python3.12: command not found)" in message
-    assert "\n" not in message and "uv python install 3.12" in (info.value.hint or "")
+    assert message.startswith(f"no Python {version} to build sdists' metadata with: "
+                              f"`uv python find --no-project {version}` found none")
+    assert f"(pyenv: python{version}: command not found)" in message
+    assert "\n" not in message
+    assert f"uv python install {version}" in (info.value.hint or "")
 
 
 @pytest.fixture
