@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote
 
+import httpcore
 import httpx
 
 from stacklock import __version__
 from stacklock.errors import StacklockError
+from stacklock.hostlookup import LookupOnceBackend
 from stacklock.urls import redact_text
 
 if TYPE_CHECKING:
@@ -369,6 +371,19 @@ def _ssl_context() -> ssl.SSLContext:
                  "certifi's") from None
 
 
+def _transport(limits: httpx.Limits) -> httpx.HTTPTransport:
+    """httpx's transport (CA certificates as :func:`_ssl_context` reads them),
+    connecting through :class:`LookupOnceBackend`: each host looked up once per
+    client. Proxies from the environment keep httpx's own transports."""
+    transport = httpx.HTTPTransport(verify=_ssl_context(), limits=limits)
+    # httpx takes no network backend for its pool: the one place stacklock sets
+    # an attribute inside it, pinned by tests/integration/test_hostlookup.py
+    pool = transport._pool
+    if isinstance(pool, httpcore.ConnectionPool):
+        pool._network_backend = LookupOnceBackend()
+    return transport
+
+
 def run_deadline(seconds: float, *, clock: Callable[[], float] = time.monotonic
                  ) -> Callable[[httpx.Request], None]:
     """A request hook that refuses every request sent more than ``seconds``
@@ -396,16 +411,16 @@ def make_http_client(*, timeout: float = TIMEOUT,
         run_seconds = _positive("STACKLOCK_RUN_TIMEOUT",
                                 os.environ["STACKLOCK_RUN_TIMEOUT"])
     hooks = {"request": [run_deadline(run_seconds)]} if run_seconds else {}
+    limits = httpx.Limits(max_connections=MAX_CONNECTIONS,
+                          max_keepalive_connections=MAX_CONNECTIONS)
     return httpx.Client(
         event_hooks=hooks,
         headers={"User-Agent": USER_AGENT},
         timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
-        limits=httpx.Limits(max_connections=MAX_CONNECTIONS,
-                            max_keepalive_connections=MAX_CONNECTIONS),
+        limits=limits,
         follow_redirects=True,
         auth=credentials if credentials is not None else Credentials(),
-        verify=True if transport is not None else _ssl_context(),
-        transport=transport,
+        transport=transport or _transport(limits),
         trust_env=True,
     )
 

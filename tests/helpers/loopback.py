@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
@@ -20,10 +21,13 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def loopback(handler: Any) -> Iterator[str]:
+def loopback(handler: Any, *, wrap: ssl.SSLContext | None = None) -> Iterator[str]:
     """Serve ``handler`` (a request handler class or factory) on a free port;
-    yields the base URL, and shuts the server down on leaving."""
+    yields the base URL, and shuts the server down on leaving. ``wrap``, a
+    server-side TLS context, serves HTTPS (the URL still says http://)."""
     server = _Server(("127.0.0.1", 0), handler)
+    if wrap is not None:
+        server.socket = wrap.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
