@@ -63,7 +63,8 @@ class Lookups:
 
     def addresses(self, host: str, port: int) -> list[Address]:
         """``host``'s addresses, in the resolver's order; raises the lookup's
-        ``OSError`` (a failed lookup is not kept: the next connection asks)."""
+        error (``OSError``; ``UnicodeError`` for a name IDNA refuses). A failed
+        lookup is not kept: the next connection asks again."""
         key = (host, port)
         with self._lock:
             known = self._known.get(key)
@@ -72,11 +73,13 @@ class Lookups:
                 known = self._known[key] = Future()
         if asking:
             try:
-                known.set_result(self._ask(host, port))
-            except OSError as exc:
+                found = self._ask(host, port)
+            except BaseException as exc:  # an error, or Ctrl-C while waiting
                 with self._lock:
                     del self._known[key]
-                known.set_exception(exc)
+                known.set_exception(exc)  # those waiting for it learn it too
+                raise
+            known.set_result(found)
         return known.result()
 
     def _ask(self, host: str, port: int) -> list[Address]:
@@ -84,12 +87,12 @@ class Lookups:
         ``hedge_after`` seconds while none has answered; the error once every
         question asked has failed (the resolver said so: not asked again). The
         questions run on daemon threads: a stuck one never holds the process."""
-        answers: queue.Queue[list[Address] | OSError] = queue.Queue()
+        answers: queue.Queue[list[Address] | Exception] = queue.Queue()
 
         def ask() -> None:
             try:
                 answers.put(self._lookup(host, port))
-            except OSError as exc:
+            except Exception as exc:  # handed over: raised by the asker
                 answers.put(exc)
 
         def start() -> None:
@@ -105,7 +108,7 @@ class Lookups:
                 start()
                 asked += 1
                 continue
-            if not isinstance(answer, OSError):
+            if not isinstance(answer, Exception):
                 return answer
             failed += 1
             if failed == asked:
@@ -125,7 +128,7 @@ class LookupOnceBackend(httpcore.SyncBackend):
                     ) -> httpcore.NetworkStream:
         try:
             found = self.lookups.addresses(host, port)
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:
             raise httpcore.ConnectError(str(exc)) from exc
         error: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
         for _, address in found:  # in order, as socket.create_connection tries

@@ -11,10 +11,11 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+import httpcore
 import httpx
 import pytest
 
-from stacklock.hostlookup import ATTEMPTS, Lookups
+from stacklock.hostlookup import ATTEMPTS, LookupOnceBackend, Lookups
 from stacklock.http import make_http_client
 from tests.helpers.loopback import loopback
 
@@ -111,6 +112,14 @@ def test_a_failed_lookup_raises_and_is_not_kept() -> None:
     assert answers == []
 
 
+def test_a_lookup_that_raises_something_else_is_raised_not_waited_for() -> None:
+    def lookup(host: str, port: int) -> list[tuple[int, str]]:
+        raise UnicodeError("label empty or too long")  # as getaddrinfo("a..b")
+
+    with pytest.raises(UnicodeError, match="label empty"):
+        Lookups(lookup, hedge_after=0.01).addresses("a..b", 443)
+
+
 def test_a_name_no_question_answers_fails_after_every_attempt() -> None:
     calls = 0
 
@@ -137,9 +146,30 @@ def test_the_client_looks_a_host_up_once_for_many_connections(
     assert asked == ["localhost"]
 
 
-def test_an_unknown_host_is_a_connect_error_naming_it() -> None:
-    with make_http_client() as http, pytest.raises(httpx.ConnectError):
-        http.get("http://no-such-host.invalid/simple/")
+def test_a_name_that_does_not_resolve_is_httpcores_connect_error() -> None:
+    def lookup(host: str, port: int) -> list[tuple[int, str]]:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    backend = LookupOnceBackend(Lookups(lookup))
+    with pytest.raises(httpcore.ConnectError, match="not known"):
+        backend.connect_tcp("no-such-host.invalid", 443, timeout=1)
+
+
+def test_the_next_address_is_tried_when_one_refuses() -> None:
+    """The name's first address refuses (nothing listens on 127.0.0.2), the
+    second answers: the connection goes there, as socket.create_connection's."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        both = [(socket.AF_INET, "127.0.0.2"), (socket.AF_INET, "127.0.0.1")]
+        backend = LookupOnceBackend(Lookups(lambda host, port: both))
+        stream = backend.connect_tcp("example.test", port, timeout=2)
+        assert stream.get_extra_info("socket").getpeername() == ("127.0.0.1", port)
+        stream.close()
+        dead = LookupOnceBackend(Lookups(lambda host, port: both[:1]))
+        with pytest.raises(httpcore.ConnectError):
+            dead.connect_tcp("example.test", port, timeout=2)
 
 
 def _certificate(folder: Path) -> tuple[Path, Path]:
