@@ -25,7 +25,10 @@ stacklock runs with the flags a user runs (the native check included, work
 uv does not do); ``--no-check`` measures the resolver alone. For each set it
 also reports the bytes each phase took in on the cold run: the resolve phase's
 index pages and METADATA (as cached), and the native check's wheel reads and
-range requests (as it counts them).
+range requests (as it counts them); and the cold run's seconds by phase: start-up
+(the interpreter, imports and exit: the wall time outside the command's own
+clock), the resolve (resolution and lock) and the native check (as it times
+itself, every round of it).
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ ALLOW_MIXED: dict[str, list[str]] = {
 UV_PYTHON: list[str] = []  # the interpreter given to uv as --python, if any
 FLAGS: list[str] = []  # stacklock resolve's extra flags (--no-check)
 BASELINE: list[str] = []  # the baseline stacklock's interpreter, if any
-BYTES: list[dict[str, int]] = []  # per stacklock run: bytes taken in per phase
+BYTES: list[dict[str, float]] = []  # per stacklock run: bytes and seconds per phase
 
 
 def set_manylinux(tag: str) -> None:
@@ -112,11 +115,17 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
     if command is None:  # this stacklock: the bytes each phase took in
         printed = json.loads(report.read_text() or "{}")
         native = printed.get("native") or {}
-        BYTES.append({"resolve": _cached_bytes(cache) - before,  # a replay reads 0
-                      "check": 0 if printed.get("replayed") else
-                      int(native.get("bytes-read", 0)),
-                      "requests": 0 if printed.get("replayed") else
-                      int(native.get("requests", 0))})
+        fresh = not printed.get("replayed")  # a replay reads 0
+        inside = float(printed.get("seconds", 0.0))  # the command's own work
+        check = float(native.get("seconds", 0.0)) if fresh else 0.0
+        BYTES.append({"resolve": _cached_bytes(cache) - before,
+                      "check": int(native.get("bytes-read", 0)) if fresh else 0,
+                      "requests": int(native.get("requests", 0)) if fresh else 0,
+                      # seconds per phase: the interpreter, imports and exit;
+                      # the resolution and the lock; the native check
+                      "start-up": max(seconds - inside, 0.0),
+                      "resolve-seconds": max(inside - check, 0.0),
+                      "check-seconds": check})
     data = tomllib.loads(out.read_text())
     return seconds, cpu, {p["name"]: p["version"] for p in data["packages"]}
 
@@ -152,7 +161,7 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
     cpus: dict[str, list[float]] = {k: [] for k in kinds}
     pins: dict[str, dict[str, str]] = {}
     allow = ALLOW_MIXED.get(name, [])
-    cold_bytes: list[dict[str, int]] = []
+    cold_bytes: list[dict[str, float]] = []
     for rep in range(repeat):
         order = list(tools) if rep % 2 == 0 else list(reversed(tools))
         with tempfile.TemporaryDirectory(prefix="bench-resolve-") as tmp:
@@ -185,6 +194,9 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
         "cold-bytes-mb": {phase: round(statistics.median(
             b[phase] for b in cold_bytes) / 1e6, 1) for phase in ("resolve", "check")},
         "cold-check-requests": statistics.median(b["requests"] for b in cold_bytes),
+        "cold-phase-seconds": {phase: round(statistics.median(
+            b[f"{phase}-seconds" if phase != "start-up" else phase]
+            for b in cold_bytes), 2) for phase in ("start-up", "resolve", "check")},
         "warm-check-bytes-mb": round(BYTES[-1]["check"] / 1e6, 1),
         "cold-ratio": round(med["sl-cold"] / med["uv-cold"], 2),
         "warm-ratio": round(med["sl-warm"] / med["uv-warm"], 2),
@@ -250,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
               f"METADATA), native check {b['check']} MB in "
               f"{r['cold-check-requests']:g} requests; warm check "
               f"{r['warm-check-bytes-mb']} MB")
+        p = r["cold-phase-seconds"]
+        assert isinstance(p, dict)
+        print(f"    stacklock's cold seconds by phase: start-up and exit "
+              f"{p['start-up']:.2f} s, resolve {p['resolve']:.2f} s, native check "
+              f"{p['check']:.2f} s")
         c = r["cpu-seconds"]
         assert isinstance(c, dict)
         print(f"    cpu (user+system): cold stacklock {c['sl-cold']:.2f} s, uv "

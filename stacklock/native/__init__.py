@@ -11,6 +11,7 @@ check LOCK`` runs the same check on a written lock.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -70,6 +71,7 @@ class NativeReport:
     # wheels with shared objects not read: no finding can join them to another
     # wheel (check.may_link)
     unlinked: int = 0
+    seconds: float = 0.0  # wall time of the check's reads and judging
 
     @property
     def ok(self) -> bool:
@@ -90,6 +92,7 @@ class NativeReport:
             "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
             "requests": self.requests,
             "unlinked": self.unlinked,
+            "seconds": round(self.seconds, 3),
         }
 
 
@@ -111,6 +114,7 @@ def check_native(
     objects are read only when a finding could join it to another wheel
     (:func:`~stacklock.native.check.may_link`)."""
     before, asked = reader.bytes_read, reader.requests
+    started = time.monotonic()
 
     def read(wheel: NativeWheel) -> Any:
         result = reader.read(wheel)
@@ -133,6 +137,7 @@ def check_native(
         requests=reader.requests - asked,
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},
+        seconds=time.monotonic() - started,
     )
 
 

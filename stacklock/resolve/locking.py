@@ -160,6 +160,7 @@ class NativeGate:
                                    offline=offline, listings=self.listings)
         self._on_status = on_status
         self.report: NativeReport | None = None
+        self._seconds = 0.0  # every round's, a passed-over candidate's included
 
     def __call__(self, packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
         from stacklock.native import NativeWheel, check_native
@@ -183,9 +184,10 @@ class NativeGate:
             wheels, reader=self._reader, manylinux=target.manylinux,
             platform=target.platform, python=target.python,
             allow=self._profile.check.allow, on_wheel=on_wheel)
-        # bytes of every round, a passed-over candidate's included
+        # bytes and time of every round, a passed-over candidate's included
+        self._seconds += report.seconds
         self.report = replace(report, bytes_read=self._reader.bytes_read,
-                              requests=self._reader.requests)
+                              requests=self._reader.requests, seconds=self._seconds)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
