@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import brief, interactive, print_json, progress, say, verbose
+from stacklock.cli.output import (
+    brief,
+    interactive,
+    piped,
+    print_json,
+    progress,
+    say,
+    verbose,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -21,7 +29,8 @@ def check(args: argparse.Namespace) -> int:
     from stacklock.native.lockcheck import check_lock_file
     from stacklock.resolve.locking import render_native
 
-    live, on_status, _ = progress(enabled=interactive(args), status="checking")
+    live, on_status, _ = progress(enabled=interactive(args), status="checking",
+                                  lines=piped(args))
     done: list[str] = []
 
     def on_wheel(wheel: NativeWheel) -> None:

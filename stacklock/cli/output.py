@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-__all__ = ["brief", "interactive", "parse_index_option", "print_json", "progress",
-           "say", "verbose"]
+__all__ = ["brief", "interactive", "parse_index_option", "phase_lines", "piped",
+           "print_json", "progress", "say", "verbose"]
 
 # The detail lines ``resolve`` and ``check`` print under a phase, by how they
 # start: what the default output counts instead (label; True: count the
@@ -60,6 +61,44 @@ def interactive(args: argparse.Namespace) -> bool:
     """Whether a progress display goes to stderr: a terminal, no --json, no -q."""
     return (sys.stderr.isatty() and not getattr(args, "json", False)
             and getattr(args, "verbosity", 0) >= 0)
+
+
+def piped(args: argparse.Namespace) -> bool:
+    """Whether phase lines go to stderr: not a terminal (a pipe, a CI log), no
+    --json, no -q."""
+    return (not sys.stderr.isatty() and not getattr(args, "json", False)
+            and getattr(args, "verbosity", 0) >= 0)
+
+
+def phase_lines(status: str, *, clock: Callable[[], float] = time.monotonic,
+                write: Callable[[str], Any] | None = None,
+                quiet_for: float = 1.0) -> Callable[[str], None]:
+    """An ``on_status`` for a pipe (a CI log): one line per phase, with the
+    second it began, rather than a status redrawn in place. A run that ends
+    within ``quiet_for`` seconds prints none (most resolves); after that, each
+    phase is a line from its next status on, the one running then included.
+    A status ``"native check: 3 wheels read"`` is the phase ``native check``,
+    ``"downloading torch"`` the phase ``downloading``; a status that names no
+    phase (``"12 pages, 3 metadata read"``) belongs to ``status``. A phase
+    entered again (the resolver back after the check passed a candidate over)
+    is a line again."""
+    started = clock()
+    running, began, said = "", 0.0, False  # the phase, when it began, said yet
+
+    def on_status(text: str) -> None:
+        nonlocal running, began, said
+        head, colon, _ = text.partition(": ")
+        first = text.split(" ", 1)[0]
+        phase = head if colon else first if first.isalpha() else status
+        now = clock() - started
+        if phase != running:
+            running, began, said = phase, now, False
+        if not said and now >= quiet_for:
+            said = True
+            line = f"stacklock: {phase} (from {began:.1f} s)\n"
+            (write or sys.stderr.write)(line)  # the stderr of the moment
+
+    return on_status
 
 
 def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
@@ -115,13 +154,17 @@ def parse_index_option(text: str, *,
                          hint="e.g. --index pypi=http://127.0.0.1:8080/simple")
 
 
-def progress(*, enabled: bool, status: str | None) -> tuple[Any, Any, Any]:
+def progress(*, enabled: bool, status: str | None,
+             lines: bool = False) -> tuple[Any, Any, Any]:
     """(context, on_status, on_download) for a terminal: a rich status line and one
-    bar per download; off in pipes and with --json, where both callbacks are None."""
+    bar per download. Off in pipes and with --json, where both callbacks are None,
+    but for ``lines`` (:func:`piped`): then ``on_status`` writes one line per phase
+    (:func:`phase_lines`)."""
     import contextlib
 
     if not enabled:
-        return contextlib.nullcontext(), None, None
+        on_phase = phase_lines(status) if lines and status is not None else None
+        return contextlib.nullcontext(), on_phase, None
     from rich.console import Console
     from rich.filesize import decimal
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn

@@ -16,6 +16,7 @@ def resolve(args: argparse.Namespace) -> int:
     from stacklock.cli.output import (
         interactive,
         parse_index_option,
+        piped,
         print_json,
         progress,
     )
@@ -46,7 +47,7 @@ def resolve(args: argparse.Namespace) -> int:
     from stacklock.resolve.locking import lock_profile, render_resolve
 
     live, on_status, on_download = progress(
-        enabled=interactive(args), status="resolving")
+        enabled=interactive(args), status="resolving", lines=piped(args))
     with live:
         result = lock_profile(args.profile, output=args.output,
                               index_urls=urls, offline=args.offline,
@@ -67,7 +68,7 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
     the lock there; what differs is shown by ``stacklock diff``'s renderer."""
     from pathlib import Path
 
-    from stacklock.cli.output import interactive, print_json, progress, say
+    from stacklock.cli.output import interactive, piped, print_json, progress, say
     from stacklock.resolve.memo import replay_lock
 
     options = {"output": args.output, "index_urls": urls, "offline": args.offline,
@@ -80,7 +81,7 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
         from stacklock.resolve.locking import lock_profile
 
         live, on_status, on_download = progress(
-            enabled=interactive(args), status="resolving")
+            enabled=interactive(args), status="resolving", lines=piped(args))
         with live:
             result = lock_profile(args.profile, write=False, on_status=on_status,
                                   on_download=on_download, **options)

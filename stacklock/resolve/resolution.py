@@ -404,7 +404,7 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         packages = []
         for cand, pkg in zip(ordered, pending, strict=True):
             if on_status is not None:
-                on_status(f"hashing {cand.name} {cand.version}")
+                on_status(f"choosing wheels: {cand.name} {cand.version}")
             if cand.direct is None:  # a direct reference is settled
                 pkg = replace(pkg, wheel=settle(cand, preferences.pins.get(cand.name)))
             packages.append(pkg)

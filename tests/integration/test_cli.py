@@ -207,7 +207,35 @@ def test_terminal_progress_draws_one_bar_per_download() -> None:
     assert tasks["sgl_kernel.whl"].completed == 5
     assert len(tasks) == 3
     quiet = _progress(enabled=False, status="resolving")
-    assert quiet[1] is None and quiet[2] is None  # pipes and --json stay quiet
+    assert quiet[1] is None and quiet[2] is None  # --json and -q stay quiet
+    piped = _progress(enabled=False, status="resolving", lines=True)
+    assert callable(piped[1]) and piped[2] is None  # a pipe: phase lines
+
+
+def test_a_pipe_gets_one_line_per_phase_once_the_run_takes_a_while() -> None:
+    from stacklock.cli.output import phase_lines
+
+    now = [0.0]
+    said: list[str] = []
+    on_status = phase_lines("resolving", clock=lambda: now[0], write=said.append)
+    for at, text in [(0.1, "3 pages, 1 metadata read"),
+                     (0.5, "9 pages, 4 metadata read"),
+                     (0.8, "native check: 1 wheels read")]:
+        now[0] = at
+        on_status(text)
+    assert said == []  # a run that ends within a second says nothing
+    for at, text in [(1.4, "native check: 5 wheels read"),  # the phase running
+                     (1.6, "native check: 6 wheels read"),
+                     (2.0, "40 pages, 20 metadata read"),  # the resolver again
+                     (2.5, "choosing wheels: torch 2.11.0"),
+                     (2.6, "choosing wheels: torchaudio 2.11.0"),
+                     (2.7, "native check: 7 wheels read")]:
+        now[0] = at
+        on_status(text)
+    assert said == ["stacklock: native check (from 0.8 s)\n",
+                    "stacklock: resolving (from 2.0 s)\n",
+                    "stacklock: choosing wheels (from 2.5 s)\n",
+                    "stacklock: native check (from 2.7 s)\n"]
 
 
 def test_a_closed_pipe_is_no_traceback() -> None:
