@@ -45,6 +45,7 @@ __all__ = [
     "check_native",
     "judge_natives",
     "raise_for_findings",
+    "shared_counts",
     "summarize",
 ]
 
@@ -72,6 +73,8 @@ class NativeReport:
     # wheel (check.may_link)
     unlinked: int = 0
     seconds: float = 0.0  # wall time of the check's reads and judging
+    shared: int = 0  # wheels whose facts came from STACKLOCK_NATIVE_FACTS
+    shared_failures: tuple[str, ...] = ()  # entries that source could not give
 
     @property
     def ok(self) -> bool:
@@ -93,6 +96,8 @@ class NativeReport:
             "requests": self.requests,
             "unlinked": self.unlinked,
             "seconds": round(self.seconds, 3),
+            "facts-shared": self.shared,
+            "facts-shared-failures": list(self.shared_failures),
         }
 
 
@@ -114,6 +119,7 @@ def check_native(
     objects are read only when a finding could join it to another wheel
     (:func:`~stacklock.native.check.may_link`)."""
     before, asked = reader.bytes_read, reader.requests
+    hits, failed = shared_counts(reader)
     started = time.monotonic()
 
     def read(wheel: NativeWheel) -> Any:
@@ -138,7 +144,15 @@ def check_native(
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},
         seconds=time.monotonic() - started,
+        shared=shared_counts(reader)[0] - hits,
+        shared_failures=tuple(shared_counts(reader)[1][len(failed):]),
     )
+
+
+def shared_counts(reader: WheelReader) -> tuple[int, tuple[str, ...]]:
+    """(entries used, failures) of the reader's shared facts source so far."""
+    shared = reader.shared
+    return (0, ()) if shared is None else (shared.hits, tuple(shared.failures))
 
 
 def _read_chosen(pool: ThreadPoolExecutor, reader: WheelReader,

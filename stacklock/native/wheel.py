@@ -24,6 +24,7 @@ import io
 import json
 import threading
 import zipfile
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from stacklock.native.elf import (
     is_shared_object_name,
     parse_shared_object,
 )
+from stacklock.native.shared import SharedFacts
 from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
@@ -58,6 +60,7 @@ _TAIL = 16 * 1024  # most central directories fit; a larger one is read after
 LARGE_MEMBER = 8 << 20  # compressed bytes of a library read only when needed
 LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
 _SMALL = 1 << 20  # members read whole, neighbours in one request
+_ENTRY_LIMIT = 64 << 20  # inflated bytes of one facts entry (libtorch's: ~2 MB)
 _PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
 
 
@@ -129,8 +132,14 @@ class WheelReader:
         offline: bool = False,
         store: ArtifactStore | None = None,
         listings: Listings | None = None,
+        shared: SharedFacts | None = None,
     ) -> None:
         self._http = http
+        # facts a team or fleet shares (STACKLOCK_NATIVE_FACTS), asked on a
+        # local miss, once per wheel and run
+        self.shared = shared if shared is not None else \
+            SharedFacts.from_env(http, offline=offline)
+        self._asked_shared: set[str] = set()
         # directories known without a request: the resolve's, and the ones
         # list_files read (read() then starts at the members)
         self._listings = listings or Listings(keep=is_shared_object_name)
@@ -212,14 +221,25 @@ class WheelReader:
         return self._dir / f"{key}.json.gz"
 
     def _from_cache(self, sha256: str) -> WheelNatives | None:
-        entry = self._entry(sha256)
         try:
-            data = json.loads(gzip.decompress(entry.read_bytes()))
-            if data.get("format") == _FORMAT and data.get("sha256") == sha256.lower():
-                return WheelNatives.from_dict(data)
-        except (OSError, EOFError, ValueError, KeyError, TypeError):
-            pass  # absent or torn: read the wheel again
-        return None
+            blob: bytes | None = self._entry(sha256).read_bytes()
+        except OSError:
+            blob = None  # absent: the shared source, else read the wheel
+        found = _parse_entry(blob, sha256)  # a torn one: the same
+        if found is None and self.shared is not None:
+            found = self._from_shared(sha256, self.shared)
+        return found
+
+    def _from_shared(self, sha256: str, shared: SharedFacts) -> WheelNatives | None:
+        with self._lock:
+            if sha256 in self._asked_shared:
+                return None
+            self._asked_shared.add(sha256)
+        found = _parse_entry(shared.entry(sha256), sha256)
+        shared.used(found is not None)
+        if found is not None:
+            self.remember(found)  # kept here: the next run asks no one
+        return found
 
     def _count(self, filename: str, n: int, *, requests: int = 0) -> None:
         with self._lock:
@@ -380,3 +400,24 @@ def _seekable(raw: IO[bytes], size: int) -> InflatedMember:
             yield piece
 
     return InflatedMember(chunks(), size=size)
+
+
+def _parse_entry(blob: bytes | None, sha256: str) -> WheelNatives | None:
+    """A facts entry's :class:`WheelNatives`, or None for anything else: absent,
+    torn, of another format or another wheel, or inflating past
+    :data:`_ENTRY_LIMIT` (an entry from a shared source is not ours). A gzip
+    entry or its JSON (a server that sent it ``Content-Encoding: gzip``)."""
+    if not blob:
+        return None
+    try:
+        if blob[:2] == b"\x1f\x8b":
+            inflate = zlib.decompressobj(wbits=31)
+            blob = inflate.decompress(blob, _ENTRY_LIMIT)
+            if inflate.unconsumed_tail:
+                return None
+        data = json.loads(blob)
+        if data.get("format") == _FORMAT and data.get("sha256") == sha256.lower():
+            return WheelNatives.from_dict(data)
+    except (zlib.error, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None

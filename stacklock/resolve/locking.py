@@ -163,7 +163,7 @@ class NativeGate:
         self._seconds = 0.0  # every round's, a passed-over candidate's included
 
     def __call__(self, packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
-        from stacklock.native import NativeWheel, check_native
+        from stacklock.native import NativeWheel, check_native, shared_counts
 
         wheels = [
             NativeWheel(package=p.name, version=str(p.version),
@@ -186,8 +186,10 @@ class NativeGate:
             allow=self._profile.check.allow, on_wheel=on_wheel)
         # bytes and time of every round, a passed-over candidate's included
         self._seconds += report.seconds
+        shared, failures = shared_counts(self._reader)
         self.report = replace(report, bytes_read=self._reader.bytes_read,
-                              requests=self._reader.requests, seconds=self._seconds)
+                              requests=self._reader.requests, seconds=self._seconds,
+                              shared=shared, shared_failures=failures)
         versions: dict[str, Version] = {p.name: p.version for p in packages}
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
@@ -230,6 +232,12 @@ def render_native(report: NativeReport) -> list[str]:
     if report.unlinked:
         lines[0] += (f"; {report.unlinked} self-contained (no library another "
                      "wheel could link): not read")
+    if report.shared or report.shared_failures:
+        lines[0] += f"; facts of {report.shared} wheels from STACKLOCK_NATIVE_FACTS"
+    if report.shared_failures:
+        lines.append(f"  warning: STACKLOCK_NATIVE_FACTS failed for "
+                     f"{len(report.shared_failures)} entries, their wheels read "
+                     f"instead (first: {report.shared_failures[0]})")
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
     if report.unread:

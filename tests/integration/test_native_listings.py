@@ -12,6 +12,8 @@ import json
 import shutil
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -111,13 +113,21 @@ def _profile(path: Path, base: str, packages: list[str]) -> Path:
     return path
 
 
-@pytest.fixture
-def index(tmp_path):
+@contextmanager
+def served(tmp_path: Path) -> Iterator[_Index]:
+    """The index of markupsafe, the pure wheels and bigdir, served; its
+    ``profile`` asks for all five."""
     made = _Index([MARKUPSAFE, *PURE, _big_directory_wheel(tmp_path / "built")])
     with loopback(made.handler()) as base:
         made.profile = _profile(  # type: ignore[attr-defined]
             tmp_path / "listings.toml", base,
             ["markupsafe", "six", "idna", "iniconfig", "bigdir"])
+        yield made
+
+
+@pytest.fixture
+def index(tmp_path):
+    with served(tmp_path) as made:
         yield made
 
 

@@ -1,0 +1,94 @@
+"""Native facts shared by a team or a CI fleet: read once per fleet, not per machine.
+
+A wheel's facts (which sonames and symbols its shared objects need and export)
+depend on its sha256 alone and are small: 2.8 MB gzipped for the 207 wheels of
+``pypi-cu130``, whose check reads ~485 MB of wheels to make them. The local cache
+keeps them under ``<cache>/native/<sha256>.json.gz``; ``STACKLOCK_NATIVE_FACTS``
+names a second place with the same layout, asked on a local miss before any
+wheel is read:
+
+- a folder (a shared mount, a restored CI cache): ``/srv/stacklock/native``;
+- an HTTP(S) prefix (any static file server, an object store's public URL):
+  ``https://ci.example.com/stacklock/native``.
+
+Fill it by copying a cache's ``native/`` folder there (``rsync``, ``aws s3
+sync``): the entries are the same bytes. An entry is used only if it parses,
+has this version's format and names the sha256 asked for; anything else (a
+missing entry, a torn or foreign file, a server that fails) is a miss and the
+wheel is read as without the source. Facts cannot be checked against a wheel
+without reading it: the source is trusted like the cache it was copied from,
+so point it only at a place your team writes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from stacklock.http import Limits, get
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["ENV", "SharedFacts"]
+
+ENV = "STACKLOCK_NATIVE_FACTS"
+
+
+class SharedFacts:
+    """The entries of one shared source; counts what it gave and what it missed.
+    Safe to use from threads."""
+
+    def __init__(self, where: str, http: httpx.Client) -> None:
+        self.where = where
+        self._http = http
+        self._url = where.startswith(("http://", "https://"))
+        self._lock = threading.Lock()
+        self.hits = 0  # entries used
+        self.misses = 0  # entries absent, unusable, or unreachable
+        self.failures: list[str] = []  # why the source could not answer
+
+    @classmethod
+    def from_env(cls, http: httpx.Client, *, offline: bool = False,
+                 environ: Mapping[str, str] | None = None) -> SharedFacts | None:
+        """The source ``STACKLOCK_NATIVE_FACTS`` names; offline, a folder only."""
+        where = (os.environ if environ is None else environ).get(ENV, "").strip()
+        if not where or (offline and where.startswith(("http://", "https://"))):
+            return None
+        return cls(where, http)
+
+    def entry(self, sha256: str) -> bytes | None:
+        """The entry for ``sha256``'s wheel, or None (counted as a miss)."""
+        name = f"{sha256.lower()}.json.gz"
+        try:
+            blob = self._fetch(name)
+        except (OSError, httpx.HTTPError) as exc:
+            with self._lock:
+                self.failures.append(f"{name}: {exc}")
+            blob = None
+        return blob
+
+    def used(self, ok: bool) -> None:
+        """Count an entry the caller used (``ok``) or could not."""
+        with self._lock:
+            if ok:
+                self.hits += 1
+            else:
+                self.misses += 1
+
+    def _fetch(self, name: str) -> bytes | None:
+        if not self._url:
+            path = Path(self.where) / name
+            if not path.is_file() or path.stat().st_size > Limits.from_env().max_bytes:
+                return None
+            return path.read_bytes()
+        response = get(self._http, f"{self.where.rstrip('/')}/{name}",
+                       read_body=lambda status: status == 200)
+        if response.status_code in (404, 410):
+            return None
+        response.raise_for_status()
+        return response.content
