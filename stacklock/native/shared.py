@@ -26,9 +26,12 @@ import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import httpx
 
+from stacklock.errors import StacklockError
 from stacklock.http import Limits, get
 
 if TYPE_CHECKING:
@@ -57,8 +60,18 @@ class SharedFacts:
                  environ: Mapping[str, str] | None = None) -> SharedFacts | None:
         """The source ``STACKLOCK_NATIVE_FACTS`` names; offline, a folder only."""
         where = (os.environ if environ is None else environ).get(ENV, "").strip()
+        if where.startswith("file:"):
+            where = url2pathname(urlsplit(where).path)
         if not where or (offline and where.startswith(("http://", "https://"))):
             return None
+        if "://" in where and not where.startswith(("http://", "https://")):
+            raise StacklockError(f"{ENV}={where}: not a folder or an http(s) URL",
+                                 hint="e.g. /srv/stacklock/native or "
+                                      "https://ci.example.com/stacklock/native")
+        if "://" not in where and not Path(where).is_dir():
+            raise StacklockError(f"{ENV}={where}: no such folder",
+                                 hint="point it at a copy of a cache's native/ "
+                                      "folder, or unset it")
         return cls(where, http)
 
     def entry(self, sha256: str) -> bytes | None:

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from stacklock.errors import StacklockError
 from stacklock.native import wheel as native_wheel
 from stacklock.native.shared import ENV
 from stacklock.resolve.locking import lock_profile, render_native
@@ -170,3 +171,16 @@ def test_offline_a_folder_is_asked_a_url_is_not(tmp_path) -> None:
     assert folder is not None and folder.where == str(tmp_path)
     assert url is None and unset is None
     assert online is not None and online.where == "https://x.example/f"
+
+
+def test_a_wrong_source_is_one_line_naming_the_variable(tmp_path) -> None:
+    from stacklock.native.shared import SharedFacts
+
+    with httpx.Client() as http:
+        found = SharedFacts.from_env(http, environ={ENV: tmp_path.as_uri()})
+        assert found is not None and found.where == str(tmp_path)
+        for wrong, said in [(str(tmp_path / "nowhere"), "no such folder"),
+                            ("s3://bucket/facts", "not a folder or an http")]:
+            with pytest.raises(StacklockError, match=said) as raised:
+                SharedFacts.from_env(http, environ={ENV: wrong})
+            assert ENV in str(raised.value) and raised.value.exit_code == 2
