@@ -31,13 +31,14 @@ findings are kept as ``unloaded``, not blocking.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
+
+from stacklock.native.families import symbol_family, top_namespace
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -49,9 +50,6 @@ __all__ = ["Finding", "find_alternatives", "find_incompatibilities",
            "is_linkable", "large_members_needed", "may_link", "symbol_family",
            "top_namespace"]
 
-# _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
-# optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
-_NESTED = re.compile(r"_Z(?:T[VISTHW]|GV)?N[rVKRO]*([1-9][0-9]*)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,41 +147,6 @@ def may_link(files: Sequence[Sequence[str]]) -> list[bool]:
             for i in range(len(files))]
 
 
-def top_namespace(symbol: str) -> str | None:
-    """``c10`` for ``_ZN3c104cuda9SetDeviceEi``; None for C names, ``std::``
-    (a substitution, not a name) and functions outside any namespace."""
-    match = _NESTED.match(symbol)
-    if match is None:
-        return None
-    start = match.end()
-    return symbol[start : start + int(match.group(1))] or None
-
-
-_C_FAMILY = re.compile(r"([A-Za-z][A-Za-z0-9]+)_[A-Za-z0-9_]+")
-_MIN_C_FAMILY = 10  # exports with a C prefix before a package is said to own it
-
-
-@functools.cache  # asked for every symbol of every object, most of them again
-def symbol_family(symbol: str) -> str | None:
-    """``c++:c10`` for ``_ZN3c104cuda9SetDeviceEi``, ``c:aoti`` for
-    ``aoti_torch_get_device``; None for ``std::``, ``memcpy``, ``_Py...``."""
-    if symbol.startswith("_Z"):
-        space = top_namespace(symbol)
-        return f"c++:{space}" if space and not space.startswith("_") else None
-    match = _C_FAMILY.fullmatch(symbol)
-    return f"c:{match.group(1)}" if match else None
-
-
-def _owned_families(exports: Iterable[str]) -> frozenset[str]:
-    counts: dict[str, int] = defaultdict(int)
-    for symbol in exports:
-        family = symbol_family(symbol)
-        if family is not None:
-            counts[family] += 1
-    return frozenset(f for f, n in counts.items()
-                     if f.startswith("c++:") or n >= _MIN_C_FAMILY)
-
-
 def _stem(soname: str) -> str:
     """``libcudart`` for ``libcudart.so.12``."""
     return soname.split(".so", 1)[0]
@@ -205,8 +168,6 @@ class _Index:
     files: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     objects: dict[str, list[tuple[int, SharedObject]]] = field(
         default_factory=lambda: defaultdict(list))
-    exports: dict[int, frozenset[str]] = field(default_factory=dict)
-    namespaces: dict[int, frozenset[str]] = field(default_factory=dict)
     # basename -> (wheel, path) of the large members not read (wheel.py)
     large: dict[str, list[tuple[int, str]]] = field(
         default_factory=lambda: defaultdict(list))
@@ -229,20 +190,14 @@ def _make_index(natives: Sequence[WheelNatives]) -> _Index:
 
 
 def _exports(index: _Index, natives: Sequence[WheelNatives], at: int) -> frozenset[str]:
-    if at not in index.exports:
-        index.exports[at] = frozenset(
-            s for o in natives[at].objects for s in o.exported)
-    return index.exports[at]
+    return natives[at].exports
 
 
 def _namespaces(index: _Index, natives: Sequence[WheelNatives],
                 at: int) -> frozenset[str]:
-    """The symbol families wheel ``at`` owns; worked out only when a symbol is
-    missing (most objects find every symbol they need: ~160,000 symbols of a
-    CUDA 13 torch stack are not classified for nothing)."""
-    if at not in index.namespaces:
-        index.namespaces[at] = _owned_families(_exports(index, natives, at))
-    return index.namespaces[at]
+    """The symbol families wheel ``at`` owns (worked out once per wheel, and only
+    when an object misses a symbol: most find every symbol they need)."""
+    return natives[at].families
 
 
 def _scope(index: _Index, home: int, obj: SharedObject) -> tuple[list[int], set[str]]:
@@ -299,15 +254,18 @@ def large_members_needed(
     index = _make_index(natives)
     if not index.large:
         return {}
-    exported = {s for n in natives for o in n.objects for s in o.exported}
     wanted: dict[int, set[str]] = defaultdict(set)
+    exported: Collection[frozenset[str] | set[str]] = ()  # made when first needed
     for at, wheel in enumerate(natives):
         for obj in wheel.objects:
             links = [index.large[n] for n in obj.needed if n in index.large]
             if not links:
                 continue
-            residue = [s for s in obj.undefined
-                       if s not in exported and symbol_family(s) is not None]
+            if not exported:  # a pair (asked as reads end): their own sets
+                exported = [n.exports for n in natives] if len(natives) <= 2 else \
+                    [set().union(*(n.exports for n in natives))]
+            residue = [s for s in obj.undefined if symbol_family(s) is not None
+                       and not any(s in names for names in exported)]
             for other, path in (m for members in links for m in members):
                 if other != at and not _is_cuda(path) and any(
                         _may_provide(index, natives, wheels, other, path, s)

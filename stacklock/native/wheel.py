@@ -19,6 +19,7 @@ CUDA), so they are read up to a larger size.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -44,6 +45,7 @@ from stacklock.native.elf import (
     is_shared_object_name,
     parse_shared_object,
 )
+from stacklock.native.families import owned_families
 from stacklock.native.shared import SharedFacts
 from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.store import ArtifactStore
@@ -91,6 +93,16 @@ class WheelNatives:
     files: tuple[str, ...]
     objects: tuple[SharedObject, ...]
     large: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def exports(self) -> frozenset[str]:
+        """Every symbol its objects export (torch's: ~100,000), made once."""
+        return frozenset(s for o in self.objects for s in o.exported)
+
+    @functools.cached_property
+    def families(self) -> frozenset[str]:
+        """The symbol families it owns (:func:`owned_families`), made once."""
+        return owned_families(self.exports)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -235,10 +247,15 @@ class WheelReader:
             if sha256 in self._asked_shared:
                 return None
             self._asked_shared.add(sha256)
-        found = _parse_entry(shared.entry(sha256), sha256)
+        blob = shared.entry(sha256)
+        found = _parse_entry(blob, sha256)
         shared.used(found is not None)
-        if found is not None:
-            self.remember(found)  # kept here: the next run asks no one
+        if found is not None and blob is not None:
+            self._memo[sha256] = found
+            if blob[:2] != b"\x1f\x8b":  # sent inflated (Content-Encoding)
+                blob = gzip.compress(blob, compresslevel=1, mtime=0)
+            # kept here as given: the next run asks no one
+            atomic_write_bytes(self._entry(sha256), blob, durable=False)
         return found
 
     def _count(self, filename: str, n: int, *, requests: int = 0) -> None:
