@@ -189,17 +189,6 @@ def _make_index(natives: Sequence[WheelNatives]) -> _Index:
     return index
 
 
-def _exports(index: _Index, natives: Sequence[WheelNatives], at: int) -> frozenset[str]:
-    return natives[at].exports
-
-
-def _namespaces(index: _Index, natives: Sequence[WheelNatives],
-                at: int) -> frozenset[str]:
-    """The symbol families wheel ``at`` owns (worked out once per wheel, and only
-    when an object misses a symbol: most find every symbol they need)."""
-    return natives[at].families
-
-
 def _scope(index: _Index, home: int, obj: SharedObject) -> tuple[list[int], set[str]]:
     """The wheels whose objects ``obj`` reaches through DT_NEEDED, own first, and
     the sonames it reaches."""
@@ -236,7 +225,7 @@ def _may_provide(index: _Index, natives: Sequence[WheelNatives],
     ``torch_cuda_stream_synchronize``; so in every extension recorded)."""
     if _is_cuda(path) and not _is_cuda(symbol):
         return False
-    if (symbol_family(symbol) or "") in _namespaces(index, natives, at):
+    if (symbol_family(symbol) or "") in natives[at].families:
         return True
     project = canonicalize_name(wheels[at].package)
     return project in symbol.lower().split("_")[:2]
@@ -456,14 +445,15 @@ def _missing_symbols(
         return
     scope, reached = _scope(index, at, obj)
     unread = [m for name in reached for m in index.large.get(name, ())]
-    exported = [_exports(index, natives, w) for w in scope]  # not copied: 100k
+    exported = [natives[w].exports for w in scope]  # not copied: 100k
     missing = [symbol for symbol in obj.undefined
                if not any(symbol in names for names in exported)]
     if not missing:
         return
     owners: dict[str, int] = {}  # families another package's libraries export
     for other in scope[1:]:
-        for space in _namespaces(index, natives, other):
+        # worked out once per wheel, and only here: when a symbol is missing
+        for space in natives[other].families:
             owners.setdefault(space, other)
     for symbol in missing:
         owner = owners.get(symbol_family(symbol) or "")
