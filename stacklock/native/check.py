@@ -213,9 +213,8 @@ def _is_cuda(name: str) -> bool:
     return "cuda" in name.lower()
 
 
-def _may_provide(index: _Index, natives: Sequence[WheelNatives],
-                 wheels: Sequence[NativeWheel], at: int, path: str,
-                 symbol: str) -> bool:
+def _may_provide(natives: Sequence[WheelNatives], wheels: Sequence[NativeWheel],
+                 at: int, path: str, symbol: str) -> bool:
     """Could the unread large member ``path`` of wheel ``at`` export ``symbol``?
     Yes when the symbol's family is one its wheel's read objects own (``at::``
     beside libtorch_python) or it is named for the wheel's project
@@ -257,7 +256,7 @@ def large_members_needed(
                        and not any(s in names for names in exported)]
             for other, path in (m for members in links for m in members):
                 if other != at and not _is_cuda(path) and any(
-                        _may_provide(index, natives, wheels, other, path, s)
+                        _may_provide(natives, wheels, other, path, s)
                         for s in residue):
                     wanted[other].add(path)
     return dict(wanted)
@@ -457,8 +456,8 @@ def _missing_symbols(
             owners.setdefault(space, other)
     for symbol in missing:
         owner = owners.get(symbol_family(symbol) or "")
-        if owner is None or any(_may_provide(index, natives, wheels, other, path,
-                                             symbol) for other, path in unread):
+        if owner is None or any(_may_provide(natives, wheels, other, path, symbol)
+                                for other, path in unread):
             continue  # not judged, or it may be in a library not read
         yield _finding(wheels[at], obj, kind="symbol", missing=symbol,
                        counterpart=_label(wheels[owner]))
