@@ -58,9 +58,9 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
         say,
         verbose,
     )
+    from stacklock.install.inputs import Wanted
     from stacklock.install.render import render_install
     from stacklock.install.run import DEFAULT_CUDA_LINK, install_lock
-    from stacklock.install.selection import Wanted
 
     live, _, on_download = progress(enabled=interactive(args), status=None)
     with live:

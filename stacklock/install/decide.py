@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock.install.early import find_base_python
+from stacklock.install.inputs import Wanted
 from stacklock.install.interpreter import probe_interpreter
 from stacklock.install.layout import VenvLayout, current_generation, new_generation
 from stacklock.install.plan import InstallPlan, Interpreter, assemble, make_plan
@@ -19,13 +20,6 @@ from stacklock.install.preflight import (
 )
 from stacklock.install.read import python_request, read_installable
 from stacklock.install.replay import recall, replay_key
-from stacklock.install.selection import (
-    Wanted,
-    refuse_builds,
-    refuse_unhashed,
-    select_packages,
-    selection_notes,
-)
 
 if TYPE_CHECKING:
     from stacklock.install.selection import Selected
@@ -115,6 +109,14 @@ def decide(
         key = replay_key(lock_path, python) if replay else None
     interp = probe_interpreter(python, runner=runner, cache=cache)
     check_lock_fits(lock, interp)
+    # packaging.pylock (~20 ms of imports) only when the plan is not replayed
+    from stacklock.install.selection import (
+        refuse_builds,
+        refuse_unhashed,
+        select_packages,
+        selection_notes,
+    )
+
     selected = select_packages(lock, interp, extras=wanted.extras,
                                groups=wanted.groups)
     refuse_unhashed(selected, lock)

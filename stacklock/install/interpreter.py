@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import InstallError
 from stacklock.install.early import find_base_python
-from stacklock.install.selection import Interpreter
+from stacklock.install.inputs import Interpreter
 from stacklock.pyenv import marker_env_code
 
 if TYPE_CHECKING:

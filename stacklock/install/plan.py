@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.pylock import PackageArchive, PackageDirectory, PackageVcs
-
 from stacklock.errors import LockError
+from stacklock.install.inputs import Interpreter
 from stacklock.install.layout import VenvLayout
-from stacklock.install.selection import Interpreter
 from stacklock.install.uvsteps import BUILD_CONFIG_NAME, UV_LOCK_NAME, uv_commands
 from stacklock.urls import redact_url
 
@@ -199,6 +197,8 @@ def _download(chosen: Selected, lock_path: str,
     """The download of one selected package, and its stored copy, if any. A
     vcs or directory source has no hash (PEP 751): the commit id pins a vcs
     checkout; uv reads a directory as it is."""
+    from packaging.pylock import PackageArchive, PackageDirectory, PackageVcs
+
     from stacklock.install.selection import describe
     from stacklock.lock import wheel_sha256
 

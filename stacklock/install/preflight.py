@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from stacklock.cuda.catalog import Catalog
+    from stacklock.install.inputs import Interpreter
     from stacklock.install.plan import InstallPlan
-    from stacklock.install.selection import Interpreter, Selected
+    from stacklock.install.selection import Selected
     from stacklock.lock import Lock
 
 __all__ = [

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.install.early import HeadStart
+    from stacklock.install.inputs import Wanted
     from stacklock.install.plan import InstallPlan
-    from stacklock.install.selection import Wanted
     from stacklock.lock import Lock
     from stacklock.validate.report import ValidateResult
 

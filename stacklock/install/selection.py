@@ -29,11 +29,10 @@ from packaging.pylock import (
 )
 
 from stacklock.errors import LockError
+from stacklock.install.inputs import Interpreter, Wanted
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
-
-    from packaging.tags import Tag
+    from collections.abc import Collection, Sequence
 
     from stacklock.lock import Lock, LockedPackage
 
@@ -49,18 +48,6 @@ __all__ = [
 ]
 
 Source = PackageVcs | PackageDirectory | PackageArchive | PackageWheel | PackageSdist
-
-
-@dataclass(frozen=True, kw_only=True)
-class Interpreter:
-    """The python the new venv is built from, as it reports itself."""
-
-    path: str
-    version: str
-    machine: str
-    glibc: tuple[int, int] | None
-    marker_env: Mapping[str, str]
-    tags: tuple[Tag, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,18 +189,3 @@ def selection_notes(selected: Sequence[Selected], interp: Interpreter) -> list[s
                      "--require-hashes (a vcs entry is pinned by its commit) and "
                      "still checks every hash the lock gives")
     return notes
-
-
-@dataclass(frozen=True, kw_only=True)
-class Wanted:
-    """What the user asks of the lock: ``--extra``, ``--group`` (None: the
-    lock's ``default-groups``) and ``--no-build``."""
-
-    extras: tuple[str, ...] = ()
-    groups: tuple[str, ...] | None = None
-    no_build: bool = False
-
-    def uv_options(self) -> tuple[str, ...]:
-        """The same choice for ``uv pip sync``."""
-        return (*(f for e in self.extras for f in ("--extra", e)),
-                *(f for g in self.groups or () for f in ("--group", g)))

@@ -13,8 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from packaging.pylock import PackageArchive, PackageDirectory
-
 from stacklock._fs import atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
@@ -25,7 +23,12 @@ from stacklock.install.uvsteps import BUILD_CONFIG_NAME
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from packaging.pylock import PackageSdist, PackageWheel
+    from packaging.pylock import (
+        PackageArchive,
+        PackageDirectory,
+        PackageSdist,
+        PackageWheel,
+    )
 
     from stacklock.install.early import HeadStart
     from stacklock.install.plan import InstallPlan
@@ -44,6 +47,8 @@ def _local_wheel(plan: InstallPlan, wheel: FileT, wheel_dir: Path) -> FileT:
     artifact store linked under its real filename (uv reads the tags from it)."""
     if wheel.path and not Path(wheel.path).is_absolute():
         wheel = replace(wheel, path=str(plan.lock_path.parent.resolve() / wheel.path))
+    from packaging.pylock import PackageArchive
+
     from stacklock.lock import wheel_sha256
 
     stored = plan.local_wheels.get(wheel_sha256(wheel) or "")
@@ -70,6 +75,8 @@ def _rewrites(plan: InstallPlan, lock: Lock | None) -> bool:
     remembers no such plan."""
     if lock is None:
         return False
+    from packaging.pylock import PackageDirectory
+
     from stacklock.lock import wheel_sha256
 
     return any(
