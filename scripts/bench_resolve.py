@@ -28,7 +28,9 @@ index pages and METADATA (as cached), and the native check's wheel reads and
 range requests (as it counts them); and the cold run's seconds by phase: start-up
 (the interpreter, imports and exit: the wall time outside the command's own
 clock), the resolve (resolution and lock) and the native check (as it times
-itself, every round of it).
+itself, every round of it). ``STACKLOCK_NATIVE_FACTS`` in the environment goes
+to stacklock as it is: the case of a second machine whose team shares the facts
+(the caches stay empty, the check reads from that source).
 """
 
 from __future__ import annotations
