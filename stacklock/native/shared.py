@@ -52,7 +52,7 @@ class SharedFacts:
         self._url = where.startswith(("http://", "https://"))
         self._lock = threading.Lock()
         self.hits = 0  # entries used
-        self.misses = 0  # entries absent, unusable, or unreachable
+        self.misses = 0  # entries there but unusable
         self.failures: list[str] = []  # why the source could not answer
 
     @classmethod
@@ -85,19 +85,26 @@ class SharedFacts:
             blob = None
         return blob
 
-    def used(self, ok: bool) -> None:
-        """Count an entry the caller used (``ok``) or could not."""
+    def used(self, sha256: str, ok: bool) -> None:
+        """Count an entry the caller used (``ok``) or could not: one that is
+        there and is no facts entry of this format for this wheel (a torn copy,
+        a login page answering every URL) is a failure too."""
         with self._lock:
             if ok:
                 self.hits += 1
-            else:
-                self.misses += 1
+                return
+            self.misses += 1
+            self.failures.append(f"{sha256.lower()}.json.gz: not a facts entry "
+                                 "of this stacklock for this wheel")
 
     def _fetch(self, name: str) -> bytes | None:
         if not self._url:
             path = Path(self.where) / name
-            if not path.is_file() or path.stat().st_size > Limits.from_env().max_bytes:
+            if not path.is_file():
                 return None
+            cap = Limits.from_env().max_bytes
+            if path.stat().st_size > cap:
+                raise OSError(f"over {cap} bytes")
             return path.read_bytes()
         response = get(self._http, f"{self.where.rstrip('/')}/{name}",
                        read_body=lambda status: status == 200)

@@ -248,9 +248,11 @@ class WheelReader:
                 return None
             self._asked_shared.add(sha256)
         blob = shared.entry(sha256)
+        if blob is None:
+            return None  # not there (or unreachable: counted by the source)
         found = _parse_entry(blob, sha256)
-        shared.used(found is not None)
-        if found is not None and blob is not None:
+        shared.used(sha256, found is not None)
+        if found is not None:
             self._memo[sha256] = found
             if blob[:2] != b"\x1f\x8b":  # sent inflated (Content-Encoding)
                 blob = gzip.compress(blob, compresslevel=1, mtime=0)

@@ -120,6 +120,10 @@ def test_broken_foreign_and_oversized_entries_are_misses(tmp_path, index,
     assert asked[MARKUPSAFE.name] >= 1 and asked["bigdir-1.0-py3-none-any.whl"] >= 1
     assert second.native is not None and second.native.bytes_read > 0
     assert second.native.shared == len(entries) - 2
+    # there but unusable: said (a login page answering every URL would be too)
+    assert sorted(second.native.shared_failures) == sorted(
+        f"{entry.name}: not a facts entry of this stacklock for this wheel"
+        for entry in (markupsafe, bigdir))
     assert second.text == first.text
     assert second.native.objects == first.native.objects == 3
     # an entry inflating past the limit is not read whole: a miss
@@ -127,6 +131,7 @@ def test_broken_foreign_and_oversized_entries_are_misses(tmp_path, index,
     third = lock_profile(str(index.profile), output=tmp_path / "third.toml",
                          cache_dir=tmp_path / "third")
     assert third.native is not None and third.native.shared == 0
+    assert len(third.native.shared_failures) == len(entries)
     assert third.text == first.text
 
 
@@ -184,3 +189,16 @@ def test_a_wrong_source_is_one_line_naming_the_variable(tmp_path) -> None:
             with pytest.raises(StacklockError, match=said) as raised:
                 SharedFacts.from_env(http, environ={ENV: wrong})
             assert ENV in str(raised.value) and raised.value.exit_code == 2
+
+
+def test_a_folder_entry_over_the_body_cap_is_a_failure_not_read(
+        tmp_path, monkeypatch) -> None:
+    from stacklock.native.shared import SharedFacts
+
+    (tmp_path / f"{'ab' * 32}.json.gz").write_bytes(b"\x1f\x8b" + b"0" * 4096)
+    monkeypatch.setenv("STACKLOCK_MAX_BODY_BYTES", "1024")
+    with httpx.Client() as http:
+        source = SharedFacts(str(tmp_path), http)
+        assert source.entry("AB" * 32) is None
+        assert source.entry("cd" * 32) is None  # not there: no failure
+    assert source.failures == [f"{'ab' * 32}.json.gz: over 1024 bytes"]
