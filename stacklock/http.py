@@ -371,17 +371,20 @@ def _ssl_context() -> ssl.SSLContext:
                  "certifi's") from None
 
 
-def _transport(limits: httpx.Limits) -> httpx.HTTPTransport:
-    """httpx's transport (CA certificates as :func:`_ssl_context` reads them),
-    connecting through :class:`LookupOnceBackend`: each host looked up once per
-    client. Proxies from the environment keep httpx's own transports."""
-    transport = httpx.HTTPTransport(verify=_ssl_context(), limits=limits)
-    # httpx takes no network backend for its pool: the one place stacklock sets
-    # an attribute inside it, pinned by tests/integration/test_hostlookup.py
-    pool = transport._pool
-    if isinstance(pool, httpcore.ConnectionPool):
+def _look_up_once(client: httpx.Client) -> httpx.Client:
+    """``client`` with its own connections made through :class:`LookupOnceBackend`
+    (each host looked up once per client); the proxies' transports that httpx
+    made from the environment are left as they are. httpx takes no network
+    backend, and taking a transport of ours would switch its environment
+    proxies off: the one place stacklock sets an attribute inside httpx, pinned
+    by tests/integration/test_hostlookup.py (one lookup for many connections;
+    HTTP_PROXY honoured)."""
+    transport = client._transport
+    pool = getattr(transport, "_pool", None)
+    if isinstance(transport, httpx.HTTPTransport) and \
+            type(pool) is httpcore.ConnectionPool:  # not a proxy's pool
         pool._network_backend = LookupOnceBackend()
-    return transport
+    return client
 
 
 def run_deadline(seconds: float, *, clock: Callable[[], float] = time.monotonic
@@ -411,18 +414,19 @@ def make_http_client(*, timeout: float = TIMEOUT,
         run_seconds = _positive("STACKLOCK_RUN_TIMEOUT",
                                 os.environ["STACKLOCK_RUN_TIMEOUT"])
     hooks = {"request": [run_deadline(run_seconds)]} if run_seconds else {}
-    limits = httpx.Limits(max_connections=MAX_CONNECTIONS,
-                          max_keepalive_connections=MAX_CONNECTIONS)
-    return httpx.Client(
+    client = httpx.Client(
         event_hooks=hooks,
         headers={"User-Agent": USER_AGENT},
         timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT),
-        limits=limits,
+        limits=httpx.Limits(max_connections=MAX_CONNECTIONS,
+                            max_keepalive_connections=MAX_CONNECTIONS),
         follow_redirects=True,
         auth=credentials if credentials is not None else Credentials(),
-        transport=transport or _transport(limits),
+        verify=True if transport is not None else _ssl_context(),
+        transport=transport,
         trust_env=True,
     )
+    return client if transport is not None else _look_up_once(client)
 
 
 def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = None,

@@ -198,3 +198,44 @@ def test_tls_checks_the_host_name_not_the_address_connected_to(
         with pytest.raises(httpx.ConnectError, match="certificate"):
             http.get(base.replace("http://", "https://") + "/by-address")
     assert asked == ["localhost"]
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """A forward proxy for plain HTTP that answers itself: it says which
+    absolute URL it was asked for."""
+
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        body = f"proxied {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_proxy_from_the_environment_is_used_and_the_host_not_looked_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY is honoured beside the lookup-once backend: the request goes
+    to the proxy (an absolute URL), and the origin's name is never asked for
+    (it does not resolve: only the proxy could answer)."""
+    asked: list[str] = []
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(str(host))
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    with loopback(_Proxy) as base:
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, base)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        with make_http_client() as http:
+            response = http.get("http://index.invalid/simple/six/")
+    assert response.text == "proxied http://index.invalid/simple/six/"
+    assert "index.invalid" not in asked
