@@ -32,19 +32,21 @@ from urllib.request import url2pathname
 import httpx
 
 from stacklock.errors import StacklockError
-from stacklock.http import Limits, get
+from stacklock.http import Limits, describe_http_error, get
+from stacklock.urls import redact_text, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["ENV", "SharedFacts"]
+__all__ = ["DEADLINE", "ENV", "SharedFacts"]
 
 ENV = "STACKLOCK_NATIVE_FACTS"
+DEADLINE = 10.0  # seconds for one entry from a server (the largest: ~2 MB)
 
 
 class SharedFacts:
-    """The entries of one shared source; counts what it gave and what it missed.
-    Safe to use from threads."""
+    """The entries of one shared source; counts the ones used and says why
+    others could not be. Safe to use from threads."""
 
     def __init__(self, where: str, http: httpx.Client) -> None:
         self.where = where
@@ -52,8 +54,8 @@ class SharedFacts:
         self._url = where.startswith(("http://", "https://"))
         self._lock = threading.Lock()
         self.hits = 0  # entries used
-        self.misses = 0  # entries there but unusable
         self.failures: list[str] = []  # why the source could not answer
+        self._down = ""  # why the server is not asked any more, once it is not
 
     @classmethod
     def from_env(cls, http: httpx.Client, *, offline: bool = False,
@@ -65,7 +67,8 @@ class SharedFacts:
         if not where or (offline and where.startswith(("http://", "https://"))):
             return None
         if "://" in where and not where.startswith(("http://", "https://")):
-            raise StacklockError(f"{ENV}={where}: not a folder or an http(s) URL",
+            raise StacklockError(f"{ENV}={redact_url(where)}: not a folder or an "
+                                 "http(s) URL",
                                  hint="e.g. /srv/stacklock/native or "
                                       "https://ci.example.com/stacklock/native")
         if "://" not in where and not Path(where).is_dir():
@@ -75,15 +78,25 @@ class SharedFacts:
         return cls(where, http)
 
     def entry(self, sha256: str) -> bytes | None:
-        """The entry for ``sha256``'s wheel, or None (counted as a miss)."""
+        """The entry for ``sha256``'s wheel, or None: not there, or it could not
+        be had (counted in ``failures``, without credentials). A server that
+        timed out or could not be reached once is not asked again this run: a
+        stalled source costs one :data:`DEADLINE`, not one per wheel."""
         name = f"{sha256.lower()}.json.gz"
-        try:
-            blob = self._fetch(name)
-        except (OSError, httpx.HTTPError) as exc:
+        if self._down:
             with self._lock:
-                self.failures.append(f"{name}: {exc}")
-            blob = None
-        return blob
+                self.failures.append(f"{name}: not asked ({self._down})")
+            return None
+        try:
+            return self._fetch(name)
+        except (OSError, httpx.HTTPError) as exc:
+            why = describe_http_error(exc) if isinstance(exc, httpx.HTTPError) \
+                else redact_text(str(exc))  # no credentials in a warning
+            with self._lock:
+                self.failures.append(f"{name}: {why}")
+                if isinstance(exc, httpx.TimeoutException | httpx.NetworkError):
+                    self._down = f"the source failed before: {why}"
+            return None
 
     def used(self, sha256: str, ok: bool) -> None:
         """Count an entry the caller used (``ok``) or could not: one that is
@@ -93,7 +106,6 @@ class SharedFacts:
             if ok:
                 self.hits += 1
                 return
-            self.misses += 1
             self.failures.append(f"{sha256.lower()}.json.gz: not a facts entry "
                                  "of this stacklock for this wheel")
 
@@ -106,8 +118,9 @@ class SharedFacts:
             if path.stat().st_size > cap:
                 raise OSError(f"over {cap} bytes")
             return path.read_bytes()
+        limits = Limits(max_bytes=Limits.from_env().max_bytes, deadline=DEADLINE)
         response = get(self._http, f"{self.where.rstrip('/')}/{name}",
-                       read_body=lambda status: status == 200)
+                       limits=limits, read_body=lambda status: status == 200)
         if response.status_code in (404, 410):
             return None
         response.raise_for_status()

@@ -10,6 +10,7 @@ import gzip
 import hashlib
 import json
 import shutil
+import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from stacklock.errors import StacklockError
+from stacklock.native import shared as shared_module
 from stacklock.native import wheel as native_wheel
 from stacklock.native.shared import ENV
 from stacklock.resolve.locking import lock_profile, render_native
@@ -139,13 +141,16 @@ def test_a_failing_source_is_a_warning_and_the_wheels_are_read(tmp_path, index,
                                                                monkeypatch):
     first = _first_machine(tmp_path, index)
     with loopback(_files(tmp_path, fail=True)) as base:
-        monkeypatch.setenv(ENV, f"{base}/native/")
+        # credentials in the source's URL never reach the warning
+        monkeypatch.setenv(ENV, base.replace("http://", "http://ci:s3cret@")
+                           + "/native/")
         second = lock_profile(str(index.profile), output=tmp_path / "second.toml",
                               cache_dir=tmp_path / "second")
     assert second.native is not None and second.native.shared == 0
     assert second.native.bytes_read == first.native.bytes_read
     assert len(second.native.shared_failures) == len(_facts(tmp_path / "first"))
-    assert all("500" in failure for failure in second.native.shared_failures)
+    assert all("HTTP 500" in failure for failure in second.native.shared_failures)
+    assert "s3cret" not in "\n".join(render_native(second.native))
     warning = [line for line in render_native(second.native) if "warning:" in line]
     assert len(warning) == 1 and "STACKLOCK_NATIVE_FACTS failed for 5 entries" \
         in warning[0]
@@ -202,3 +207,51 @@ def test_a_folder_entry_over_the_body_cap_is_a_failure_not_read(
         assert source.entry("AB" * 32) is None
         assert source.entry("cd" * 32) is None  # not there: no failure
     assert source.failures == [f"{'ab' * 32}.json.gz: over 1024 bytes"]
+
+
+def test_a_stalled_source_costs_one_deadline_not_one_per_wheel(
+        tmp_path, index, monkeypatch) -> None:
+    """A server that takes the request and never answers: the first entries
+    time out, the rest are not asked; every wheel is read, the same lock."""
+    first = _first_machine(tmp_path, index)
+    asked: list[str] = []
+    release = threading.Event()
+
+    class Stall(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            release.wait(30)  # answers nothing until the test ends
+
+    monkeypatch.setattr(shared_module, "DEADLINE", 0.5)
+    try:
+        with loopback(Stall) as base:
+            monkeypatch.setenv(ENV, f"{base}/native")
+            second = lock_profile(str(index.profile),
+                                  output=tmp_path / "second.toml",
+                                  cache_dir=tmp_path / "second")
+    finally:
+        release.set()
+    assert second.native is not None and second.native.shared == 0
+    assert second.text == first.text
+    failures = second.native.shared_failures
+    assert len(failures) == len(_facts(tmp_path / "first"))
+    timed_out = [f for f in failures if "not asked" not in f]
+    assert 1 <= len(asked) == len(set(asked)) == len(timed_out)  # once each at most
+    assert all("Timeout" in f for f in timed_out)
+    # asked one after another, the second entry is not asked at all
+    asked.clear()
+    release.clear()
+    try:
+        with loopback(Stall) as base, httpx.Client() as http:
+            source = shared_module.SharedFacts(f"{base}/native", http)
+            assert source.entry("ab" * 32) is None
+            assert source.entry("cd" * 32) is None
+    finally:
+        release.set()
+    assert len(asked) == 1
+    assert "Timeout" in source.failures[0]
+    assert source.failures[1].startswith(f"{'cd' * 32}.json.gz: not asked (the "
+                                         "source failed before: ReadTimeout")
