@@ -7,6 +7,9 @@ by :func:`make_http_client` and, for a whole body, through :func:`get`.
   read and per connect, a bounded connection pool. Proxies (``HTTPS_PROXY``,
   ``NO_PROXY``) and CA certificates (``SSL_CERT_FILE``, ``SSL_CERT_DIR``) come
   from the environment, as httpx reads them; an unreadable CA setting is one line.
+  The TLS context is made once per CA setting and process, on a thread
+  (:func:`prepare_tls`): reading a CA bundle takes ~20 ms with the GIL released,
+  so resolve and check start it before loading their other modules.
 - **Credentials** (:class:`Credentials`): Basic auth for every request to an
   index's origin (scheme, host, port): from the index URL's user info, from
   ``STACKLOCK_INDEX_<NAME>_USERNAME`` / ``_PASSWORD``, or from netrc for the
@@ -29,6 +32,7 @@ import re
 import ssl
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -61,6 +65,7 @@ __all__ = [
     "get",
     "is_network_failure",
     "make_http_client",
+    "prepare_tls",
     "retry_after",
     "run_deadline",
     "transient",
@@ -355,11 +360,51 @@ class Credentials(httpx.Auth):
 # -- the client -----------------------------------------------------------------
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """httpx's own (SSL_CERT_FILE, else SSL_CERT_DIR, else certifi's bundle),
-    with an unreadable setting turned into one line."""
+# Contexts by CA setting (SSL_CERT_FILE, SSL_CERT_DIR), each built once per
+# process on a thread of its own: reading a CA bundle takes ~20 ms, the GIL
+# released, so a command that calls prepare_tls() before loading the rest of
+# its modules finds the context built by the time it makes its client.
+_TLS: dict[tuple[str, str], Future[ssl.SSLContext]] = {}
+_TLS_LOCK = threading.Lock()
+
+
+def _tls_setting() -> tuple[str, str]:
+    return os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", "")
+
+
+def _build_tls(setting: tuple[str, str], built: Future[ssl.SSLContext]) -> None:
     try:
-        return httpx.create_ssl_context(trust_env=True)
+        built.set_result(httpx.create_ssl_context(trust_env=True))
+    except BaseException as exc:  # told by _ssl_context, in the thread that asks
+        with _TLS_LOCK:
+            _TLS.pop(setting, None)  # a setting mended later is read again
+        built.set_exception(exc)
+
+
+def prepare_tls() -> None:
+    """Start building the TLS context of this environment's CA setting (httpx's
+    own: ``SSL_CERT_FILE``, else ``SSL_CERT_DIR``, else certifi's bundle) on a
+    thread, unless it is built or being built: :func:`make_http_client` then
+    takes it without waiting for the certificates to load."""
+    _tls_future()
+
+
+def _tls_future() -> Future[ssl.SSLContext]:
+    setting = _tls_setting()
+    with _TLS_LOCK:
+        built = _TLS.get(setting)
+        if built is None:
+            built = _TLS[setting] = Future()
+            threading.Thread(target=_build_tls, args=(setting, built),
+                             name="stacklock-tls", daemon=True).start()
+    return built
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """The context of :func:`prepare_tls`, with an unreadable setting turned
+    into one line."""
+    try:
+        return _tls_future().result()
     except (OSError, ssl.SSLError) as exc:
         variable = "SSL_CERT_FILE" if os.environ.get("SSL_CERT_FILE") else \
             "SSL_CERT_DIR"

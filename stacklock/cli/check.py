@@ -24,7 +24,9 @@ __all__ = ["check"]
 
 def check(args: argparse.Namespace) -> int:
     from stacklock._fs import cache_dir
-    from stacklock.http import make_http_client
+    from stacklock.http import make_http_client, prepare_tls
+
+    prepare_tls()  # the CA certificates load while the checker's modules do
     from stacklock.native import summarize
     from stacklock.native.lockcheck import check_lock_file
     from stacklock.resolve.locking import render_native

@@ -44,6 +44,10 @@ def resolve(args: argparse.Namespace) -> int:
         else:
             _report(args, replayed.render())
         return 0
+    if not args.offline:
+        from stacklock.http import prepare_tls
+
+        prepare_tls()  # the CA certificates load while the resolver's modules do
     from stacklock.resolve.locking import lock_profile, render_resolve
 
     live, on_status, on_download = progress(
