@@ -12,10 +12,19 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from stacklock.errors import IndexUnreadable, MetadataError
+from stacklock.errors import (
+    DownloadError,
+    HashMismatchError,
+    IndexesUnreachable,
+    IndexUnreadable,
+    MetadataError,
+    ProfileError,
+    SdistBuildError,
+)
 from stacklock.resolve.source import PackageSource, _Job
 
 
@@ -52,14 +61,29 @@ def test_a_failed_job_raises_a_copy_each_time_and_keeps_no_frames(no_collector):
     assert alive() is None  # no frame of result() keeps it
 
 
-def test_a_copy_keeps_what_the_class_sets_beyond_its_message(no_collector):
-    error = IndexUnreadable(index="pypi", url="https://pypi.org/simple",
-                            message="HTTP 503", hint="try again", network=True)
-    with pytest.raises(IndexUnreadable) as caught:
+_ERRORS = [
+    IndexUnreadable("HTTP 503", index="pypi", url="https://pypi.org/simple",
+                    hint="try again", network=True),
+    IndexesUnreachable([IndexUnreadable("refused", index="a", url="https://a/simple",
+                                        network=True),
+                        IndexUnreadable("timed out", index="b", url="https://b/simple",
+                                        network=True)]),
+    ProfileError("not a version", path="p.toml", key="requirements.packages[0]"),
+    DownloadError("HTTP 404", url="https://files.example/x.whl"),
+    HashMismatchError(url="https://files.example/x.whl", expected="aa", actual="bb"),
+    SdistBuildError("the build failed", hint="see the log", needs="torch",
+                    log=Path("/tmp/build.log")),
+]
+
+
+@pytest.mark.parametrize("error", _ERRORS, ids=lambda e: type(e).__name__)
+def test_a_copy_keeps_what_the_class_sets_beyond_its_message(no_collector, error):
+    with pytest.raises(type(error)) as caught:
         _failing(error).result()
     assert caught.value is not error
-    assert (str(caught.value), caught.value.hint, caught.value.exit_code) == \
-        (str(error), error.hint, error.exit_code)
+    assert str(caught.value) == str(error)
+    assert caught.value.exit_code == error.exit_code
+    assert vars(caught.value) == vars(error)
 
 
 def test_a_bug_is_raised_as_it_is_with_its_frames(no_collector):
