@@ -75,14 +75,26 @@ def _os_error(exc: OSError) -> str:
 
 
 def run() -> NoReturn:
-    """The ``stacklock`` command. Interrupted, it exits at once: the main
-    thread has unwound (each file published whole or not at all), and worker
-    threads still waiting on a server are not joined for their timeouts."""
+    """The ``stacklock`` command. Interrupted, once the main thread has unwound
+    (each file published whole or not at all) and said so, it ends by SIGINT
+    itself, as POSIX asks of a program that catches it: a shell sees 130 and
+    stops a loop around the command (a child that exits 130 on its own is taken
+    to have handled the interrupt, and the loop goes on), and worker threads
+    still waiting on a server are not joined for their timeouts."""
     code = main()
     if code == 130:
-        import os
+        _end_by_sigint()
+    sys.exit(code)  # also where SIGINT is blocked and the kill did not end it
 
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    sys.exit(code)
+
+def _end_by_sigint() -> None:
+    import os
+    import signal
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a reader that has left
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)

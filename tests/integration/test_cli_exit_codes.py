@@ -172,18 +172,24 @@ def test_quiet_default_and_verbose_line_counts(tmp_path: Path) -> None:
 
 def test_sigint_exits_130_without_a_traceback(tmp_path: Path,
                                               silent: Silent) -> None:
-    """Ctrl-C while a request waits on a server: 130, one line, at once (the
-    worker threads still waiting are not joined), nothing written."""
+    """Ctrl-C while a request waits on a server, sent as a terminal sends it (to
+    the shell and the command): one line, nothing written, and the command ends
+    by SIGINT at once (the worker threads still waiting are not joined). A shell
+    reads that as 130, and bash, seeing its child killed by the interrupt, stops
+    too: a loop around the command ends. A command that exited 130 on its own
+    would leave the shell going ("went on 130")."""
     profile = _profile(tmp_path / "wait.toml", {"silent": silent.url})
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "c")}
     with subprocess.Popen(
-            [sys.executable, "-m", "stacklock", "resolve", str(profile)],
+            ["bash", "-c", '"$@"; echo "went on $?"', "bash", sys.executable, "-m",
+             "stacklock", "resolve", str(profile)],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True,  # a shell may have started the tests with SIGINT ignored
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
+            text=True, start_new_session=True,  # its own group, as a terminal's
+            # a shell may have started the tests with SIGINT ignored
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as shell:
         assert silent.accepted.wait(60), "stacklock never asked the index"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+        os.killpg(shell.pid, signal.SIGINT)
+        out, err = shell.communicate(timeout=60)
+    assert shell.returncode == -signal.SIGINT and out == ""
     assert err == "stacklock: interrupted; nothing was half-written\n"
-    assert out == "" and not (tmp_path / "locks").exists()
+    assert not (tmp_path / "locks").exists()
