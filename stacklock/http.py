@@ -494,7 +494,9 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         # an identity body's bytes are its raw bytes: no decoder to pass them
         # through (a range read of a wheel, ~1.5 ms of CPU per MB less)
         plain = encoding in ("", "identity")
-        raw = plain and not response.is_stream_consumed  # not a test's, read
+        # a body already in memory (an in-memory transport's) has no raw
+        # stream left: iter_bytes hands out what was read
+        raw = plain and not response.is_stream_consumed
         for chunk in response.iter_raw() if raw else response.iter_bytes():
             body += chunk
             if len(body) > limits.max_bytes:

@@ -136,6 +136,7 @@ def check_native(
     native = [w for w, _ in kept]
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
                            platform=platform, python=python, allow=allow)
+    hits_now, failed_now = shared_counts(reader)
     return replace(
         report, unlinked=sum(bool(f) and not c for f, c in zip(files, chosen,
                                                                  strict=True)),
@@ -144,8 +145,8 @@ def check_native(
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)
                         for w in wheels},
         seconds=time.monotonic() - started,
-        shared=shared_counts(reader)[0] - hits,
-        shared_failures=tuple(shared_counts(reader)[1][len(failed):]),
+        shared=hits_now - hits,
+        shared_failures=failed_now[len(failed):],
     )
 
 

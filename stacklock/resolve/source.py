@@ -73,7 +73,8 @@ class _Job:
     and each :meth:`result` raises a copy of it. Raised as it is, the kept
     error would gather every frame it passes through, this job's and its
     source's among them, and make the whole resolution a reference cycle that
-    only the cycle collector frees (0.3 s of a warm 207-package resolve).
+    only the cycle collector frees (a warm offline 207-package resolve left
+    153,524 objects to it, and took 1.03 s against 0.95 s without).
     Any other exception (a bug) is kept and raised as it is, with its frames."""
 
     def __init__(self, fn: Callable[[], Any]) -> None:
