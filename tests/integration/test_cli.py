@@ -270,13 +270,15 @@ def test_the_command_writes_everything_and_exits_with_mains_code(
     assert bad.returncode == 2 and bad.stderr.startswith("stacklock: error: ")
 
 
-@pytest.mark.parametrize("bundle", ["missing.pem", "not-pem.pem"])
+@pytest.mark.parametrize("bundle", ["missing.pem", "not-pem.pem", "a-folder"])
 def test_an_unreadable_ca_bundle_is_one_line_exit_2(tmp_path: Path,
                                                     bundle: str) -> None:
-    """SSL_CERT_FILE naming no file, or a file with no certificate in it: one
-    line naming the variable, exit 2, no traceback from the resolution or from
-    the threads that start early, and no lock."""
+    """SSL_CERT_FILE naming no file, a file with no certificate in it or a
+    folder: one line naming the variable, exit 2, no traceback from the
+    resolution or from the threads that start early (the TLS context's among
+    them), and no lock."""
     (tmp_path / "not-pem.pem").write_text("not a certificate\n")
+    (tmp_path / "a-folder").mkdir()
     work = tmp_path / "work"
     work.mkdir()
     result = subprocess.run(
