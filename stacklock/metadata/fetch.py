@@ -216,8 +216,9 @@ class MetadataFetcher:
         if not reader.open_tail(_TAIL, size_hint=link.size):
             return None
         kept = self._listings
-        raw, entries = remote_zip.read_dist_info(reader, link.filename,
-                                                 listing=kept is not None)
+        raw, entries = remote_zip.read_dist_info(
+            reader, link.filename, listing=kept is not None,
+            contains=kept.contains if kept is not None else b"")
         if kept is not None and entries is not None:
             kept.add(link.url, reader.size, entries)
         return raw

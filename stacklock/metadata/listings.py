@@ -41,8 +41,11 @@ class Listing:
 class Listings:
     """Kept central directories by wheel URL; safe to use from threads."""
 
-    def __init__(self, keep: Callable[[str], bool]) -> None:
+    def __init__(self, keep: Callable[[str], bool], *, contains: bytes = b"") -> None:
         self._keep = keep
+        # a piece of every name ``keep`` wants, for the directory's parser to
+        # skip the other entries before making them
+        self.contains = contains
         self._lock = threading.Lock()
         self._by_url: dict[str, Listing] = {}
 

@@ -98,17 +98,32 @@ def _directory_bounds(reader: RangeReader) -> tuple[int, int, int]:
 
 def _parse_entries(data: bytes, start: int, end: int) -> list[Entry] | None:
     """Entries in ``data[start:end]``; None unless they chain exactly to ``end``."""
+    found = _parse_some(data, start, end, b"")
+    return None if found is None else found[0]
+
+
+def _parse_some(data: bytes, start: int, end: int,
+                contains: bytes) -> tuple[list[Entry], int] | None:
+    """The entries in ``data[start:end]`` whose raw name holds ``contains``
+    (the others are counted, not made: a wheel of 20,000 files whose few
+    libraries are wanted), and how many there are in all; None unless they
+    chain exactly to ``end``."""
     entries = []
+    count = 0
     pos = start
     while pos < end:
         if pos + _CENTRAL.size > end or data[pos : pos + 4] != b"PK\x01\x02":
             return None
         fields = _CENTRAL.unpack_from(data, pos)
+        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+        name_end = pos + _CENTRAL.size + name_len
+        count += 1
+        if contains and data.find(contains, pos + _CENTRAL.size, name_end) < 0:
+            pos = name_end + extra_len + comment_len
+            continue
         flags, method, crc = fields[3], fields[4], fields[7]
         csize, usize = fields[8], fields[9]
-        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
         offset = fields[16]
-        name_end = pos + _CENTRAL.size + name_len
         extra = data[name_end : name_end + extra_len]
         usize, csize, offset = _zip64_sizes(extra, usize, csize, offset)
         raw_name = data[pos + _CENTRAL.size : name_end]
@@ -126,7 +141,7 @@ def _parse_entries(data: bytes, start: int, end: int) -> list[Entry] | None:
             )
         )
         pos = name_end + extra_len + comment_len
-    return entries if pos == end else None
+    return (entries, count) if pos == end else None
 
 
 def _zip64_sizes(
@@ -220,25 +235,26 @@ def read_dist_info_metadata(reader: RangeReader, filename: str) -> bytes:
     return read_dist_info(reader, filename)[0]
 
 
-def read_dist_info(reader: RangeReader, filename: str, *, listing: bool = False
-                   ) -> tuple[bytes, list[Entry] | None]:
+def read_dist_info(reader: RangeReader, filename: str, *, listing: bool = False,
+                   contains: bytes = b"") -> tuple[bytes, list[Entry] | None]:
     """The bytes of the wheel's METADATA member and, with ``listing``, what
     :func:`read_entries` would give when the tail already read holds the whole
     central directory (else None): parsed from the directory's real start,
     chained exactly to its end, as many entries as the end record says. The
-    native check then lists the wheel's files without a request of its own."""
+    native check then lists the wheel's files without a request of its own.
+    ``contains``: only the entries whose name holds it are listed."""
     start, end, count = _directory_bounds(reader)
-    held = _held_entries(reader, start, end, count) if listing else None
+    held = _held_entries(reader, start, end, count, contains) if listing else None
     return _read_metadata(reader, filename, start, end), held
 
 
 def _held_entries(reader: RangeReader, start: int, end: int,
-                  count: int) -> list[Entry] | None:
+                  count: int, contains: bytes) -> list[Entry] | None:
     directory = reader.held(start, end - start)
     if directory is None:
         return None
-    entries = _parse_entries(directory, 0, len(directory))
-    return entries if entries is not None and len(entries) == count else None
+    found = _parse_some(directory, 0, len(directory), contains)
+    return found[0] if found is not None and found[1] == count else None
 
 
 def _read_metadata(reader: RangeReader, filename: str, start: int,
@@ -253,14 +269,15 @@ def _read_metadata(reader: RangeReader, filename: str, start: int,
     return _read_member(reader, entry)
 
 
-def read_entries(reader: RangeReader) -> list[Entry]:
-    """Every entry of the central directory (read whole: listing a wheel's files)."""
+def read_entries(reader: RangeReader, *, contains: bytes = b"") -> list[Entry]:
+    """Every entry of the central directory (read whole: listing a wheel's
+    files); with ``contains``, only those whose name holds it."""
     start, end, count = _directory_bounds(reader)
     directory = reader.read_at(start, end - start)
-    entries = _parse_entries(directory, 0, len(directory)) or []
-    if len(entries) != count:
+    entries, found = _parse_some(directory, 0, len(directory), contains) or ([], 0)
+    if found != count:
         raise ZipReadError(
-            f"central directory has {len(entries)} entries, expected {count}"
+            f"central directory has {found} entries, expected {count}"
         )
     return entries
 

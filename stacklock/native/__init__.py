@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 
 from stacklock.errors import NativeCheckError
+from stacklock.native.ahead import ReadAhead
 from stacklock.native.baseline import baseline_sonames
 from stacklock.native.check import (
     Finding,
@@ -121,17 +121,22 @@ def check_native(
     before, asked = reader.bytes_read, reader.requests
     hits, failed = shared_counts(reader)
     started = time.monotonic()
-
-    def read(wheel: NativeWheel) -> Any:
-        result = reader.read(wheel)
-        if on_wheel is not None:
-            on_wheel(wheel)
-        return result
-
-    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        files = list(pool.map(reader.list_files, wheels))
-        chosen = may_link(files)
-        read_all = _read_chosen(pool, reader, wheels, files, chosen, read)
+    ahead = ReadAhead(reader, threads=threads, speculative=False, on_read=on_wheel)
+    try:
+        for wheel in wheels:
+            ahead.add(wheel)
+        ahead.wait()
+        files = [ahead.files[w.sha256.lower()] for w in wheels]
+        # the large members the check needs over all wheels (a pair's were
+        # asked as their reads ended)
+        natives = [_facts(ahead, w, f) for w, f in zip(wheels, files, strict=True)]
+        for at, paths in large_members_needed(wheels, natives).items():
+            ahead.ask_large(wheels[at], paths)
+        ahead.wait()
+    finally:
+        ahead.stop()  # nothing is left running, unless an error came first
+    chosen = may_link(files)
+    read_all = [_facts(ahead, w, f) for w, f in zip(wheels, files, strict=True)]
     kept = [(w, n) for w, n in zip(wheels, read_all, strict=True) if n.files]
     native = [w for w, _ in kept]
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
@@ -156,53 +161,12 @@ def shared_counts(reader: WheelReader) -> tuple[int, tuple[str, ...]]:
     return (0, ()) if shared is None else (shared.hits, tuple(shared.failures))
 
 
-def _read_chosen(pool: ThreadPoolExecutor, reader: WheelReader,
-                 wheels: Sequence[NativeWheel], files: Sequence[tuple[str, ...]],
-                 chosen: Sequence[bool],
-                 read: Callable[[NativeWheel], WheelNatives]) -> list[WheelNatives]:
-    """The chosen wheels read, the others listed only, then the large members
-    the check needs (:func:`~stacklock.native.check.large_members_needed`).
-    Such a member is the longest single read (libtorch_cpu: 121 MB), so it
-    starts as soon as two wheels read so far ask for it (an extension of
-    torch and torch), not after every wheel; what the check then uses is the
-    read the rule asks for over all wheels."""
-    out = [WheelNatives(sha256=w.sha256.lower(), files=tuple(f), objects=())
-           for w, f in zip(wheels, files, strict=True)]
-    reads = {pool.submit(read, w): at for at, w in enumerate(wheels) if chosen[at]}
-    early: dict[int, tuple[set[str], Future[WheelNatives]]] = {}
-    done: list[int] = []
-    for future in as_completed(reads):
-        at = reads[future]
-        out[at] = future.result()
-        for other in done:
-            if not (_links(out[at], out[other]) or _links(out[other], out[at])):
-                continue
-            pair = (at, other)
-            asked = large_members_needed([wheels[at], wheels[other]],
-                                         [out[at], out[other]])
-            for k, paths in asked.items():
-                if pair[k] not in early:
-                    early[pair[k]] = (paths, pool.submit(
-                        reader.read_large, wheels[pair[k]], sorted(paths)))
-        done.append(at)
-    again: dict[int, Future[WheelNatives]] = {}
-    for at, paths in large_members_needed(wheels, out).items():
-        started = early.get(at)
-        if started is not None and paths <= started[0]:
-            again[at] = started[1]
-            continue
-        if started is not None:
-            started[1].result()  # one read of a wheel at a time
-        again[at] = pool.submit(reader.read_large, wheels[at], sorted(paths))
-    for at, pending in again.items():
-        out[at] = pending.result()
-    return out
-
-
-def _links(user: WheelNatives, owner: WheelNatives) -> bool:
-    """Whether an object of ``user`` names a large member of ``owner``."""
-    names = {path.rsplit("/", 1)[-1] for path in owner.large}
-    return bool(names) and any(n in names for o in user.objects for n in o.needed)
+def _facts(ahead: ReadAhead, wheel: NativeWheel,
+           files: tuple[str, ...]) -> WheelNatives:
+    """What ``ahead`` read of ``wheel``; a wheel it only listed, its files."""
+    found = ahead.read.get(wheel.sha256.lower())
+    return found if found is not None else WheelNatives(
+        sha256=wheel.sha256.lower(), files=files, objects=())
 
 
 def judge_natives(

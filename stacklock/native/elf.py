@@ -24,9 +24,13 @@ import struct
 from dataclasses import dataclass
 from typing import IO, Any
 
-__all__ = ["SharedObject", "is_shared_object_name", "parse_shared_object"]
+__all__ = ["SHARED_OBJECT_MARK", "SharedObject", "is_shared_object_name",
+           "parse_shared_object"]
 
 _SONAME_LIKE = re.compile(r"[^/]+\.so(\.[0-9][0-9A-Za-z.]*)?")
+# in the bytes of every name is_shared_object_name takes (ASCII in the zip's
+# cp437 and UTF-8 alike): a zip directory's parser skips the rest unmade
+SHARED_OBJECT_MARK = b".so"
 
 
 @dataclass(frozen=True, kw_only=True)

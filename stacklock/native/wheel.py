@@ -41,6 +41,7 @@ from stacklock.metadata import remote_zip
 from stacklock.metadata.listings import Listing, Listings
 from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
+    SHARED_OBJECT_MARK,
     SharedObject,
     is_shared_object_name,
     parse_shared_object,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
 
-__all__ = ["LARGE_MEMBER", "NativeWheel", "WheelNatives", "WheelReader"]
+__all__ = ["LARGE_MEMBER", "NativeWheel", "ReadStopped", "WheelNatives", "WheelReader"]
 
 _FORMAT = 1  # of the cache entries (``large`` is new and optional)
 _TAIL = 16 * 1024  # most central directories fit; a larger one is read after
@@ -64,6 +65,11 @@ LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
 _SMALL = 1 << 20  # members read whole, neighbours in one request
 _ENTRY_LIMIT = 64 << 20  # inflated bytes of one facts entry (libtorch's: ~2 MB)
 _PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
+
+
+class ReadStopped(Exception):
+    """A read given a ``stop`` event that was set: it ended at its next answer,
+    its facts unsaved (a read ahead of the resolver that is no longer wanted)."""
 
 
 def _is_large(path: str, compressed: int) -> bool:
@@ -134,6 +140,11 @@ class WheelReader:
     directories the resolve's METADATA reads held whole
     (:mod:`stacklock.metadata.listings`); a wheel listed there is not asked
     for its directory again.
+
+    One wheel is read by one thread at a time: a second caller waits and then
+    takes what the first found, so a read started ahead of the check is not
+    repeated by the check. A read given a ``stop`` event ends with
+    :class:`ReadStopped` at its next answer once the event is set.
     """
 
     def __init__(
@@ -154,7 +165,8 @@ class WheelReader:
         self._asked_shared: set[str] = set()
         # directories known without a request: the resolve's, and the ones
         # list_files read (read() then starts at the members)
-        self._listings = listings or Listings(keep=is_shared_object_name)
+        self._listings = listings or Listings(keep=is_shared_object_name,
+                                              contains=SHARED_OBJECT_MARK)
         self._dir = Path(cache_dir) / "native"
         self._offline = offline
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
@@ -162,25 +174,38 @@ class WheelReader:
         self.bytes_read = 0
         self.bytes_by_wheel: dict[str, int] = {}
         self._memo: dict[str, WheelNatives] = {}  # sha256 -> facts of this run
+        self._busy: dict[str, threading.Lock] = {}  # sha256 -> held while read
+        self._listing_busy: dict[str, threading.Lock] = {}  # ... while listed
         self.requests = 0
 
-    def read(self, wheel: NativeWheel) -> WheelNatives:
+    def read(self, wheel: NativeWheel, *,
+             stop: threading.Event | None = None) -> WheelNatives:
         """The wheel's facts, its large members left unread."""
-        return self._read(wheel, ())
+        return self._read(wheel, (), stop)
 
-    def list_files(self, wheel: NativeWheel) -> tuple[str, ...]:
+    def list_files(self, wheel: NativeWheel, *,
+                   stop: threading.Event | None = None) -> tuple[str, ...]:
         """The wheel's shared-object-like members, from no more than its
         central directory (which the resolve's METADATA read has usually seen
-        whole). A wheel without one is cached as read: there is nothing more."""
+        whole). A wheel without one is cached as read: there is nothing more.
+        One listing of a wheel at a time, not held up by a read of it."""
+        with self._lock:
+            busy = self._listing_busy.setdefault(wheel.sha256.lower(),
+                                                 threading.Lock())
+        with busy:
+            return self._list_files(wheel, stop)
+
+    def _list_files(self, wheel: NativeWheel,
+                    stop: threading.Event | None) -> tuple[str, ...]:
         cached = self._memo.get(wheel.sha256) or self._from_cache(wheel.sha256)
         if cached is not None:
             self._count(wheel.filename, 0)
             return cached.files
         if self._offline or self._local(wheel) is not None:
-            return self.read(wheel).files
+            return self._read(wheel, (), stop).files
         listing = self._listing(wheel)
         if listing is None:
-            reader = self._range_reader(wheel)
+            reader = self._range_reader(wheel, stop)
             try:
                 entries = self._directory(reader, wheel)
             except httpx.HTTPError as exc:
@@ -196,11 +221,32 @@ class WheelReader:
             self.remember(_natives(wheel, (), []))
         return files
 
-    def read_large(self, wheel: NativeWheel, paths: Iterable[str]) -> WheelNatives:
+    def read_large(self, wheel: NativeWheel, paths: Iterable[str], *,
+                   stop: threading.Event | None = None) -> WheelNatives:
         """The wheel's facts with the large members ``paths`` read too."""
-        return self._read(wheel, tuple(paths))
+        return self._read(wheel, tuple(paths), stop)
 
-    def _read(self, wheel: NativeWheel, wanted: tuple[str, ...]) -> WheelNatives:
+    def planned_bytes(self, wheel: NativeWheel) -> tuple[int, int]:
+        """Compressed bytes of the shared objects :meth:`read` would fetch,
+        and of the large ones it would leave, as far as the wheel's known
+        directory says ((0, 0) when not known)."""
+        listing = self._listing(wheel)
+        if listing is None:
+            return 0, 0
+        sizes = [(e.compressed_size, _is_large(e.name, e.compressed_size))
+                 for e in listing.entries if is_shared_object_name(e.name)]
+        return (sum(n for n, large in sizes if not large),
+                sum(n for n, large in sizes if large))
+
+    def _read(self, wheel: NativeWheel, wanted: tuple[str, ...],
+              stop: threading.Event | None) -> WheelNatives:
+        with self._lock:  # one read of a wheel at a time
+            busy = self._busy.setdefault(wheel.sha256.lower(), threading.Lock())
+        with busy:
+            return self._read_unlocked(wheel, wanted, stop)
+
+    def _read_unlocked(self, wheel: NativeWheel, wanted: tuple[str, ...],
+                       stop: threading.Event | None) -> WheelNatives:
         cached = self._memo.get(wheel.sha256) or self._from_cache(wheel.sha256)
         if cached is not None and (self._offline
                                    or not set(wanted) & set(cached.large)):
@@ -216,7 +262,7 @@ class WheelReader:
                 "with --no-check",
             )
         else:
-            natives = self._read_remote(wheel, wanted, cached)
+            natives = self._read_remote(wheel, wanted, cached, stop)
         self.remember(natives)
         return natives
 
@@ -267,12 +313,13 @@ class WheelReader:
             self.bytes_by_wheel[filename] = self.bytes_by_wheel.get(filename, 0) + n
 
     def _read_remote(self, wheel: NativeWheel, wanted: tuple[str, ...],
-                     known: WheelNatives | None) -> WheelNatives:
+                     known: WheelNatives | None,
+                     stop: threading.Event | None) -> WheelNatives:
         """Read the wheel's shared objects, the large ones only if ``wanted``;
         ``known``: what an earlier read found (not read again). A directory
         the resolve's METADATA read held whole takes the place of the tail
         read: a wheel without a shared object then costs no request."""
-        reader = self._range_reader(wheel)
+        reader = self._range_reader(wheel, stop)
         listing = self._listing(wheel)
         try:
             if listing is not None:
@@ -311,10 +358,14 @@ class WheelReader:
                               f"{exc}") from exc
         return replace(_natives(wheel, files, objects), large=tuple(sorted(large)))
 
-    def _range_reader(self, wheel: NativeWheel) -> RangeReader:
-        return RangeReader(
-            self._http, wheel.url,
-            on_bytes=lambda n: self._count(wheel.filename, n, requests=1))
+    def _range_reader(self, wheel: NativeWheel,
+                      stop: threading.Event | None) -> RangeReader:
+        def on_bytes(n: int) -> None:
+            self._count(wheel.filename, n, requests=1)
+            if stop is not None and stop.is_set():
+                raise ReadStopped(wheel.filename)
+
+        return RangeReader(self._http, wheel.url, on_bytes=on_bytes)
 
     def _listing(self, wheel: NativeWheel) -> Listing | None:
         """The wheel's directory, when known without a request."""
@@ -338,7 +389,7 @@ class WheelReader:
                 hint="check the wheel with a full download in the artifact "
                 "cache (stacklock install fills it)",
             )
-        return remote_zip.read_entries(reader)
+        return remote_zip.read_entries(reader, contains=SHARED_OBJECT_MARK)
 
 
 def _unreadable(wheel: NativeWheel, exc: httpx.HTTPError) -> NativeError:

@@ -23,10 +23,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     import httpx
+    from packaging.utils import NormalizedName
     from packaging.version import Version
 
     from stacklock.native import Finding, NativeReport
+    from stacklock.native.ahead import ReadAhead
     from stacklock.profile import Profile
+    from stacklock.resolve.hashes import LockedWheel
     from stacklock.resolve.result import ResolvedPackage
 
 __all__ = [
@@ -98,6 +101,8 @@ def lock_profile(
         client = http or stack.enter_context(client_for(loaded))
         gate = NativeGate(loaded, http=client, offline=offline,
                           cache_dir=cache_dir, on_status=on_status) if check else None
+        if gate is not None:
+            stack.callback(gate.stop)  # reads ahead of a failed resolution too
         # the central directories METADATA reads hold whole, for the check
         listings = gate.listings if gate is not None else None
         resolution = resolve_profile(loaded, http=client, offline=offline,
@@ -140,31 +145,66 @@ def _read_or_none(path: Path) -> bytes | None:
         return None
 
 
+# reads ahead of the resolver at once: the resolution's own requests keep
+# the rest of the client's connections (http.MAX_CONNECTIONS)
+_AHEAD_THREADS = 4
+
+
 class NativeGate:
     """The native check as a constraint of the resolution: called with each
     complete candidate set, it returns the candidates that would not load (a
     blocking finding the profile's ``[check] allow`` does not name), which the
     resolver passes over. ``report`` is the check of the last set.
     ``listings`` are for the resolution's METADATA reads to fill: the central
-    directories they held whole, which the check then does not ask for."""
+    directories they held whole, which the check then does not ask for.
+
+    The check's reads start while the resolver works: each pinned candidate's
+    wheel joins a :class:`~stacklock.native.ahead.ReadAhead`, which reads what
+    the check of the candidates pinned so far would read. When the set is
+    complete the reads not started are dropped and the check reads the set it
+    is given (finding most of it read); :meth:`stop` ends what is left."""
 
     def __init__(self, profile: Profile, *, http: httpx.Client, offline: bool,
                  cache_dir: Path | None,
                  on_status: Callable[[str], None] | None = None) -> None:
         from stacklock.native import WheelReader  # ELF readers
-        from stacklock.native.elf import is_shared_object_name
+        from stacklock.native.elf import SHARED_OBJECT_MARK, is_shared_object_name
 
         self._profile = profile
-        self.listings = Listings(keep=is_shared_object_name)
+        self.listings = Listings(keep=is_shared_object_name,
+                                 contains=SHARED_OBJECT_MARK)
         self._reader = WheelReader(http, cache_dir=cache_dir or default_cache_dir(),
                                    offline=offline, listings=self.listings)
         self._on_status = on_status
         self.report: NativeReport | None = None
         self._seconds = 0.0  # every round's, a passed-over candidate's included
+        self._ahead: ReadAhead | None = None  # this round's reads
+
+    def pinned(self, name: NormalizedName, version: Version,
+               wheel: LockedWheel) -> None:
+        """Start the reads the check of ``wheel`` with the rest may need."""
+        from stacklock.native import NativeWheel
+        from stacklock.native.ahead import ReadAhead
+
+        if self._ahead is None:
+            self._ahead = ReadAhead(self._reader, threads=_AHEAD_THREADS,
+                                    speculative=True)
+        self._ahead.add(NativeWheel(package=name, version=str(version),
+                                    filename=wheel.filename, url=wheel.url,
+                                    sha256=wheel.sha256, size=wheel.size))
+
+    def stop(self) -> None:
+        """End the reads started ahead; returns at once."""
+        if self._ahead is not None:
+            self._ahead.stop()
+            self._ahead = None
 
     def __call__(self, packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
         from stacklock.native import NativeWheel, check_native, shared_counts
 
+        if self._ahead is not None:  # running reads go on: the check waits
+            self._ahead.drain()      # for them instead of reading again
+            self._ahead = None
         wheels = [
             NativeWheel(package=p.name, version=str(p.version),
                         filename=p.wheel.filename, url=p.wheel.url,

@@ -47,11 +47,11 @@ from stacklock.resolve.direct import (
     read_direct,
 )
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
-from stacklock.resolve.hashes import LockedWheel, settle_wheel
+from stacklock.resolve.hashes import LockedWheel, known_wheel, settle_wheel
 from stacklock.resolve.model import holds_on
 from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import StackProvider
-from stacklock.resolve.result import PassedOver, Resolution, ResolvedPackage
+from stacklock.resolve.result import Gate, PassedOver, Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
 from stacklock.resolve.variant_choice import choose_variants, pin_variants
@@ -82,13 +82,20 @@ RUNTIME_PASSES = 3
 
 class _Reporter(BaseReporter):  # type: ignore[type-arg]
     """Hands each rejected candidate to the provider, which reads ahead the
-    METADATA of the candidates the resolver will try next."""
+    METADATA of the candidates the resolver will try next, and each pinned one
+    to ``on_pin`` (the gate, which starts reading its wheel)."""
 
-    def __init__(self, provider: StackProvider) -> None:
+    def __init__(self, provider: StackProvider,
+                 on_pin: Callable[[Candidate], None] | None = None) -> None:
         self._provider = provider
+        self._on_pin = on_pin
 
     def rejecting_candidate(self, criterion: Any, candidate: Any) -> None:
         self._provider.prefetch_after(candidate)
+
+    def pinning(self, candidate: Any) -> None:
+        if self._on_pin is not None:
+            self._on_pin(candidate)
 
 
 RUN_SECONDS = 1800.0  # a whole resolve's requests, unless STACKLOCK_RUN_TIMEOUT says
@@ -115,7 +122,7 @@ def resolve_profile(
     preferences: Preferences | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
-    gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None = None,
+    gate: Gate | None = None,
     runner: Runner | None = None,
     listings: Listings | None = None,
 ) -> Resolution:
@@ -373,7 +380,7 @@ def _direct_package(cand: Candidate, graph: Mapping[str, set[NormalizedName]],
 
 def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
            profile: Profile, *, sdists: SdistReader,
-           gate: Callable[[Sequence[ResolvedPackage]], Sequence[PassedOver]] | None,
+           gate: Gate | None,
            preferences: Preferences,
            settle: Callable[[Candidate, Any], LockedWheel],
            on_status: Callable[[str], None] | None,
@@ -390,7 +397,8 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         try:
             chosen, graph, extras = _run(
                 provider, [rules.make(r, parent=None) for r in top],
-                source, rules, profile.name)
+                source, rules, profile.name,
+                on_pin=None if gate is None else _pin_to(gate, preferences))
         except ResolutionError as exc:
             if passed:
                 raise _nothing_loads(passed, exc) from None
@@ -416,14 +424,29 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         passed.extend(rejected)
 
 
+def _pin_to(gate: Gate, preferences: Preferences) -> Callable[[Candidate], None]:
+    """Tell ``gate`` of a pinned candidate's wheel, when the lock would record
+    one whose sha256 is known without a download (a direct reference and an
+    sdist have none to read yet)."""
+    def on_pin(cand: Candidate) -> None:
+        if cand.direct is not None or not cand.evaluations:
+            return
+        wheel = known_wheel(cand, preferences.pins.get(cand.name))
+        if wheel is not None and wheel.filename.endswith(".whl"):
+            gate.pinned(cand.name, cand.version, wheel)
+
+    return on_pin
+
+
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
-         rules: Rules, profile: str,
+         rules: Rules, profile: str, *,
+         on_pin: Callable[[Candidate], None] | None = None,
          ) -> tuple[list[Candidate], Mapping[str, set[NormalizedName]],
                     dict[NormalizedName, frozenset[str]]]:
     """Run resolvelib; return the base candidates, each one's dependencies
     (the dependencies of ``name[extra]`` belong to ``name``) and the extras
     asked of each project."""
-    resolver = Resolver(provider, _Reporter(provider))
+    resolver = Resolver(provider, _Reporter(provider, on_pin))
     try:
         result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
     except ResolutionImpossible as exc:

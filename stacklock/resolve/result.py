@@ -5,12 +5,12 @@ makes the lock."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from stacklock.resolve.source import SourceStats
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from packaging.utils import NormalizedName
     from packaging.version import Version
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from stacklock.resolve.hashes import LockedWheel
     from stacklock.variants import VariantChoice
 
-__all__ = ["PassedOver", "Resolution", "ResolvedPackage"]
+__all__ = ["Gate", "PassedOver", "Resolution", "ResolvedPackage"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +34,20 @@ class PassedOver:
     version: Version
     reason: str
     findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
+
+
+class Gate(Protocol):
+    """A judge of complete candidate sets (the native check): it returns the
+    candidates to pass over. ``pinned`` is told of each candidate the
+    resolver pins, with the wheel the lock would record, so that the gate can
+    start its work before the set is complete."""
+
+    def __call__(self, packages: Sequence[ResolvedPackage]) -> Sequence[PassedOver]:
+        ...
+
+    def pinned(self, name: NormalizedName, version: Version,
+               wheel: LockedWheel) -> None:
+        ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,199 @@
+"""The native check's reads start while the resolver pins candidates
+(:class:`stacklock.native.ahead.ReadAhead` through ``NativeGate.pinned``): a
+read started ahead is not repeated by the check, the large member a pair asks
+for is read before the set is complete, a stopped read ends at its next answer
+and saves nothing, and a failed read ahead is met again by the check. Two
+wheels built here with gcc (a provider whose library counts as large, an
+extension built against another build of it), served from their real bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from stacklock.errors import NativeError
+from stacklock.native import NativeWheel, WheelReader, check_native
+from stacklock.native.ahead import ReadAhead, _Workers
+from stacklock.native.wheel import ReadStopped
+from stacklock.profile import load_profile
+from stacklock.resolve.hashes import LockedWheel
+from stacklock.resolve.locking import NativeGate
+from stacklock.resolve.result import ResolvedPackage
+from tests.helpers.ranges import range_response
+from tests.integration.test_native_large import TARGET, _wheels
+
+
+class _Server:
+    """The wheels' bytes by range; ``asked`` counts requests per filename,
+    ``fail`` names wheels answered 404, ``hold`` pauses answers until set."""
+
+    def __init__(self, wheels: list[Path]) -> None:
+        self.bodies = {f"https://files.example.org/{w.name}": w.read_bytes()
+                       for w in wheels}
+        self.asked: Counter[str] = Counter()
+        self.fail: set[str] = set()
+        self.hold = threading.Event()
+        self.hold.set()
+        self.waiting = threading.Event()
+        self._lock = threading.Lock()
+
+    def serve(self, request: httpx.Request) -> httpx.Response:
+        name = str(request.url).rsplit("/", 1)[-1]
+        with self._lock:
+            self.asked[name] += 1
+        self.waiting.set()
+        assert self.hold.wait(10)
+        if name in self.fail:
+            return httpx.Response(404, request=request)
+        return range_response(request, self.bodies[str(request.url)])
+
+    def native(self) -> list[NativeWheel]:
+        return [NativeWheel(package=url.rsplit("/", 1)[-1].split("-")[0],
+                            version="1.0", filename=url.rsplit("/", 1)[-1],
+                            url=url, sha256=hashlib.sha256(body).hexdigest(),
+                            size=len(body))
+                for url, body in self.bodies.items()]
+
+    def reader(self, cache: Path) -> WheelReader:
+        http = httpx.Client(transport=httpx.MockTransport(self.serve))
+        return WheelReader(http, cache_dir=cache)
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch) -> _Server:
+    monkeypatch.setattr("stacklock.native.wheel.LARGE_MEMBER", 0)
+    return _Server(_wheels(tmp_path / "built", consumer_needs_gone=True))
+
+
+def test_reads_ahead_are_not_repeated_by_the_check(tmp_path, server):
+    wheels = server.native()
+    plain = check_native(wheels, reader=server.reader(tmp_path / "plain"), **TARGET)
+    alone = dict(server.asked)
+    server.asked.clear()
+
+    reader = server.reader(tmp_path / "ahead")
+    ahead = ReadAhead(reader, threads=4, speculative=True)
+    for wheel in wheels:
+        ahead.add(wheel)
+    ahead.wait()
+    # the pair asked for the provider's large library before any check ran
+    provider = wheels[0]
+    assert ahead.read[provider.sha256].large == ()
+    assert [o.path for o in ahead.read[provider.sha256].objects] == \
+        ["prov/lib/libprov.so"]
+    ahead_asked = dict(server.asked)
+    # left without stop(): its threads end once idle, holding no exit
+    for thread in threading.enumerate():
+        if thread.name.startswith("stacklock-native"):
+            thread.join(10)
+    assert not [t for t in threading.enumerate()
+                if t.name.startswith("stacklock-native")]
+    report = check_native(wheels, reader=reader, **TARGET)
+    assert dict(server.asked) == ahead_asked == alone  # nothing asked twice
+    assert report.findings == plain.findings
+    assert [f.missing for f in report.findings] == ["prov_gone"]
+
+
+def test_the_gate_reads_pinned_wheels_before_it_is_called(tmp_path, server):
+    profile = load_profile("pypi-small")
+    gate = NativeGate(profile, http=httpx.Client(
+        transport=httpx.MockTransport(server.serve)), offline=False,
+        cache_dir=tmp_path / "cache")
+    packages = []
+    for wheel in server.native():
+        locked = LockedWheel(filename=wheel.filename, url=wheel.url,
+                             sha256=wheel.sha256, hash_source="index",
+                             size=wheel.size)
+        name = canonicalize_name(wheel.package)
+        gate.pinned(name, Version("1.0"), locked)
+        packages.append(ResolvedPackage(
+            name=name, version=Version("1.0"), index_name="pypi",
+            index_url="https://files.example.org/", dependencies=(), wheel=locked))
+    ahead = gate._ahead
+    assert ahead is not None
+    ahead.wait()  # every read done before the resolution hands over the set
+    before = dict(server.asked)
+    assert before  # the reads happened ahead
+    passed = gate(packages)
+    assert dict(server.asked) == before
+    assert [(p.name, str(p.version)) for p in passed] == [("cons", "1.0")]
+    assert gate.report is not None
+    assert gate.report.bytes_read > 0  # the reads ahead count as the check's
+    gate.stop()
+
+
+def test_a_stopped_read_ends_at_its_next_answer_and_saves_nothing(tmp_path, server):
+    provider = server.native()[0]
+    reader = server.reader(tmp_path / "cache")
+    stop = threading.Event()
+    server.hold.clear()
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.read(provider, stop=stop)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    assert server.waiting.wait(10)  # the first request is at the server
+    stop.set()
+    server.hold.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert [type(f) for f in failure] == [ReadStopped]
+    assert sum(server.asked.values()) == 1  # no request after the stop
+    assert not list((tmp_path / "cache").rglob("*.json.gz"))  # nothing saved
+
+
+def test_a_failed_read_ahead_is_met_again_by_the_check(tmp_path, server):
+    wheels = server.native()
+    server.fail.add(wheels[1].filename)
+    reader = server.reader(tmp_path / "cache")
+    ahead = ReadAhead(reader, threads=2, speculative=True)
+    for wheel in wheels:
+        ahead.add(wheel)
+    ahead.wait()  # speculative: the failure is not raised here
+    with pytest.raises(NativeError, match="cannot read the wheel"):
+        check_native(wheels, reader=reader, **TARGET)
+
+
+def test_work_is_taken_by_priority_then_in_order():
+    workers = _Workers(1)
+    started = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+    done = threading.Semaphore(0)
+
+    def blocker() -> None:
+        started.set()
+        assert release.wait(10)
+        done.release()
+
+    def task(name: str):
+        def run() -> None:
+            order.append(name)
+            done.release()
+        return run
+
+    assert workers.submit((0, 0), blocker)
+    assert started.wait(10)
+    for priority, name in [((3, 5), "small other"), ((3, 1), "smaller other"),
+                           ((1, 0), "large"), ((2, 9), "owner"),
+                           ((3, 1), "smaller other, later")]:
+        assert workers.submit(priority, task(name))
+    release.set()
+    for _ in range(6):
+        assert done.acquire(timeout=10)
+    assert order == ["large", "owner", "smaller other", "smaller other, later",
+                     "small other"]
+    assert workers.close() == []
+    assert not workers.submit((0, 0), task("after close"))
