@@ -23,7 +23,7 @@ import itertools
 import threading
 from typing import TYPE_CHECKING
 
-from stacklock.native.check import large_members_needed, may_link
+from stacklock.native.check import large_members_needed, link_marks, may_link_marked
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -112,6 +112,7 @@ class ReadAhead:
         self._failures: list[BaseException] = []
         self._wheels: dict[str, NativeWheel] = {}  # sha256 -> wheel, in order
         self.files: dict[str, tuple[str, ...]] = {}  # sha256 -> listed members
+        self._marks: dict[str, tuple[bool, bool]] = {}  # sha256 -> link_marks
         self.read: dict[str, WheelNatives] = {}  # sha256 -> facts read
         self._asked: set[str] = set()  # sha256 of the reads submitted
         self._large: dict[str, set[str]] = {}  # sha256 -> large members asked
@@ -180,10 +181,12 @@ class ReadAhead:
     def _list(self, wheel: NativeWheel) -> None:
         files = self._reader.list_files(wheel, stop=self._stopped)
         key = wheel.sha256.lower()
+        marks = link_marks(files)
         with self._lock:
             self.files[key] = files
-            keys = list(self.files)
-            chosen = may_link([self.files[k] for k in keys])
+            self._marks[key] = marks
+            keys = list(self._marks)
+            chosen = may_link_marked([self._marks[k] for k in keys])
             todo = [self._wheels[k] for k, c in zip(keys, chosen, strict=True)
                     if c and k not in self._asked]
             self._asked.update(w.sha256.lower() for w in todo)

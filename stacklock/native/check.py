@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
 __all__ = ["Finding", "find_alternatives", "find_incompatibilities",
-           "is_linkable", "large_members_needed", "may_link", "symbol_family",
-           "top_namespace"]
+           "is_linkable", "large_members_needed", "link_marks", "may_link",
+           "may_link_marked", "symbol_family", "top_namespace"]
 
 
 
@@ -138,13 +138,23 @@ def may_link(files: Sequence[Sequence[str]]) -> list[bool]:
     wheel ships one (it may need it) or when it ships one and another wheel
     has shared objects (they may need it). A stack of self-contained wheels
     (numpy, scipy, pandas, each with its own copies) reads none."""
-    linkable = [any(is_linkable(p) for p in paths) for paths in files]
-    native = [bool(paths) for paths in files]
+    return may_link_marked([link_marks(paths) for paths in files])
+
+
+def link_marks(paths: Sequence[str]) -> tuple[bool, bool]:
+    """(has shared objects, ships a linkable one) of a wheel's members."""
+    return bool(paths), any(is_linkable(p) for p in paths)
+
+
+def may_link_marked(marks: Sequence[tuple[bool, bool]]) -> list[bool]:
+    """:func:`may_link` of wheels known by their :func:`link_marks`."""
+    native = [n for n, _ in marks]
+    linkable = [link for _, link in marks]
     others_link = sum(linkable)
     others_native = sum(native)
     return [native[i] and (others_link - linkable[i] > 0
                            or (linkable[i] and others_native > 1))
-            for i in range(len(files))]
+            for i in range(len(marks))]
 
 
 def _stem(soname: str) -> str:

@@ -22,7 +22,10 @@ import io
 import re
 import struct
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["SHARED_OBJECT_MARK", "SharedObject", "is_shared_object_name",
            "parse_shared_object"]
@@ -144,11 +147,18 @@ class _Image:
 
 
 def parse_shared_object(
-    stream: IO[bytes] | io.RawIOBase, *, path: str
+    stream: IO[bytes] | io.RawIOBase, *, path: str,
+    tables_before: Callable[[int], None] | None = None,
 ) -> SharedObject | None:
     """The loader's view of the shared object in ``stream``; None when it is not
     one (not ELF, not ``ET_DYN``, no dynamic segment). Raises ``ValueError`` on a
-    broken one (a table outside the file or outside every loaded segment)."""
+    broken one (a table outside the file or outside every loaded segment).
+
+    ``tables_before`` is told, before the read jumps to the dynamic segment
+    (past the code, in most libraries), where the first loaded segment ends:
+    the symbol and string tables usually lie before it, or past the dynamic
+    segment (moved there by patchelf), and a streamed reader need not keep
+    what lies between."""
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
     head = stream.read(64) or b""
@@ -176,6 +186,9 @@ def parse_shared_object(
             dynamic = (offset, filesz)
     if dynamic is None:
         return None
+    if tables_before is not None and loads:
+        first = min(loads, key=lambda load: load[1])
+        tables_before(first[1] + first[2])
     image = _Image(stream, size, loads)
     tags = _tags(image.read(*dynamic, "the dynamic segment"), layout)
     return _read_tables(image, layout, tags, path)

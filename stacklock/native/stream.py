@@ -10,10 +10,16 @@ Reads that never reach the end of the member leave the rest unfetched:
 :attr:`InflatedMember.inflated` says how far it went.
 
 A shared object's loader view is its first pages and, in most large libraries,
-its last ones (the dynamic section and ``.dynstr`` after patchelf): the first
-forward jump of more than :data:`_SKIP` past what is inflated is inflated without
-being kept (350 MB of libtorch_cpu's 451), and a later read in that gap raises
-:class:`Discarded` (the caller reads the member again, keeping all).
+its last ones (the dynamic section and ``.dynstr`` after patchelf): with
+``skip``, the first forward jump of more than :data:`_SKIP` past what is
+inflated is inflated without being kept (350 MB of libtorch_cpu's 451), and a
+later read in that gap raises :class:`Discarded` (the caller reads the member
+again, keeping all). :meth:`InflatedMember.keep_until` says where what the
+reader will come back for ends (the ELF reader: its first loaded segment,
+where the symbol tables lie); past it a forward jump of more than
+:data:`_HINTED_SKIP` is not kept either but for its last :data:`_MARGIN`, so
+the code between the tables and the dynamic segment is inflated and dropped
+instead of spooled.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ __all__ = ["Discarded", "InflatedMember"]
 
 _SPOOL = 32 << 20  # inflated bytes kept in memory before spilling to disk
 _SKIP = 16 << 20  # a forward jump this long is inflated without being kept
+_HINTED_SKIP = 1 << 20  # the same, past where keep_until said reads come back
+# kept before the target of such a jump: patchelf (auditwheel) puts the tables
+# it rewrites just before the dynamic segment (numpy's, scipy's OpenBLAS: up
+# to 1 MB before it)
+_MARGIN = 4 << 20
 
 
 class Discarded(Exception):
@@ -51,6 +62,7 @@ class InflatedMember(io.RawIOBase):
         self._kept = -1  # no gap yet
         self._gap_end = 0
         self._leftover = b""
+        self._keep_until: int | None = None
 
     def readable(self) -> bool:
         return True
@@ -70,8 +82,13 @@ class InflatedMember(io.RawIOBase):
         end = min(self._pos + len(buffer), self._size)
         if end <= self._pos:
             return 0
-        if self._skip and self._kept < 0 and self._pos - self.inflated > _SKIP:
-            self._skip_to(self._pos)
+        if self._skip and self._kept < 0:
+            if self._keep_until is not None:
+                if self._pos - max(self.inflated, self._keep_until) > \
+                        _HINTED_SKIP + _MARGIN:
+                    self._skip_to(self._pos - _MARGIN)
+            elif self._pos - self.inflated > _SKIP:
+                self._skip_to(self._pos)
         self._inflate_to(end)
         if self._kept < 0:
             where = self._pos
@@ -90,8 +107,19 @@ class InflatedMember(io.RawIOBase):
         self._spool.close()
         super().close()
 
+    @property
+    def kept_bytes(self) -> int:
+        """Inflated bytes kept to be read again (the rest was dropped)."""
+        return self._spool.seek(0, io.SEEK_END)
+
+    def keep_until(self, offset: int) -> None:
+        """Reads will come back to ``[0, offset)`` only (with ``skip``)."""
+        self._keep_until = offset
+
     def _skip_to(self, start: int) -> None:
-        """Inflate up to ``start`` without keeping it."""
+        """Inflate up to ``start``, keeping only what keep_until asked for."""
+        if self._keep_until is not None:
+            self._inflate_to(min(self._keep_until, start))
         self._kept = self.inflated
         for piece in self._pieces():
             if self.inflated + len(piece) > start:

@@ -53,7 +53,7 @@ from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
 
 __all__ = ["LARGE_MEMBER", "NativeWheel", "ReadStopped", "WheelNatives", "WheelReader"]
@@ -404,27 +404,32 @@ def _unreadable(wheel: NativeWheel, exc: httpx.HTTPError) -> NativeError:
 def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
                     wheel: NativeWheel, *, skip: bool) -> SharedObject | None:
     """A member read only as far as the loader's view reaches (NVIDIA's
-    libraries end it early); with ``skip``, its middle not kept, and read again
-    keeping all if the view needs the middle after all."""
-    for keep_all in ((False, True) if skip else (True,)):
+    libraries end it early), its middle (the code) not kept, and read again
+    keeping all if the view needs the middle after all. ``skip``: a large
+    member, whose middle is dropped even where the ELF reader gives no hint."""
+    for keep_all in (False, True):
         # a medium member in pieces of 1 MiB: a view that ends early (NVIDIA's)
         # costs little more; a large one is read to its end in 8 MiB pieces
         chunks = remote_zip.iter_member(reader, entry,
                                         chunk_size=8 * _PIECE if skip else _PIECE)
         with InflatedMember(chunks, size=entry.size,
                             skip=not keep_all) as streamed:
+            hint = None if keep_all else streamed.keep_until
+            if not keep_all and not skip:
+                streamed.keep_until(entry.size)  # no gap until the ELF reader says
             try:
-                return _parse(streamed, entry.name, wheel)
+                return _parse(streamed, entry.name, wheel, tables_before=hint)
             except Discarded:
                 continue
     raise AssertionError("unreachable: the second read keeps every byte")
 
 
 def _parse(
-    stream: IO[bytes] | io.RawIOBase, path: str, wheel: NativeWheel
+    stream: IO[bytes] | io.RawIOBase, path: str, wheel: NativeWheel, *,
+    tables_before: Callable[[int], None] | None = None,
 ) -> SharedObject | None:
     try:
-        return parse_shared_object(stream, path=path)
+        return parse_shared_object(stream, path=path, tables_before=tables_before)
     except (ValueError, OSError) as exc:
         raise NativeError(
             f"{wheel.filename}: {path} is not a readable ELF file: {exc}",

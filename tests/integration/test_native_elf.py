@@ -199,3 +199,61 @@ def test_a_broken_object_is_a_value_error_never_a_wrong_answer(tmp_path):
     for case, blob in cases.items():
         with pytest.raises(ValueError):
             parse_shared_object(io.BytesIO(blob), path=case)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build")
+@needs_readelf
+def test_a_library_streamed_once_keeps_its_tables_not_its_code(tmp_path):
+    """24 MB of code between the symbol tables (first loaded segment) and the
+    dynamic segment: the streamed reader keeps the tables, drops the code,
+    reads the member once and finds what readelf finds."""
+    source = tmp_path / "big.c"
+    source.write_text(
+        '__attribute__((section(".text"))) static const char pad[24 << 20] = {1};\n'
+        + "\n".join(f"int big_f{i}(int x) {{ return x * {i} + pad[{i}]; }}"
+                    for i in range(200)) + "\nextern int needs_me(void);\n"
+        "int big_call(void) { return needs_me(); }\n")
+    library = tmp_path / "libbig.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-Wl,-soname,libbig.so",
+                    "-o", str(library), str(source)], check=True, capture_output=True)
+    data = library.read_bytes()
+    handed: list[int] = []
+
+    def pieces():
+        for at in range(0, len(data), 1 << 20):
+            handed.append(at)
+            yield data[at:at + (1 << 20)]
+
+    member = InflatedMember(pieces(), size=len(data), skip=True)
+    member.keep_until(len(data))  # as the wheel reader does: no gap unhinted
+    parsed = parse_shared_object(member, path="libbig.so",
+                                 tables_before=member.keep_until)
+    _compare(parsed, _readelf(library))
+    assert len(handed) == len(range(0, len(data), 1 << 20))  # one pass
+    assert member.kept_bytes < len(data) // 2  # the code was not kept
+
+
+def test_a_hinted_jump_keeps_its_margin_and_drops_the_rest(monkeypatch):
+    """After keep_until, a long forward jump keeps [0, hint) and the last
+    margin before its target; a read in between is Discarded (the reader
+    then reads the member again, keeping all)."""
+    from stacklock.native.stream import Discarded
+
+    monkeypatch.setattr("stacklock.native.stream._HINTED_SKIP", 100)
+    monkeypatch.setattr("stacklock.native.stream._MARGIN", 300)
+    body = bytes(range(256)) * 40  # 10,240 bytes
+    member = InflatedMember(iter([body[i:i + 512] for i in range(0, len(body), 512)]),
+                            size=len(body), skip=True)
+    member.keep_until(len(body))
+    assert member.read(64) == body[:64]
+    member.keep_until(1000)
+    member.seek(8000)
+    assert member.read(100) == body[8000:8100]
+    member.seek(7700)  # inside the margin
+    assert member.read(300) == body[7700:8000]
+    member.seek(900)  # before the hint
+    assert member.read(100) == body[900:1000]
+    assert member.kept_bytes < len(body) // 2
+    member.seek(4000)
+    with pytest.raises(Discarded):
+        member.read(10)
