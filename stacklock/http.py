@@ -489,7 +489,10 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
     try:
         if read_body is not None and not read_body(response.status_code):
             return response
-        body = bytearray()
+        # pieces joined once at the end: no growing buffer copied again
+        # (a range read's 8 MiB body was made twice over)
+        pieces: list[bytes] = []
+        got = 0
         encoding = response.headers.get("content-encoding", "identity").lower()
         # an identity body's bytes are its raw bytes: no decoder to pass them
         # through (a range read of a wheel, ~1.5 ms of CPU per MB less)
@@ -498,8 +501,9 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         # stream left: iter_bytes hands out what was read
         raw = plain and not response.is_stream_consumed
         for chunk in response.iter_raw() if raw else response.iter_bytes():
-            body += chunk
-            if len(body) > limits.max_bytes:
+            pieces.append(chunk)
+            got += len(chunk)
+            if got > limits.max_bytes:
                 raise BodyTooLarge(
                     f"the body passed {limits.max_bytes} bytes decoded "
                     "(STACKLOCK_MAX_BODY_BYTES raises the cap)", request=request)
@@ -511,7 +515,6 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         # answer cut short by what sits in front of it (identity bodies only:
         # an encoded one's length is not the decoded body's)
         declared = response.headers.get("content-length", "")
-        got = len(body)
         if plain and declared.isdigit() and \
                 got < int(declared):
             raise httpx.RemoteProtocolError(  # what a real connection raises
@@ -521,7 +524,7 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
     kept = [(k, v) for k, v in response.headers.multi_items()
             if k.lower() not in ("content-encoding", "content-length",
                                  "transfer-encoding")]
-    return httpx.Response(response.status_code, headers=kept, content=bytes(body),
+    return httpx.Response(response.status_code, headers=kept, content=b"".join(pieces),
                           request=response.request, history=response.history)
 
 
