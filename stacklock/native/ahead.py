@@ -88,6 +88,7 @@ class _Workers:
 # those are asked); the rest the smallest first, so that the pairs that ask
 # for a large member are complete early
 _LIST, _LARGE, _OWNER, _OTHER = 0, 1, 2, 3
+_LISTERS = 2  # threads listing directories, beside the readers
 
 
 class ReadAhead:
@@ -106,6 +107,9 @@ class ReadAhead:
         self._stopped = threading.Event()
         self._draining = False
         self._workers = _Workers(threads)
+        # listing a wheel is quick (its directory is mostly known already): it
+        # does not wait behind reads, which it decides
+        self._listers = _Workers(_LISTERS)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._running = 0  # tasks submitted and not finished
@@ -140,7 +144,7 @@ class ReadAhead:
         end as they would; returns at once."""
         with self._lock:
             self._draining = True
-        for _task in self._workers.close():
+        for _task in [*self._listers.close(), *self._workers.close()]:
             self._finished(None)
 
     def stop(self) -> None:
@@ -168,7 +172,8 @@ class ReadAhead:
                 failure = exc
             self._finished(failure)
 
-        if not self._workers.submit(priority, run):  # drained meanwhile
+        workers = self._listers if priority[0] == _LIST else self._workers
+        if not workers.submit(priority, run):  # drained meanwhile
             self._finished(None)
 
     def _finished(self, failure: BaseException | None) -> None:
