@@ -53,16 +53,28 @@ class _Workers:
         self._closed = False
 
     def submit(self, priority: tuple[int, int], task: Callable[[], None]) -> bool:
-        """Queue ``task``; False once closed."""
+        """Queue ``task``; False once closed. A thread that cannot be started
+        (no more threads, the interpreter exiting) raises RuntimeError, the
+        task unqueued, when no other thread is there to take it."""
+        entry = (priority, next(self._order), task)
         with self._lock:
             if self._closed:
                 return False
-            heapq.heappush(self._heap, (priority, next(self._order), task))
+            heapq.heappush(self._heap, entry)
             if self._live >= self._size:
                 return True
             self._live += 1
             name = f"stacklock-native-{next(self._order)}"
-        threading.Thread(target=self._work, name=name).start()
+        try:
+            threading.Thread(target=self._work, name=name).start()
+        except RuntimeError:
+            with self._lock:
+                self._live -= 1
+                if self._live > 0 or entry not in self._heap:
+                    return True  # a running thread takes it
+                self._heap.remove(entry)
+                heapq.heapify(self._heap)
+            raise
         return True
 
     def close(self) -> list[Callable[[], None]]:
@@ -173,7 +185,12 @@ class ReadAhead:
             self._finished(failure)
 
         workers = self._listers if priority[0] == _LIST else self._workers
-        if not workers.submit(priority, run):  # drained meanwhile
+        try:
+            taken = workers.submit(priority, run)
+        except RuntimeError as exc:  # no thread to run it: a failure, not a hang
+            self._finished(exc)
+            return
+        if not taken:  # drained meanwhile
             self._finished(None)
 
     def _finished(self, failure: BaseException | None) -> None:

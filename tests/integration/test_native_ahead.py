@@ -197,3 +197,33 @@ def test_work_is_taken_by_priority_then_in_order():
                      "small other"]
     assert workers.close() == []
     assert not workers.submit((0, 0), task("after close"))
+
+
+def test_no_thread_to_read_is_a_failure_not_a_hang(tmp_path, server, monkeypatch):
+    """The listers start; the reads they then ask for find no thread (a
+    worker's own submit fails): the check raises instead of waiting."""
+    start = threading.Thread.start
+    started: list[str] = []
+
+    def start_listers_only(self) -> None:
+        if len(started) >= 2:  # the two listers ran; nothing more starts
+            raise RuntimeError("can't start new thread")
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start_listers_only)
+    reader = server.reader(tmp_path / "cache")
+    done: list[BaseException] = []
+
+    def check() -> None:
+        try:
+            check_native(server.native(), reader=reader, **TARGET)
+        except BaseException as exc:
+            done.append(exc)
+
+    runner = threading.Thread(target=check)
+    started.clear()
+    start(runner)
+    runner.join(20)
+    assert not runner.is_alive()  # the previous code waited here for ever
+    assert [str(e) for e in done] == ["can't start new thread"]
