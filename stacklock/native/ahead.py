@@ -41,8 +41,10 @@ def links_large(user: WheelNatives, owner: WheelNatives) -> bool:
 
 class _Workers:
     """Threads taking tasks by priority (lowest first, then in order). A
-    thread ends as soon as nothing is queued, so a set of reads left without
-    :meth:`ReadAhead.stop` never holds the interpreter's exit."""
+    thread ends as soon as nothing is queued, and none holds the interpreter's
+    exit: a read ahead that a server never answers is not waited for when the
+    command ends (the check waits for what it needs itself; a facts entry is
+    written whole or not at all)."""
 
     def __init__(self, threads: int) -> None:
         self._size = max(threads, 1)
@@ -66,7 +68,7 @@ class _Workers:
             self._live += 1
             name = f"stacklock-native-{next(self._order)}"
         try:
-            threading.Thread(target=self._work, name=name).start()
+            threading.Thread(target=self._work, name=name, daemon=True).start()
         except RuntimeError:
             with self._lock:
                 self._live -= 1

@@ -50,7 +50,7 @@ class InflatedMember(io.RawIOBase):
     """Read-only, seekable view of ``size`` bytes produced by ``chunks``."""
 
     def __init__(self, chunks: Iterator[bytes], *, size: int,
-                 skip: bool = False) -> None:
+                 skip: bool = False, keep_until: int | None = None) -> None:
         super().__init__()
         self._chunks = chunks
         self._size = size
@@ -62,7 +62,7 @@ class InflatedMember(io.RawIOBase):
         self._kept = -1  # no gap yet
         self._gap_end = 0
         self._leftover = b""
-        self._keep_until: int | None = None
+        self._keep_until = keep_until  # with skip: see keep_until()
 
     def readable(self) -> bool:
         return True

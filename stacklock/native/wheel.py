@@ -234,7 +234,7 @@ class WheelReader:
         if listing is None:
             return 0, 0
         sizes = [(e.compressed_size, _is_large(e.name, e.compressed_size))
-                 for e in listing.entries if is_shared_object_name(e.name)]
+                 for e in listing.entries]  # shared objects only (Listings)
         return (sum(n for n, large in sizes if not large),
                 sum(n for n, large in sizes if large))
 
@@ -412,13 +412,12 @@ def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
         # costs little more; a large one is read to its end in 8 MiB pieces
         chunks = remote_zip.iter_member(reader, entry,
                                         chunk_size=8 * _PIECE if skip else _PIECE)
-        with InflatedMember(chunks, size=entry.size,
-                            skip=not keep_all) as streamed:
-            hint = None if keep_all else streamed.keep_until
-            if not keep_all and not skip:
-                streamed.keep_until(entry.size)  # no gap until the ELF reader says
+        # a medium member's gap waits for the ELF reader's hint
+        with InflatedMember(chunks, size=entry.size, skip=not keep_all,
+                            keep_until=None if skip else entry.size) as streamed:
             try:
-                return _parse(streamed, entry.name, wheel, tables_before=hint)
+                return _parse(streamed, entry.name, wheel,
+                              tables_before=None if keep_all else streamed.keep_until)
             except Discarded:
                 continue
     raise AssertionError("unreachable: the second read keeps every byte")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -102,6 +103,9 @@ def test_reads_ahead_are_not_repeated_by_the_check(tmp_path, server):
 
 
 def test_the_gate_reads_pinned_wheels_before_it_is_called(tmp_path, server):
+    check_native(server.native(), reader=server.reader(tmp_path / "plain"), **TARGET)
+    alone = dict(server.asked)  # what the check asks of a cold cache
+    server.asked.clear()
     profile = load_profile("pypi-small")
     gate = NativeGate(profile, http=httpx.Client(
         transport=httpx.MockTransport(server.serve)), offline=False,
@@ -116,11 +120,12 @@ def test_the_gate_reads_pinned_wheels_before_it_is_called(tmp_path, server):
         packages.append(ResolvedPackage(
             name=name, version=Version("1.0"), index_name="pypi",
             index_url="https://files.example.org/", dependencies=(), wheel=locked))
-    ahead = gate._ahead
-    assert ahead is not None
-    ahead.wait()  # every read done before the resolution hands over the set
+    deadline = time.monotonic() + 20
+    while dict(server.asked) != alone and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # nothing more is asked
     before = dict(server.asked)
-    assert before  # the reads happened ahead
+    assert before == alone  # every read the check needs, before it was called
     passed = gate(packages)
     assert dict(server.asked) == before
     assert [(p.name, str(p.version)) for p in passed] == [("cons", "1.0")]
@@ -227,3 +232,55 @@ def test_no_thread_to_read_is_a_failure_not_a_hang(tmp_path, server, monkeypatch
     runner.join(20)
     assert not runner.is_alive()  # the previous code waited here for ever
     assert [str(e) for e in done] == ["can't start new thread"]
+
+
+_STALLED_EXIT = """
+import sys, threading, time, httpx
+from stacklock.native import NativeWheel, WheelReader
+from stacklock.native.ahead import ReadAhead
+url, cache = sys.argv[1], sys.argv[2]
+reader = WheelReader(httpx.Client(timeout=60), cache_dir=cache)
+ahead = ReadAhead(reader, threads=2, speculative=True)
+name = "slow-1.0-py3-none-any.whl"
+ahead.add(NativeWheel(package="slow", version="1.0", filename=name,
+                      url=f"{url}/{name}", sha256="0" * 64, size=None))
+time.sleep(1.0)  # the directory read is at the server, which never answers
+ahead.stop()
+print("stopped", flush=True)
+"""
+
+
+def test_a_read_ahead_stalled_on_a_server_does_not_hold_the_exit(tmp_path):
+    """A read ahead of the resolver that a server never answers is not joined
+    when the command ends: the process exits at once, not after the client's
+    60 s read timeout."""
+    import subprocess
+    import sys
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.helpers.loopback import loopback
+
+    asked = threading.Event()
+    release = threading.Event()
+
+    class Stall(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.set()
+            release.wait(90)  # never answers while the client is there
+
+    with loopback(Stall) as url:
+        started = time.monotonic()
+        try:
+            done = subprocess.run([sys.executable, "-c", _STALLED_EXIT, url,
+                                   str(tmp_path / "cache")], capture_output=True,
+                                  text=True, timeout=40)
+        finally:
+            release.set()
+        took = time.monotonic() - started
+    assert asked.is_set()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "stopped"
+    assert took < 15  # the previous code waited for the 60 s timeout

@@ -224,8 +224,8 @@ def test_a_library_streamed_once_keeps_its_tables_not_its_code(tmp_path):
             handed.append(at)
             yield data[at:at + (1 << 20)]
 
-    member = InflatedMember(pieces(), size=len(data), skip=True)
-    member.keep_until(len(data))  # as the wheel reader does: no gap unhinted
+    # as the wheel reader makes it: no gap until the ELF reader's hint
+    member = InflatedMember(pieces(), size=len(data), skip=True, keep_until=len(data))
     parsed = parse_shared_object(member, path="libbig.so",
                                  tables_before=member.keep_until)
     _compare(parsed, _readelf(library))
@@ -243,8 +243,7 @@ def test_a_hinted_jump_keeps_its_margin_and_drops_the_rest(monkeypatch):
     monkeypatch.setattr("stacklock.native.stream._MARGIN", 300)
     body = bytes(range(256)) * 40  # 10,240 bytes
     member = InflatedMember(iter([body[i:i + 512] for i in range(0, len(body), 512)]),
-                            size=len(body), skip=True)
-    member.keep_until(len(body))
+                            size=len(body), skip=True, keep_until=len(body))
     assert member.read(64) == body[:64]
     member.keep_until(1000)
     member.seek(8000)
