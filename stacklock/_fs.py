@@ -69,10 +69,12 @@ def atomic_write_chunks(
         os.close(fd)
         fd = -1
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         if fd >= 0:
             os.close(fd)
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno and exc.filename is None:
+            exc.filename = os.fspath(target)  # a full disk's line names the file
         raise
     return target
 

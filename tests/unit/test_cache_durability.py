@@ -78,3 +78,29 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
         raise AssertionError("the write should have failed")
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["entry"]
+
+
+def test_a_write_the_system_refuses_names_the_file(tmp_path):
+    """A write past the file-size limit (the kernel's EFBIG, as a full disk's
+    ENOSPC, carries no file name) is raised naming the file it was for, and
+    leaves no temporary file behind."""
+    import subprocess
+    import sys
+
+    target = tmp_path / "cache" / "entry.json.gz"
+    script = (
+        "import resource, signal, sys\n"
+        "from stacklock._fs import atomic_write_bytes\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    atomic_write_bytes(sys.argv[1], b'x' * 65536, durable=False)\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno, exc.filename)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(target)],
+                          capture_output=True, text=True, check=True)
+    errno_, name = done.stdout.split()
+    assert int(errno_) == 27  # EFBIG
+    assert name == str(target)
+    assert list(target.parent.iterdir()) == []  # the temporary file is gone
