@@ -49,6 +49,8 @@ _EOCD64 = struct.Struct("<4sQHHIIQQQQ")  # ZIP64 end of central directory, 56
 _CENTRAL = struct.Struct("<4sHHHHHHIIIHHHHHII")  # central directory entry, 46
 _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
+_INFLATE_STEP = 256 << 10  # compressed bytes inflated at a time
+_INFLATED_AT_MOST = 4 << 20  # the most one inflated piece holds
 _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
 # ISA-L inflates (isal_zlib: zlib's API, ~1.8x its speed); its stub types its
@@ -301,9 +303,15 @@ def iter_member(
             yield piece
             continue
         try:
-            while piece:
-                yield inflater.decompress(piece, chunk_size * 4)
-                piece = inflater.unconsumed_tail
+            # inflated in slices of the fetched bytes (no copy): pieces of ~1 MB
+            # that the allocator hands out again once dropped, instead of a
+            # fresh 32 MB mapping, faulted in page by page, for each fetch
+            view = memoryview(piece)
+            for at in range(0, len(view), _INFLATE_STEP):
+                rest: bytes | memoryview = view[at:at + _INFLATE_STEP]
+                while rest:
+                    yield inflater.decompress(rest, _INFLATED_AT_MOST)
+                    rest = inflater.unconsumed_tail
         except _BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
 

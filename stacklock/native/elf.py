@@ -149,6 +149,7 @@ class _Image:
 def parse_shared_object(
     stream: IO[bytes] | io.RawIOBase, *, path: str,
     tables_before: Callable[[int], None] | None = None,
+    tables_at: Callable[[list[int]], None] | None = None,
 ) -> SharedObject | None:
     """The loader's view of the shared object in ``stream``; None when it is not
     one (not ELF, not ``ET_DYN``, no dynamic segment). Raises ``ValueError`` on a
@@ -158,7 +159,9 @@ def parse_shared_object(
     (past the code, in most libraries), where the first loaded segment ends:
     the symbol and string tables usually lie before it, or past the dynamic
     segment (moved there by patchelf), and a streamed reader need not keep
-    what lies between."""
+    what lies between. ``tables_at`` is told, once the dynamic segment is read,
+    where each table the rest of the read begins at (libtorch_cpu's lie 92 MB
+    past its dynamic segment)."""
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
     head = stream.read(64) or b""
@@ -191,7 +194,7 @@ def parse_shared_object(
         tables_before(first[1] + first[2])
     image = _Image(stream, size, loads)
     tags = _tags(image.read(*dynamic, "the dynamic segment"), layout)
-    return _read_tables(image, layout, tags, path)
+    return _read_tables(image, layout, tags, path, tables_at)
 
 
 def _tags(data: bytes, layout: _Layout) -> list[tuple[int, int]]:
@@ -206,7 +209,8 @@ def _tags(data: bytes, layout: _Layout) -> list[tuple[int, int]]:
 
 
 def _read_tables(image: _Image, layout: _Layout, tags: list[tuple[int, int]],
-                 path: str) -> SharedObject:
+                 path: str, tables_at: Callable[[list[int]], None] | None
+                 ) -> SharedObject:
     first: dict[int, int] = {}
     for tag, value in tags:
         first.setdefault(tag, value)
@@ -220,6 +224,10 @@ def _read_tables(image: _Image, layout: _Layout, tags: list[tuple[int, int]],
     hashed = next((t for t in (_DT_GNU_HASH, _DT_HASH) if t in first), None)
     if hashed is not None and _DT_SYMTAB in first:
         reads.append((image.offset(first[hashed], "the symbol hash table"), hashed))
+    if tables_at is not None and reads:
+        symbols = [image.offset(first[_DT_SYMTAB], "DT_SYMTAB")] if \
+            hashed is not None and _DT_SYMTAB in first else []
+        tables_at([at for at, _tag in reads] + symbols)
     for at, tag in sorted(reads):
         if tag == _DT_STRTAB:
             strings = image.read(at, first.get(_DT_STRSZ, 0), "the string table")

@@ -3,43 +3,51 @@
 The ELF reader (:mod:`stacklock.native.elf`) wants a seekable file. A shared
 object in a wheel is a deflate stream, which can only be read forwards, and some
 are 1 GB once inflated. This file pulls inflated pieces from an iterator when a
-read reaches past what it has, and keeps
-what it has inflated in a spooled temporary file (memory up to a limit, disk
-beyond), so a read can go back without inflating again and memory stays small.
-Reads that never reach the end of the member leave the rest unfetched:
+read reaches past what it has, and keeps the pieces it may be asked for again
+as they came (no copy), in memory up to :data:`_SPOOL` bytes and in a temporary
+file beyond, so a read can go back without inflating again and memory stays
+small. Reads that never reach the end of the member leave the rest unfetched:
 :attr:`InflatedMember.inflated` says how far it went.
 
 A shared object's loader view is its first pages and, in most large libraries,
-its last ones (the dynamic section and ``.dynstr`` after patchelf): with
-``skip``, the first forward jump of more than :data:`_SKIP` past what is
-inflated is inflated without being kept (350 MB of libtorch_cpu's 451), and a
-later read in that gap raises :class:`Discarded` (the caller reads the member
-again, keeping all). :meth:`InflatedMember.keep_until` says where what the
-reader will come back for ends (the ELF reader: its first loaded segment,
-where the symbol tables lie); past it a forward jump of more than
-:data:`_HINTED_SKIP` is not kept either but for its last :data:`_MARGIN`, so
-the code between the tables and the dynamic segment is inflated and dropped
-instead of spooled.
+its last ones (the dynamic section and ``.dynstr`` after patchelf). What lies
+between is inflated without being kept:
+
+- with ``skip``, the first forward jump of more than :data:`_SKIP` past what is
+  inflated; after :meth:`InflatedMember.keep_until` (the ELF reader: where its
+  first loaded segment ends, the symbol tables lying before it), the first jump
+  of more than :data:`_HINTED_SKIP` past that point, but for its last
+  :data:`_MARGIN` (patchelf puts the tables it rewrites there);
+- after :meth:`InflatedMember.reads_at` (the ELF reader, once it has the dynamic
+  segment: where each table it will read begins), everything up to the nearest
+  of those places still ahead: libtorch_cpu's 92 MB between its dynamic segment
+  and the tables patchelf moved to its end.
+
+A later read in a dropped part raises :class:`Discarded`; the caller reads the
+member again, keeping all.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
 import tempfile
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["Discarded", "InflatedMember"]
 
-_SPOOL = 32 << 20  # inflated bytes kept in memory before spilling to disk
+_SPOOL = 64 << 20  # kept bytes held in memory; more goes to a temporary file
 _SKIP = 16 << 20  # a forward jump this long is inflated without being kept
 _HINTED_SKIP = 1 << 20  # the same, past where keep_until said reads come back
 # kept before the target of such a jump: patchelf (auditwheel) puts the tables
 # it rewrites just before the dynamic segment (numpy's, scipy's OpenBLAS: up
 # to 1 MB before it)
 _MARGIN = 4 << 20
+
+Piece = bytes | memoryview
 
 
 class Discarded(Exception):
@@ -49,20 +57,23 @@ class Discarded(Exception):
 class InflatedMember(io.RawIOBase):
     """Read-only, seekable view of ``size`` bytes produced by ``chunks``."""
 
-    def __init__(self, chunks: Iterator[bytes], *, size: int,
+    def __init__(self, chunks: Iterator[Piece], *, size: int,
                  skip: bool = False, keep_until: int | None = None) -> None:
         super().__init__()
         self._chunks = chunks
         self._size = size
-        self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
         self._pos = 0
         self.inflated = 0
-        # kept: [0, _kept) at the start of the spool, then [_gap_end, inflated)
         self._skip = skip
-        self._kept = -1  # no gap yet
-        self._gap_end = 0
-        self._leftover = b""
+        self._jumped = False  # the one guessed gap is made
         self._keep_until = keep_until  # with skip: see keep_until()
+        self._leftover: Piece = b""
+        # kept pieces, by the offset each starts at: (its bytes, 0, length) in
+        # memory or (None, where it starts in the spill file, length)
+        self._starts: list[int] = []
+        self._kept: list[tuple[Piece | None, int, int]] = []
+        self._in_memory = 0
+        self._spill: IO[bytes] | None = None
 
     def readable(self) -> bool:
         return True
@@ -82,55 +93,80 @@ class InflatedMember(io.RawIOBase):
         end = min(self._pos + len(buffer), self._size)
         if end <= self._pos:
             return 0
-        if self._skip and self._kept < 0:
-            if self._keep_until is not None:
-                if self._pos - max(self.inflated, self._keep_until) > \
-                        _HINTED_SKIP + _MARGIN:
-                    self._skip_to(self._pos - _MARGIN)
-            elif self._pos - self.inflated > _SKIP:
-                self._skip_to(self._pos)
+        if self._skip and not self._jumped:
+            self._guess_gap()
         self._inflate_to(end)
-        if self._kept < 0:
-            where = self._pos
-        elif self._pos >= self._gap_end:
-            where = self._kept + self._pos - self._gap_end
-        elif end <= self._kept:
-            where = self._pos
-        else:
-            raise Discarded(f"bytes {self._pos}-{end} were not kept")
-        self._spool.seek(where)
-        got = self._spool.readinto(memoryview(buffer)[: end - self._pos])
-        self._pos += got
-        return got
+        end = min(end, self.inflated)  # a member shorter than its directory said
+        out = memoryview(buffer)
+        done, at = 0, self._pos
+        index = bisect.bisect_right(self._starts, at) - 1
+        while at < end:
+            if index < 0 or index >= len(self._kept) or \
+                    not self._starts[index] <= at < self._starts[index] + \
+                    self._kept[index][2]:
+                raise Discarded(f"bytes {at}-{end} were not kept")
+            start, (data, spilled, length) = self._starts[index], self._kept[index]
+            take = min(end, start + length) - at
+            if data is not None:
+                out[done:done + take] = data[at - start:at - start + take]
+            else:
+                assert self._spill is not None
+                self._spill.seek(spilled + at - start)
+                out[done:done + take] = self._spill.read(take)
+            done += take
+            at += take
+            index += 1
+        self._pos = at
+        return done
 
     def close(self) -> None:
-        self._spool.close()
+        self._starts, self._kept = [], []
+        if self._spill is not None:
+            self._spill.close()
         super().close()
 
     @property
     def kept_bytes(self) -> int:
         """Inflated bytes kept to be read again (the rest was dropped)."""
-        return self._spool.seek(0, io.SEEK_END)
+        return sum(length for _data, _at, length in self._kept)
 
     def keep_until(self, offset: int) -> None:
         """Reads will come back to ``[0, offset)`` only (with ``skip``)."""
         self._keep_until = offset
 
-    def _skip_to(self, start: int) -> None:
-        """Inflate up to ``start``, keeping only what keep_until asked for."""
+    def reads_at(self, offsets: Iterable[int]) -> None:
+        """The reads left each begin at one of ``offsets`` (and read on from
+        there): what lies between what is inflated and the nearest of them still
+        ahead is inflated without being kept, unless a read begins just behind
+        what is inflated (it may run on past it)."""
+        offsets = tuple(offsets)
+        ahead = [offset for offset in offsets if offset > self.inflated]
+        if ahead and not any(0 <= self.inflated - offset < _HINTED_SKIP
+                             for offset in offsets):
+            self._drop_to(min(ahead))
+
+    def _guess_gap(self) -> None:
+        """The one gap made without the reader saying where its reads are."""
         if self._keep_until is not None:
-            self._inflate_to(min(self._keep_until, start))
-        self._kept = self.inflated
+            if self._pos - max(self.inflated, self._keep_until) > \
+                    _HINTED_SKIP + _MARGIN:
+                self._inflate_to(min(self._keep_until, self._pos))
+                self._drop_to(self._pos - _MARGIN)
+        elif self._pos - self.inflated > _SKIP:
+            self._drop_to(self._pos)
+
+    def _drop_to(self, start: int) -> None:
+        """Inflate up to ``start`` without keeping it."""
+        self._jumped = True
         for piece in self._pieces():
             if self.inflated + len(piece) > start:
-                cut = start - self.inflated
-                self._leftover = piece[cut:]
+                self._leftover = memoryview(piece)[start - self.inflated:]
                 self.inflated = start
-                break
+                return
             self.inflated += len(piece)
-        self._gap_end = self.inflated
+        self._size = self.inflated  # shorter than the directory said
 
-    def _pieces(self) -> Iterator[bytes]:
+    def _pieces(self) -> Iterator[Piece]:
         if self._leftover:
             piece, self._leftover = self._leftover, b""
             yield piece
@@ -140,10 +176,22 @@ class InflatedMember(io.RawIOBase):
     def _inflate_to(self, end: int) -> None:
         if end <= self.inflated:
             return
-        self._spool.seek(0, io.SEEK_END)
         for piece in self._pieces():
-            self._spool.write(piece)
-            self.inflated += len(piece)
+            if piece:
+                self._keep(piece)
             if self.inflated >= end:
                 return
         self._size = self.inflated  # shorter than the directory said: stop there
+
+    def _keep(self, piece: Piece) -> None:
+        self._starts.append(self.inflated)
+        if self._in_memory + len(piece) <= _SPOOL:
+            self._kept.append((piece, 0, len(piece)))
+            self._in_memory += len(piece)
+        else:
+            if self._spill is None:
+                self._spill = tempfile.TemporaryFile()
+            at = self._spill.seek(0, io.SEEK_END)
+            self._spill.write(piece)
+            self._kept.append((None, at, len(piece)))
+        self.inflated += len(piece)

@@ -417,7 +417,8 @@ def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
                             keep_until=None if skip else entry.size) as streamed:
             try:
                 return _parse(streamed, entry.name, wheel,
-                              tables_before=None if keep_all else streamed.keep_until)
+                              tables_before=None if keep_all else streamed.keep_until,
+                              tables_at=None if keep_all else streamed.reads_at)
             except Discarded:
                 continue
     raise AssertionError("unreachable: the second read keeps every byte")
@@ -426,9 +427,11 @@ def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
 def _parse(
     stream: IO[bytes] | io.RawIOBase, path: str, wheel: NativeWheel, *,
     tables_before: Callable[[int], None] | None = None,
+    tables_at: Callable[[list[int]], None] | None = None,
 ) -> SharedObject | None:
     try:
-        return parse_shared_object(stream, path=path, tables_before=tables_before)
+        return parse_shared_object(stream, path=path, tables_before=tables_before,
+                                   tables_at=tables_at)
     except (ValueError, OSError) as exc:
         raise NativeError(
             f"{wheel.filename}: {path} is not a readable ELF file: {exc}",

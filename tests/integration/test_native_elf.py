@@ -19,8 +19,9 @@ from tests.helpers.native_facts import MARKUPSAFE
 
 needs_readelf = pytest.mark.skipif(shutil.which("readelf") is None,
                                    reason="needs binutils readelf as the oracle")
-# readelf --dyn-syms -W: Num: Value Size Type Bind Vis Ndx Name[@version]
-_SYM = re.compile(r"^\s*\d+:\s+\S+\s+\d+\s+(\w+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\S+)")
+# readelf --dyn-syms -W: Num: Value Size Type Bind Vis Ndx Name[@version] (a size
+# over 99,999 is printed in hex)
+_SYM = re.compile(r"^\s*\d+:\s+\S+\s+\S+\s+(\w+)\s+(\w+)\s+(\w+)\s+(\w+)\s+(\S+)")
 _TAG = re.compile(r"\((NEEDED|SONAME|RUNPATH|RPATH)\)\s+[^\[]*\[([^\]]*)\]")
 
 
@@ -201,6 +202,20 @@ def test_a_broken_object_is_a_value_error_never_a_wrong_answer(tmp_path):
             parse_shared_object(io.BytesIO(blob), path=case)
 
 
+def _streamed(data: bytes) -> tuple[InflatedMember, list[int]]:
+    """``data`` as the wheel reader streams a medium member: 1 MiB pieces, no
+    gap until the ELF reader's hint; and the offsets of the pieces handed out."""
+    handed: list[int] = []
+
+    def pieces():
+        for at in range(0, len(data), 1 << 20):
+            handed.append(at)
+            yield data[at:at + (1 << 20)]
+
+    return InflatedMember(pieces(), size=len(data), skip=True,
+                          keep_until=len(data)), handed
+
+
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build")
 @needs_readelf
 def test_a_library_streamed_once_keeps_its_tables_not_its_code(tmp_path):
@@ -217,15 +232,7 @@ def test_a_library_streamed_once_keeps_its_tables_not_its_code(tmp_path):
     subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-Wl,-soname,libbig.so",
                     "-o", str(library), str(source)], check=True, capture_output=True)
     data = library.read_bytes()
-    handed: list[int] = []
-
-    def pieces():
-        for at in range(0, len(data), 1 << 20):
-            handed.append(at)
-            yield data[at:at + (1 << 20)]
-
-    # as the wheel reader makes it: no gap until the ELF reader's hint
-    member = InflatedMember(pieces(), size=len(data), skip=True, keep_until=len(data))
+    member, handed = _streamed(data)
     parsed = parse_shared_object(member, path="libbig.so",
                                  tables_before=member.keep_until)
     _compare(parsed, _readelf(library))
@@ -256,3 +263,96 @@ def test_a_hinted_jump_keeps_its_margin_and_drops_the_rest(monkeypatch):
     member.seek(4000)
     with pytest.raises(Discarded):
         member.read(10)
+
+
+def _tables_past_the_data(tmp_path: Path) -> Path:
+    """A library laid out as patchelf leaves libtorch_cpu: 24 MB of code, the
+    dynamic segment, 8 MB of data, and only then ``.dynstr`` (moved there by a
+    linker script made from gcc's own)."""
+    shown = subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,--verbose", "-o",
+                            str(tmp_path / "probe.so"), "-x", "c", "/dev/null"],
+                           check=True, capture_output=True, text=True).stdout
+    script = shown.split("=" * 50)[1].splitlines()[1:]
+    line = next(s for s in script if s.strip().startswith(".dynstr"))
+    script.remove(line)
+    script.insert(next(i for i, s in enumerate(script)
+                       if s.strip().startswith(".data1")) + 1, line)
+    (tmp_path / "moved.ld").write_text("\n".join(script) + "\n")
+    source = tmp_path / "moved.c"
+    source.write_text(
+        '__attribute__((section(".text"))) static const char pad[24 << 20] = {1};\n'
+        "char filler[8 << 20] = {1};\n"
+        "int moved_f(int x) { return x * 3 + pad[5] + filler[7]; }\n"
+        "extern int needs_me(void);\nint moved_call(void) { return needs_me(); }\n")
+    library = tmp_path / "libmoved.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", "-Wl,-soname,libmoved.so",
+                    "-Wl,-T," + str(tmp_path / "moved.ld"), "-o", str(library),
+                    str(source)], check=True, capture_output=True)
+    return library
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build")
+@needs_readelf
+def test_tables_moved_past_the_data_are_read_without_keeping_the_data(tmp_path):
+    """Told where its tables begin once the dynamic segment is read, the
+    streamed member keeps neither the code before the dynamic segment nor the
+    8 MB of data after it, reads the member once and finds what readelf finds."""
+    library = _tables_past_the_data(tmp_path)
+    data = library.read_bytes()
+    sections = subprocess.run(["readelf", "-SW", str(library)], check=True,
+                              capture_output=True, text=True).stdout
+    dynstr_at = int(re.search(r"\.dynstr\s+STRTAB\s+\S+\s+(\S+)", sections)[1], 16)
+    dynamic_at = int(re.search(r"\.dynamic\s+DYNAMIC\s+\S+\s+(\S+)", sections)[1], 16)
+    assert dynstr_at - dynamic_at > 8 << 20  # the data lies between
+    member, handed = _streamed(data)
+    parsed = parse_shared_object(member, path="libmoved.so",
+                                 tables_before=member.keep_until,
+                                 tables_at=member.reads_at)
+    _compare(parsed, _readelf(library))
+    assert len(handed) == len(range(0, len(data), 1 << 20))  # one pass
+    assert member.kept_bytes < 6 << 20  # the 4 MiB margin, the tables; no data
+
+
+def test_what_is_told_ahead_is_dropped_and_a_read_just_behind_keeps_it(monkeypatch):
+    """reads_at drops up to the nearest place still ahead; a read into what was
+    dropped is Discarded; a read beginning just behind what is inflated (it may
+    run on) keeps the member whole."""
+    from stacklock.native.stream import Discarded
+
+    monkeypatch.setattr("stacklock.native.stream._HINTED_SKIP", 500)  # "just"
+    body = bytes(range(256)) * 400  # 102,400 bytes
+    pieces = [body[i:i + 1000] for i in range(0, len(body), 1000)]
+    member = InflatedMember(iter(pieces), size=len(body), skip=True,
+                            keep_until=len(body))
+    assert member.read(10) == body[:10]  # inflates the first piece
+    member.reads_at([5, 90_000, 60_000])
+    member.seek(60_000)
+    assert member.read(5000) == body[60_000:65_000]
+    member.seek(5)
+    assert member.read(100) == body[5:105]  # kept before
+    member.seek(30_000)
+    with pytest.raises(Discarded):
+        member.read(10)
+
+    whole = InflatedMember(iter(pieces), size=len(body), skip=True,
+                           keep_until=len(body))
+    assert whole.read(10) == body[:10]
+    whole.reads_at([900, 60_000])  # 900 is behind 1,000: its read may run on
+    whole.seek(900)
+    assert whole.read(59_200) == body[900:60_100]
+    assert whole.kept_bytes == 61_000
+
+
+def test_kept_bytes_past_the_memory_limit_are_read_back_from_a_file(monkeypatch):
+    """Over _SPOOL kept bytes go to a temporary file; a read across the two
+    returns the member's bytes."""
+    monkeypatch.setattr("stacklock.native.stream._SPOOL", 5000)
+    body = bytes(range(251)) * 100  # 25,100 bytes
+    member = InflatedMember(iter([body[i:i + 1500] for i in range(0, len(body), 1500)]),
+                            size=len(body))
+    member.seek(20_000)
+    assert member.read(5100) == body[20_000:]
+    member.seek(3000)
+    assert member.read(9000) == body[3000:12_000]  # memory, then the file
+    assert member.kept_bytes == len(body)
+    member.close()
