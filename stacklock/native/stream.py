@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Discarded", "InflatedMember"]
 
-_SPOOL = 64 << 20  # kept bytes held in memory; more goes to a temporary file
+_SPOOL = 32 << 20  # kept bytes held in memory; more goes to a temporary file
 _SKIP = 16 << 20  # a forward jump this long is inflated without being kept
 _HINTED_SKIP = 1 << 20  # the same, past where keep_until said reads come back
 # kept before the target of such a jump: patchelf (auditwheel) puts the tables
