@@ -143,7 +143,9 @@ class InflatedMember(io.RawIOBase):
         ahead = [offset for offset in offsets if offset > self.inflated]
         if ahead and not any(0 <= self.inflated - offset < _HINTED_SKIP
                              for offset in offsets):
-            self._drop_to(min(ahead))
+            # no further than the member's end (a broken table's offset: its
+            # read fails; what a bomb would inflate past is not asked for)
+            self._drop_to(min(*ahead, self._size))
 
     def _guess_gap(self) -> None:
         """The one gap made without the reader saying where its reads are."""

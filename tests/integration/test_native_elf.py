@@ -356,3 +356,23 @@ def test_kept_bytes_past_the_memory_limit_are_read_back_from_a_file(monkeypatch)
     assert member.read(9000) == body[3000:12_000]  # memory, then the file
     assert member.kept_bytes == len(body)
     member.close()
+
+
+def test_a_table_said_to_lie_past_the_member_inflates_no_further_than_its_end():
+    """A broken (or hostile) dynamic segment pointing far past the member: the
+    member is inflated to its declared size, not for as long as the deflate
+    stream would go on, and the read there finds nothing."""
+    handed = 0
+
+    def endless():
+        nonlocal handed
+        while handed < 1000:  # far more than the member's 10,000 bytes
+            handed += 1
+            yield bytes(1000)
+
+    member = InflatedMember(endless(), size=10_000, skip=True, keep_until=10_000)
+    assert member.read(10) == bytes(10)
+    member.reads_at([1 << 60])
+    member.seek(1 << 60)
+    assert member.read(10) == b""
+    assert handed <= 11
