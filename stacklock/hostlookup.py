@@ -15,7 +15,8 @@ name's TTL does not matter at that scale) and, when an answer has not come
 after ``hedge_after`` seconds, asks again beside the first question and takes
 whichever answer comes first. :class:`LookupOnceBackend` is the httpcore
 network backend that connects to those addresses; TLS still names the host
-(httpcore passes the origin's name as the server name, not the address).
+(httpcore passes the origin's name as the server name, not the address). Its
+connections read TLS as :class:`~stacklock.netstream.DrainingStream` does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import httpcore
+
+from stacklock.netstream import DrainingStream
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -133,8 +136,8 @@ class LookupOnceBackend(httpcore.SyncBackend):
         error: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
         for _, address in found:  # in order, as socket.create_connection tries
             try:
-                return super().connect_tcp(address, port, timeout, local_address,
-                                           socket_options)
+                return DrainingStream(super().connect_tcp(
+                    address, port, timeout, local_address, socket_options))
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 error = exc
         raise error or httpcore.ConnectError(f"{host}: the lookup found no address")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import subprocess
 import threading
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
 class _Server(ThreadingHTTPServer):
@@ -36,3 +38,15 @@ def loopback(handler: Any, *, wrap: ssl.SSLContext | None = None) -> Iterator[st
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for ``localhost`` (openssl) and its key, in ``folder``:
+    ``SSL_CERT_FILE`` for the client, ``load_cert_chain`` for :func:`loopback`."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True)
+    return cert, key

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ import pytest
 
 from stacklock.hostlookup import ATTEMPTS, LookupOnceBackend, Lookups
 from stacklock.http import make_http_client
-from tests.helpers.loopback import loopback
+from tests.helpers.loopback import loopback, self_signed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -172,21 +171,11 @@ def test_the_next_address_is_tried_when_one_refuses() -> None:
             dead.connect_tcp("example.test", port, timeout=2)
 
 
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True)
-    return cert, key
-
-
 def test_tls_checks_the_host_name_not_the_address_connected_to(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The certificate names localhost and no address: the connection goes to
     the looked-up address, the certificate is checked against the name."""
-    cert, key = _certificate(tmp_path)
+    cert, key = self_signed(tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     asked = _counted(monkeypatch)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
