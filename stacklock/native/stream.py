@@ -191,9 +191,14 @@ class InflatedMember(io.RawIOBase):
             self._kept.append((piece, 0, len(piece)))
             self._in_memory += len(piece)
         else:
-            if self._spill is None:
-                self._spill = tempfile.TemporaryFile()
-            at = self._spill.seek(0, io.SEEK_END)
-            self._spill.write(piece)
+            try:
+                if self._spill is None:
+                    self._spill = tempfile.TemporaryFile()
+                at = self._spill.seek(0, io.SEEK_END)
+                self._spill.write(piece)
+            except OSError as exc:  # a full disk: say which (the file has no name)
+                if exc.filename is None:
+                    exc.filename = tempfile.gettempdir()
+                raise
             self._kept.append((None, at, len(piece)))
         self.inflated += len(piece)

@@ -19,6 +19,7 @@ CUDA), so they are read up to a larger size.
 
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import io
@@ -65,6 +66,7 @@ LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
 _SMALL = 1 << 20  # members read whole, neighbours in one request
 _ENTRY_LIMIT = 64 << 20  # inflated bytes of one facts entry (libtorch's: ~2 MB)
 _PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class ReadStopped(Exception):
@@ -432,7 +434,7 @@ def _parse(
     try:
         return parse_shared_object(stream, path=path, tables_before=tables_before,
                                    tables_at=tables_at)
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:  # an OSError is the disk's (a full temporary folder)
         raise NativeError(
             f"{wheel.filename}: {path} is not a readable ELF file: {exc}",
             hint="the wheel is broken; exclude this version",
@@ -462,6 +464,8 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
                 if found is not None:
                     objects.append(found)
     except (zipfile.BadZipFile, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+            raise  # the temporary folder's, not the wheel's: the line names it
         raise NativeError(
             f"{path}: cannot read {wheel.filename}: {exc}",
             hint="delete the file from the artifact cache and try again",

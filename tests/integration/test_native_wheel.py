@@ -215,3 +215,37 @@ def test_a_large_member_needing_its_middle_is_read_again_whole(tmp_path,
     first = reader.read(WHEEL)
     full = reader.read_large(WHEEL, first.large)
     assert full.objects == tuple(_local_objects()[1])
+
+
+def test_a_full_temporary_folder_is_named_not_blamed_on_the_wheel(tmp_path):
+    """Kept bytes past the memory limit go to a temporary file; when the disk
+    refuses them (EFBIG past RLIMIT_FSIZE in a subprocess, as ENOSPC would),
+    the error is the operating system's and names the temporary folder: not
+    "not a readable ELF file" nor "delete the wheel from the cache"."""
+    import os
+    import subprocess
+    import sys
+
+    spill = tmp_path / "tmp"
+    spill.mkdir()
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "import stacklock.native.stream as stream\n"
+        "from stacklock.native.wheel import NativeWheel, _read_local\n"
+        "stream._SPOOL = 1000\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "wheel = NativeWheel(package='markupsafe', version='3.0.4',\n"
+        "                    filename=Path(sys.argv[1]).name, url='', sha256='0')\n"
+        "try:\n"
+        "    _read_local(Path(sys.argv[1]), wheel)\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno, exc.filename)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(MARKUPSAFE)],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "TMPDIR": str(spill)})
+    errno_, name = done.stdout.split()
+    assert int(errno_) == 27  # EFBIG
+    assert name == str(spill)
