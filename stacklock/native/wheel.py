@@ -409,20 +409,35 @@ def _parse_streamed(reader: RangeReader, entry: remote_zip.Entry,
     libraries end it early), its middle (the code) not kept, and read again
     keeping all if the view needs the middle after all. ``skip``: a large
     member, whose middle is dropped even where the ELF reader gives no hint."""
+    # a medium member in pieces of 1 MiB: a view that ends early (NVIDIA's)
+    # costs little more; a large one is read to its end in 8 MiB pieces
+    return _parse_member(
+        lambda: remote_zip.iter_member(reader, entry,
+                                       chunk_size=8 * _PIECE if skip else _PIECE),
+        entry.name, entry.size, wheel, skip=skip)
+
+
+def _parse_member(chunks: Callable[[], Iterator[bytes]], path: str, size: int,
+                  wheel: NativeWheel, *, skip: bool) -> SharedObject | None:
+    """The loader's view of the member whose inflated bytes ``chunks()`` hands
+    out, what the ELF reader will not come back for not kept (see
+    :mod:`stacklock.native.stream`); read again keeping all when a read falls
+    in what was dropped."""
     for keep_all in (False, True):
-        # a medium member in pieces of 1 MiB: a view that ends early (NVIDIA's)
-        # costs little more; a large one is read to its end in 8 MiB pieces
-        chunks = remote_zip.iter_member(reader, entry,
-                                        chunk_size=8 * _PIECE if skip else _PIECE)
+        pieces = chunks()
         # a medium member's gap waits for the ELF reader's hint
-        with InflatedMember(chunks, size=entry.size, skip=not keep_all,
-                            keep_until=None if skip else entry.size) as streamed:
-            try:
-                return _parse(streamed, entry.name, wheel,
+        try:
+            with InflatedMember(pieces, size=size, skip=not keep_all,
+                                keep_until=None if skip else size) as streamed:
+                return _parse(streamed, path, wheel,
                               tables_before=None if keep_all else streamed.keep_until,
                               tables_at=None if keep_all else streamed.reads_at)
-            except Discarded:
-                continue
+        except Discarded:
+            continue
+        finally:
+            close = getattr(pieces, "close", None)
+            if close is not None:
+                close()  # a local member's file, a remote one's fetches
     raise AssertionError("unreachable: the second read keeps every byte")
 
 
@@ -458,9 +473,9 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
                                  if is_shared_object_name(n)))
             objects = []
             for name in files:
-                size = archive.getinfo(name).file_size
-                with archive.open(name) as raw, _seekable(raw, size) as member:
-                    found = _parse(member, name, wheel)
+                found = _parse_member(functools.partial(_member_pieces, archive, name),
+                                      name, archive.getinfo(name).file_size, wheel,
+                                      skip=False)
                 if found is not None:
                     objects.append(found)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -473,14 +488,12 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
     return _natives(wheel, files, objects)
 
 
-def _seekable(raw: IO[bytes], size: int) -> InflatedMember:
-    """A zipfile member (seekable only by re-reading it) as a spooled stream."""
-
-    def chunks() -> Iterator[bytes]:
-        while piece := raw.read(8 << 20):
+def _member_pieces(archive: zipfile.ZipFile, name: str) -> Iterator[bytes]:
+    """A local wheel's member, inflated in pieces; its file closed when this
+    ends or is closed."""
+    with archive.open(name) as raw:
+        while piece := raw.read(1 << 20):
             yield piece
-
-    return InflatedMember(chunks(), size=size)
 
 
 def _parse_entry(blob: bytes | None, sha256: str) -> WheelNatives | None:

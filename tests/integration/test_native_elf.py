@@ -376,3 +376,31 @@ def test_a_table_said_to_lie_past_the_member_inflates_no_further_than_its_end():
     member.seek(1 << 60)
     assert member.read(10) == b""
     assert handed <= 11
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build")
+@needs_readelf
+def test_a_local_wheel_is_read_without_keeping_the_code(tmp_path, monkeypatch):
+    """A wheel in the artifact cache (after an install) is read as a remote one
+    is: its 24 MB of code and 8 MB of data inflated, not kept, so nothing goes
+    to a temporary file (before, every member was kept whole, spilling past
+    the memory limit: libtorch_cpu's 451 MB)."""
+    from stacklock.native import stream
+    from stacklock.native.wheel import NativeWheel, _read_local
+
+    library = _tables_past_the_data(tmp_path)
+    wheel_path = tmp_path / "moved-1.0-py3-none-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel_path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(library, "moved/libmoved.so")
+    monkeypatch.setattr(stream, "_SPOOL", 6 << 20)
+
+    def no_spill() -> None:
+        raise AssertionError("kept bytes went to a temporary file")
+
+    monkeypatch.setattr(stream.tempfile, "TemporaryFile", no_spill)
+    natives = _read_local(wheel_path, NativeWheel(
+        package="moved", version="1.0", filename=wheel_path.name, url="",
+        sha256="0" * 64))
+    (parsed,) = natives.objects
+    assert parsed.path == "moved/libmoved.so"
+    _compare(parsed, _readelf(library))
