@@ -61,12 +61,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if exc.errno in _FULL else 2
 
 
+def _temporary_folder() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
+
+
 def _os_error(exc: OSError) -> str:
     """One line for an error the operating system raised: the file, the cause,
     and what to try."""
     where = f"{exc.filename}: " if exc.filename else ""
     cause = exc.strerror or str(exc)
-    if exc.errno in _FULL:
+    if exc.errno in _FULL and exc.filename is not None and \
+            exc.filename == _temporary_folder():  # the check's kept bytes
+        hint = "free space there, or point TMPDIR elsewhere"
+    elif exc.errno in _FULL:
         hint = "free space there, or point STACKLOCK_CACHE_DIR / --venv elsewhere"
     else:
         hint = ("check the path's permissions and that its file system is writable, "

@@ -131,6 +131,27 @@ def test_what_the_machine_refuses_is_one_line(
     assert err.startswith(f"stacklock: error: /cache/pages/x.page: {says}")
 
 
+def test_a_full_temporary_folder_says_tmpdir(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """The native check keeps a large library's tables in the temporary folder:
+    full, the line names it and says to point TMPDIR elsewhere."""
+    import tempfile
+
+    from stacklock import cli
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def verb(args: object) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path))
+
+    monkeypatch.setattr(cli, "_verb", lambda path: verb)
+    assert cli.main(["profiles"]) == 1
+    assert capsys.readouterr().err == (
+        f"stacklock: error: {tmp_path}: No space left on device (try: free space "
+        "there, or point TMPDIR elsewhere)\n")
+
+
 def test_old_generations_are_pruned_and_rollback_still_works(
         server: tuple[str, Served], tmp_path: Path) -> None:
     """Five installs of alternating locks: only the newest three generations stay
