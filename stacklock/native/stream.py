@@ -186,7 +186,6 @@ class InflatedMember(io.RawIOBase):
         self._size = self.inflated  # shorter than the directory said: stop there
 
     def _keep(self, piece: Piece) -> None:
-        self._starts.append(self.inflated)
         if self._in_memory + len(piece) <= _SPOOL:
             self._kept.append((piece, 0, len(piece)))
             self._in_memory += len(piece)
@@ -201,4 +200,5 @@ class InflatedMember(io.RawIOBase):
                     exc.filename = tempfile.gettempdir()
                 raise
             self._kept.append((None, at, len(piece)))
+        self._starts.append(self.inflated)
         self.inflated += len(piece)
