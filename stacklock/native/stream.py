@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-__all__ = ["Discarded", "InflatedMember"]
+__all__ = ["Discarded", "InflatedMember", "SpillFailed"]
 
 _SPOOL = 32 << 20  # kept bytes held in memory; more goes to a temporary file
 _SKIP = 16 << 20  # a forward jump this long is inflated without being kept
@@ -52,6 +52,11 @@ Piece = bytes | memoryview
 
 class Discarded(Exception):
     """A read fell in the part of the member inflated without being kept."""
+
+
+class SpillFailed(OSError):
+    """The temporary folder refused kept bytes (a full disk): the machine's
+    error, not the member's; ``filename`` is the folder."""
 
 
 class InflatedMember(io.RawIOBase):
@@ -195,10 +200,9 @@ class InflatedMember(io.RawIOBase):
                     self._spill = tempfile.TemporaryFile()
                 at = self._spill.seek(0, io.SEEK_END)
                 self._spill.write(piece)
-            except OSError as exc:  # a full disk: say which (the file has no name)
-                if exc.filename is None:
-                    exc.filename = tempfile.gettempdir()
-                raise
+            except OSError as exc:  # the file has no name: say the folder
+                raise SpillFailed(exc.errno, exc.strerror or str(exc),
+                                  tempfile.gettempdir()) from exc
             self._kept.append((None, at, len(piece)))
         self._starts.append(self.inflated)
         self.inflated += len(piece)

@@ -19,7 +19,6 @@ CUDA), so they are read up to a larger size.
 
 from __future__ import annotations
 
-import errno
 import functools
 import gzip
 import io
@@ -49,7 +48,7 @@ from stacklock.native.elf import (
 )
 from stacklock.native.families import owned_families
 from stacklock.native.shared import SharedFacts
-from stacklock.native.stream import Discarded, InflatedMember
+from stacklock.native.stream import Discarded, InflatedMember, SpillFailed
 from stacklock.store import ArtifactStore
 from stacklock.urls import redact_url
 
@@ -66,7 +65,6 @@ LARGE_EXTENSION = 32 << 20  # the same for an extension module (not lib*)
 _SMALL = 1 << 20  # members read whole, neighbours in one request
 _ENTRY_LIMIT = 64 << 20  # inflated bytes of one facts entry (libtorch's: ~2 MB)
 _PIECE = 1 << 20  # compressed bytes a streamed member is fetched in
-_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class ReadStopped(Exception):
@@ -478,9 +476,9 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
                                       skip=False)
                 if found is not None:
                     objects.append(found)
+    except SpillFailed:
+        raise  # the temporary folder's, not the wheel's: the line names it
     except (zipfile.BadZipFile, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
-            raise  # the temporary folder's, not the wheel's: the line names it
         raise NativeError(
             f"{path}: cannot read {wheel.filename}: {exc}",
             hint="delete the file from the artifact cache and try again",

@@ -249,3 +249,26 @@ def test_a_full_temporary_folder_is_named_not_blamed_on_the_wheel(tmp_path):
     errno_, name = done.stdout.split()
     assert int(errno_) == 27  # EFBIG
     assert name == str(spill)
+
+
+def test_a_highly_compressed_member_comes_out_in_bounded_pieces(tmp_path):
+    """64 MiB of zeros deflate to ~64 KB: streamed in 8 MiB fetches, the member
+    still comes out in pieces of at most 4 MiB (not one piece as large as the
+    fetch inflates to), byte for byte."""
+    import io
+
+    body = bytes(64 << 20)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("zero/libzero.so", body)
+    data = buffer.getvalue()
+    assert len(data) < 1 << 20
+    client = httpx.Client(transport=httpx.MockTransport(
+        lambda request: range_response(request, data)))
+    reader = RangeReader(client, "https://files.example.org/zero-1.0-py3-none-any.whl",
+                         on_bytes=lambda n: None)
+    assert reader.open_tail(16 * 1024)
+    (entry,) = remote_zip.read_entries(reader)
+    pieces = list(remote_zip.iter_member(reader, entry, chunk_size=8 << 20))
+    assert max(map(len, pieces)) <= 4 << 20
+    assert b"".join(pieces) == body

@@ -5,7 +5,7 @@ arrived come in one read, and a connection cut short still fails."""
 from __future__ import annotations
 
 import ssl
-import time
+import threading
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 RECORD = 16384  # the most plaintext one TLS record carries
+WRITTEN = threading.Event()  # the server has handed the whole body to its socket
 
 
 class _Body(BaseHTTPRequestHandler):
@@ -32,6 +33,7 @@ class _Body(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BODY)))
         self.end_headers()
         self.wfile.write(BODY[: len(BODY) // 2] if cut else BODY)
+        WRITTEN.set()
         if cut:
             self.close_connection = True
 
@@ -50,13 +52,14 @@ def tls_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_records_that_have_arrived_come_in_one_read(tls_base: str) -> None:
-    """After a pause (the server has sent what its buffers hold), one read
-    hands out more than one record's bytes; the body is the server's, twice
-    over the same kept-alive connection."""
+    """Once the server has written the body (or filled the socket's buffers,
+    when they hold less), one read hands out more than one record's bytes; the
+    body is the server's, twice over the same kept-alive connection."""
     with make_http_client() as http:
         for _ in range(2):
+            WRITTEN.clear()
             with http.stream("GET", tls_base + "/body") as response:
-                time.sleep(0.3)
+                WRITTEN.wait(5)  # not set: the buffers are full, as good
                 chunks = list(response.iter_raw())
             assert b"".join(chunks) == BODY
             assert max(map(len, chunks)) > RECORD
