@@ -25,7 +25,6 @@ from stacklock.native.check import (
     Finding,
     find_incompatibilities,
     large_members_needed,
-    may_link,
 )
 from stacklock.native.demangle import demangle
 from stacklock.native.wheel import (
@@ -70,7 +69,7 @@ class NativeReport:
     unread: tuple[str, ...] = ()  # "package version: path" of large members
     requests: int = 0  # range requests the reads took
     # wheels with shared objects not read: no finding can join them to another
-    # wheel (check.may_link)
+    # wheel (check.link_plan)
     unlinked: int = 0
     seconds: float = 0.0  # wall time of the check's reads and judging
     shared: int = 0  # wheels whose facts came from STACKLOCK_NATIVE_FACTS
@@ -117,7 +116,7 @@ def check_native(
     native libraries too (bitsandbytes 0.39.0), and their central directory
     (usually seen by the resolve already) says whether they do. Its shared
     objects are read only when a finding could join it to another wheel
-    (:func:`~stacklock.native.check.may_link`)."""
+    (:func:`~stacklock.native.check.link_plan`)."""
     before, asked = reader.bytes_read, reader.requests
     hits, failed = shared_counts(reader)
     started = time.monotonic()
@@ -135,7 +134,6 @@ def check_native(
         ahead.wait()
     finally:
         ahead.stop()  # nothing is left running, unless an error came first
-    chosen = may_link(files)
     read_all = [_facts(ahead, w, f) for w, f in zip(wheels, files, strict=True)]
     kept = [(w, n) for w, n in zip(wheels, read_all, strict=True) if n.files]
     native = [w for w, _ in kept]
@@ -143,8 +141,8 @@ def check_native(
                            platform=platform, python=python, allow=allow)
     hits_now, failed_now = shared_counts(reader)
     return replace(
-        report, unlinked=sum(bool(f) and not c for f, c in zip(files, chosen,
-                                                                 strict=True)),
+        report, unlinked=sum(bool(f) and w.sha256.lower() not in ahead.read
+                             for w, f in zip(wheels, files, strict=True)),
         bytes_read=reader.bytes_read - before,
         requests=reader.requests - asked,
         bytes_by_wheel={w.filename: reader.bytes_by_wheel.get(w.filename, 0)

@@ -1,7 +1,9 @@
 """The native check's reads for a set of wheels that grows while they run.
 
 The check reads a wheel's shared objects only when a finding could join it to
-another wheel (:func:`~stacklock.native.check.may_link`), and a large library
+another wheel (:func:`~stacklock.native.check.link_plan`: when another wheel
+ships a library its objects may name, or when an object read elsewhere names
+one of its own), and a large library
 (libtorch_cpu: 120 MB of deflate, the longest single read) only when an
 extension of another wheel needs its symbols
 (:func:`~stacklock.native.check.large_members_needed`). Both rules look at the
@@ -23,7 +25,14 @@ import itertools
 import threading
 from typing import TYPE_CHECKING
 
-from stacklock.native.check import large_members_needed, link_marks, may_link_marked
+from stacklock.native.check import (
+    IF_NAMED,
+    READ,
+    large_members_needed,
+    link_marks,
+    link_plan_marked,
+    names_a_library_of,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -131,6 +140,7 @@ class ReadAhead:
         self._wheels: dict[str, NativeWheel] = {}  # sha256 -> wheel, in order
         self.files: dict[str, tuple[str, ...]] = {}  # sha256 -> listed members
         self._marks: dict[str, tuple[bool, bool]] = {}  # sha256 -> link_marks
+        self._plan: dict[str, str] = {}  # sha256 -> link_plan, of the set so far
         self.read: dict[str, WheelNatives] = {}  # sha256 -> facts read
         self._asked: set[str] = set()  # sha256 of the reads submitted
         self._large: dict[str, set[str]] = {}  # sha256 -> large members asked
@@ -210,13 +220,36 @@ class ReadAhead:
             self.files[key] = files
             self._marks[key] = marks
             keys = list(self._marks)
-            chosen = may_link_marked([self._marks[k] for k in keys])
-            todo = [self._wheels[k] for k, c in zip(keys, chosen, strict=True)
-                    if c and k not in self._asked]
-            self._asked.update(w.sha256.lower() for w in todo)
-        for other in todo:
-            small, large = self._reader.planned_bytes(other)
-            self._submit((_OWNER if large else _OTHER, small), self._read_one, other)
+            self._plan = dict(zip(keys, link_plan_marked(
+                [self._marks[k] for k in keys]), strict=True))
+            todo = [k for k in keys if k not in self._asked and self._wanted(k)]
+            self._asked.update(todo)
+            wheels = [self._wheels[k] for k in todo]
+        self._read_all(wheels)
+
+    def _wanted(self, key: str) -> bool:
+        """Whether the set so far reads wheel ``key``: its plan says so, or
+        it is read if named and an object read elsewhere names it; under the
+        lock."""
+        plan = self._plan[key]
+        return plan == READ or (plan == IF_NAMED and any(
+            names_a_library_of(natives, self.files[key])
+            for other, natives in self.read.items() if other != key))
+
+    def _read_all(self, wheels: list[NativeWheel]) -> None:
+        for wheel in wheels:
+            small, large = self._reader.planned_bytes(wheel)
+            self._submit((_OWNER if large else _OTHER, small), self._read_one, wheel)
+
+    def _named_by(self, key: str, natives: WheelNatives) -> list[NativeWheel]:
+        """The wheels read only when named (:data:`IF_NAMED`) whose libraries
+        an object of ``natives`` (wheel ``key``'s) names, marked asked; under
+        the lock."""
+        named = [k for k, plan in self._plan.items()
+                 if plan == IF_NAMED and k != key and k not in self._asked
+                 and names_a_library_of(natives, self.files[k])]
+        self._asked.update(named)
+        return [self._wheels[k] for k in named]
 
     def _read_one(self, wheel: NativeWheel) -> None:
         natives = self._reader.read(wheel, stop=self._stopped)
@@ -226,6 +259,8 @@ class ReadAhead:
         with self._lock:
             self.read[key] = natives
             others = [(k, n) for k, n in self.read.items() if k != key]
+            named = self._named_by(key, natives)
+        self._read_all(named)
         # a large member is the longest read: it starts as soon as a pair
         # read so far asks for it, not when every wheel has been read
         for other, theirs in others:
@@ -249,5 +284,8 @@ class ReadAhead:
 
     def _read_large(self, wheel: NativeWheel, paths: list[str]) -> None:
         natives = self._reader.read_large(wheel, paths, stop=self._stopped)
+        key = wheel.sha256.lower()
         with self._lock:
-            self.read[wheel.sha256.lower()] = natives
+            self.read[key] = natives
+            named = self._named_by(key, natives)
+        self._read_all(named)

@@ -46,9 +46,22 @@ if TYPE_CHECKING:
     from stacklock.native.elf import SharedObject
     from stacklock.native.wheel import NativeWheel, WheelNatives
 
-__all__ = ["Finding", "find_alternatives", "find_incompatibilities",
-           "is_linkable", "large_members_needed", "link_marks", "may_link",
-           "may_link_marked", "symbol_family", "top_namespace"]
+__all__ = [
+    "IF_NAMED",
+    "READ",
+    "SKIP",
+    "Finding",
+    "find_alternatives",
+    "find_incompatibilities",
+    "is_linkable",
+    "large_members_needed",
+    "link_marks",
+    "link_plan",
+    "link_plan_marked",
+    "names_a_library_of",
+    "symbol_family",
+    "top_namespace",
+]
 
 
 
@@ -129,16 +142,26 @@ def is_linkable(path: str) -> bool:
     return not (_EXTENSION_MODULE.search(path) or _VENDORED.search(path))
 
 
-def may_link(files: Sequence[Sequence[str]]) -> list[bool]:
-    """Which wheels (``files[i]``: wheel i's shared-object-like members) the
-    check must read. Every finding that fails the check joins two wheels: an
-    object needs a library that another wheel ships in another major, or a
-    symbol that a library of another wheel it links lacks. Both need a linkable
-    library (:func:`is_linkable`) in some wheel: a wheel is read when another
-    wheel ships one (it may need it) or when it ships one and another wheel
-    has shared objects (they may need it). A stack of self-contained wheels
-    (numpy, scipy, pandas, each with its own copies) reads none."""
-    return may_link_marked([link_marks(paths) for paths in files])
+# what the check reads of a wheel (:func:`link_plan`)
+READ = "read"  # its objects may name another wheel's library
+IF_NAMED = "if named"  # only another wheel's objects may name its libraries
+SKIP = "skip"  # no finding can join it to another wheel
+
+
+def link_plan(files: Sequence[Sequence[str]]) -> list[str]:
+    """What the check reads of each wheel (``files[i]``: wheel i's
+    shared-object-like members). Every finding that fails the check joins two
+    wheels through a ``DT_NEEDED`` entry: an object needs a library that another
+    wheel ships in another major, or a symbol that a library of another wheel
+    it links lacks. Both need a linkable library (:func:`is_linkable`) in the
+    other wheel. So a wheel's objects are read (:data:`READ`) when another
+    wheel ships one: they may name it. A wheel that ships linkable libraries
+    while no other wheel does is read only when an object read elsewhere names
+    one of them (:data:`IF_NAMED`, :func:`names_a_library_of`): pyarrow beside
+    numpy, pandas and pillow, whose objects name none, is not read. A stack of
+    self-contained wheels (numpy, scipy, pandas, each with its own copies)
+    reads none (:data:`SKIP`)."""
+    return link_plan_marked([link_marks(paths) for paths in files])
 
 
 def link_marks(paths: Sequence[str]) -> tuple[bool, bool]:
@@ -146,15 +169,22 @@ def link_marks(paths: Sequence[str]) -> tuple[bool, bool]:
     return bool(paths), any(is_linkable(p) for p in paths)
 
 
-def may_link_marked(marks: Sequence[tuple[bool, bool]]) -> list[bool]:
-    """:func:`may_link` of wheels known by their :func:`link_marks`."""
-    native = [n for n, _ in marks]
-    linkable = [link for _, link in marks]
-    others_link = sum(linkable)
-    others_native = sum(native)
-    return [native[i] and (others_link - linkable[i] > 0
-                           or (linkable[i] and others_native > 1))
-            for i in range(len(marks))]
+def link_plan_marked(marks: Sequence[tuple[bool, bool]]) -> list[str]:
+    """:func:`link_plan` of wheels known by their :func:`link_marks`."""
+    linking = sum(link for _, link in marks)
+    native = sum(has for has, _ in marks)
+    return [READ if has and linking - link > 0
+            else IF_NAMED if link and native - has > 0
+            else SKIP for has, link in marks]
+
+
+def names_a_library_of(natives: WheelNatives, files: Sequence[str]) -> bool:
+    """Whether an object of ``natives`` names (``DT_NEEDED``) a linkable library
+    among ``files``, in any major (``libarrow.so.2100`` for
+    ``pyarrow/libarrow.so.2600``: a finding of its own)."""
+    stems = {_stem(_basename(p)) for p in files if is_linkable(p)}
+    return bool(stems) and any(_stem(name) in stems for obj in natives.objects
+                               for name in obj.needed)
 
 
 def _stem(soname: str) -> str:

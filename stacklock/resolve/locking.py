@@ -270,8 +270,8 @@ def render_native(report: NativeReport) -> list[str]:
     lines = [f"  native check: {report.wheels} wheels, {report.objects} shared "
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
     if report.unlinked:
-        lines[0] += (f"; {report.unlinked} self-contained (no library another "
-                     "wheel could link): not read")
+        lines[0] += (f"; {report.unlinked} not read (no library links them "
+                     "to another wheel)")
     if report.shared or report.shared_failures:
         lines[0] += f"; facts of {report.shared} wheels from STACKLOCK_NATIVE_FACTS"
     if report.shared_failures:

@@ -90,3 +90,28 @@ def test_a_large_library_is_read_once_when_an_extension_needs_it(
     assert again.findings == report.findings
     assert sum(asked.values()) == 0
     assert reader.bytes_by_wheel[wheels[0].name] > 0
+
+
+def _loner(folder: Path) -> Path:
+    """A wheel whose extension module links nothing of prov's."""
+    ext = _gcc(folder / "loner.so", "int PyInit__loner(void) { return 7; }\n")
+    return build_wheel(folder / "wheels", "loner", "1.0",
+                       {"loner/_loner.cpython-312-x86_64-linux-gnu.so":
+                        ext.read_bytes()}, tag="cp312-cp312-manylinux_2_28_x86_64")
+
+
+def test_a_library_no_object_names_is_not_read(tmp_path):
+    """prov is the only wheel with a library another could link: loner's
+    objects are read to see whether they name it, prov's only once one does
+    (cons's extension, built against it)."""
+    prov, cons = _wheels(tmp_path / "built", consumer_needs_gone=True)
+    loner = _loner(tmp_path / "built")
+    report, reader, asked = _check(tmp_path / "alone", [prov, loner])
+    assert report.ok and report.objects == 1 and report.unlinked == 1
+    assert asked[prov.name] == 1  # its directory: nothing names its library
+    assert asked[loner.name] >= 1 and reader.bytes_by_wheel[loner.name] > 0
+    # with cons, which names libprov.so, prov is read and its symbol judged
+    report, reader, asked = _check(tmp_path / "named", [prov, loner, cons])
+    assert report.objects == 3 and report.unlinked == 0
+    assert [(f.package, f.missing) for f in report.findings] == [("cons", "prov_gone")]
+    assert asked[prov.name] == 2  # the directory, then the library

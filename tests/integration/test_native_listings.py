@@ -37,8 +37,9 @@ def _big_directory_wheel(folder: Path) -> Path:
     """A ``py3-none-any`` wheel carrying markupsafe's real extension module among
     1,500 other members: its central directory (about 160 KB) is larger than the
     64 KiB tail the METADATA read takes. It also ships the same object as a
-    library other wheels could link (``lib/libbigdir.so``), so the check reads
-    every wheel with shared objects (``check.may_link``)."""
+    library other wheels could link (``lib/libbigdir.so``), as :func:`_linker_wheel`
+    does, so the check reads every wheel with shared objects
+    (``check.link_plan``)."""
     with zipfile.ZipFile(MARKUPSAFE) as archive:
         extension = archive.read(f"markupsafe/{EXTENSION}")
     files = {f"bigdir/module_{i:04d}_with_a_long_name_to_fill_the_directory.py":
@@ -46,6 +47,15 @@ def _big_directory_wheel(folder: Path) -> Path:
     files[f"bigdir/{EXTENSION}"] = extension
     files["bigdir/lib/libbigdir.so"] = extension
     return build_wheel(folder, "bigdir", "1.0", files)
+
+
+def _linker_wheel(folder: Path) -> Path:
+    """A small ``py3-none-any`` wheel shipping a library other wheels could
+    link (markupsafe's extension module under a library's name): beside it,
+    bigdir's objects may name one, so they are read."""
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        extension = archive.read(f"markupsafe/{EXTENSION}")
+    return build_wheel(folder, "linker", "1.0", {"linker/lib/liblinker.so": extension})
 
 
 class _Index:
@@ -115,13 +125,14 @@ def _profile(path: Path, base: str, packages: list[str]) -> Path:
 
 @contextmanager
 def served(tmp_path: Path) -> Iterator[_Index]:
-    """The index of markupsafe, the pure wheels and bigdir, served; its
-    ``profile`` asks for all five."""
-    made = _Index([MARKUPSAFE, *PURE, _big_directory_wheel(tmp_path / "built")])
+    """The index of markupsafe, the pure wheels, bigdir and linker, served;
+    its ``profile`` asks for all six."""
+    made = _Index([MARKUPSAFE, *PURE, _big_directory_wheel(tmp_path / "built"),
+                   _linker_wheel(tmp_path / "built")])
     with loopback(made.handler()) as base:
         made.profile = _profile(  # type: ignore[attr-defined]
             tmp_path / "listings.toml", base,
-            ["markupsafe", "six", "idna", "iniconfig", "bigdir"])
+            ["markupsafe", "six", "idna", "iniconfig", "bigdir", "linker"])
         yield made
 
 
@@ -176,9 +187,9 @@ def test_the_check_asks_nothing_the_metadata_read_already_held(tmp_path, index):
     assert new.text == old.text
     assert _verdict(new.native) == _verdict(old.native)
     assert new.native.seconds > 0 and old.native.seconds > 0  # timed, reported
-    assert new.native.objects == old.native.objects == 3
+    assert new.native.objects == old.native.objects == 4
     assert _facts(tmp_path / "new") == _facts(tmp_path / "old")
-    assert len(_facts(tmp_path / "new")) == 5
+    assert len(_facts(tmp_path / "new")) == 6
 
 
 def test_a_wheel_no_finding_can_join_to_another_is_listed_not_read(tmp_path):

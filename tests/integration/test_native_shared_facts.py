@@ -98,7 +98,7 @@ def test_a_second_machine_reads_no_wheel_member(tmp_path, index, monkeypatch, ho
     assert _verdict(second.native) == {
         **_verdict(first.native), "facts-shared": second.native.shared}
     assert _facts(tmp_path / "second") == _facts(tmp_path / "first")  # kept here
-    assert "facts of 5 wheels from STACKLOCK_NATIVE_FACTS" in \
+    assert "facts of 6 wheels from STACKLOCK_NATIVE_FACTS" in \
         render_native(second.native)[0]
 
 
@@ -127,7 +127,7 @@ def test_broken_foreign_and_oversized_entries_are_misses(tmp_path, index,
         f"{entry.name}: not a facts entry of this stacklock for this wheel"
         for entry in (markupsafe, bigdir))
     assert second.text == first.text
-    assert second.native.objects == first.native.objects == 3
+    assert second.native.objects == first.native.objects == 4
     # an entry inflating past the limit is not read whole: a miss
     monkeypatch.setattr(native_wheel, "_ENTRY_LIMIT", 64)
     third = lock_profile(str(index.profile), output=tmp_path / "third.toml",
@@ -152,7 +152,7 @@ def test_a_failing_source_is_a_warning_and_the_wheels_are_read(tmp_path, index,
     assert all("HTTP 500" in failure for failure in second.native.shared_failures)
     assert "s3cret" not in "\n".join(render_native(second.native))
     warning = [line for line in render_native(second.native) if "warning:" in line]
-    assert len(warning) == 1 and "STACKLOCK_NATIVE_FACTS failed for 5 entries" \
+    assert len(warning) == 1 and "STACKLOCK_NATIVE_FACTS failed for 6 entries" \
         in warning[0]
     assert second.text == first.text
     assert _wheels_with_objects(second) == _wheels_with_objects(first)

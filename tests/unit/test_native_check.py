@@ -259,7 +259,7 @@ def test_linkable_libraries_are_those_another_wheel_can_name():
 
 
 def test_only_wheels_a_finding_could_join_to_another_are_read():
-    from stacklock.native.check import may_link
+    from stacklock.native.check import IF_NAMED, READ, SKIP, link_plan
 
     numpy = ["numpy/_core/_multiarray_umath.cpython-312-x86_64-linux-gnu.so",
              "numpy.libs/libscipy_openblas64_-56d6093b.so"]
@@ -268,10 +268,32 @@ def test_only_wheels_a_finding_could_join_to_another_are_read():
     torch = ["torch/_C.cpython-312-x86_64-linux-gnu.so", "torch/lib/libc10.so"]
     pure: list[str] = []
     # self-contained wheels: nothing to read
-    assert may_link([numpy, scipy, pure]) == [False, False, False]
-    # a library another wheel may link: every wheel with objects is read
-    assert may_link([numpy, scipy, torch, pure]) == [True, True, True, False]
+    assert link_plan([numpy, scipy, pure]) == [SKIP, SKIP, SKIP]
+    # a library another wheel may link: every other wheel with objects is
+    # read; the library's own wheel when one of them names it
+    assert link_plan([numpy, scipy, torch, pure]) == [READ, READ, IF_NAMED, SKIP]
     # the only wheel with a linkable library, and no other objects: alone
-    assert may_link([torch, pure]) == [False, False]
-    # two linkable ones link each other
-    assert may_link([torch, ["nvidia/cu13/lib/libcudart.so.13"]]) == [True, True]
+    assert link_plan([torch, pure]) == [SKIP, SKIP]
+    # two linkable ones may link each other
+    assert link_plan([torch, ["nvidia/cu13/lib/libcudart.so.13"]]) == [READ, READ]
+
+
+def test_a_library_is_named_by_its_stem_in_any_major():
+    from stacklock.native.check import names_a_library_of
+    from stacklock.native.elf import SharedObject
+    from stacklock.native.wheel import WheelNatives
+
+    def wheel(*needed: str) -> WheelNatives:
+        return WheelNatives(sha256="0" * 64, files=("a/_x.abi3.so",), objects=(
+            SharedObject(path="a/_x.abi3.so", soname=None, needed=needed,
+                         runpath=(), exported=(), undefined=()),))
+
+    pyarrow = ["pyarrow/libarrow.so.2600",
+               "pyarrow/lib.cpython-312-x86_64-linux-gnu.so",
+               "pyarrow.libs/libz-8a8cbe8e.so.1.2.13"]
+    assert names_a_library_of(wheel("libarrow.so.2600", "libc.so.6"), pyarrow)
+    assert names_a_library_of(wheel("libarrow.so.2100"), pyarrow)  # another major
+    assert not names_a_library_of(wheel("libc.so.6", "libm.so.6"), pyarrow)
+    # a vendored copy or an extension module is no library another wheel names
+    assert not names_a_library_of(wheel("libz-8a8cbe8e.so.1.2.13"), pyarrow)
+    assert not names_a_library_of(wheel("libarrow.so.2600"), [])
