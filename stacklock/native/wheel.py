@@ -336,21 +336,24 @@ class WheelReader:
             todo = [e for e in entries if e.name in files and e.name not in done]
             large = [e.name for e in todo if e.name not in wanted
                      and _is_large(e.name, e.compressed_size)]
-            small = [e for e in todo
-                     if e.compressed_size <= _SMALL and e.name not in large]
+            copies = _copies([(e.name, (e.crc, e.size, e.compressed_size))
+                              for e in todo if e.name not in large])
+            read = [e for e in todo if e.name not in large and e.name not in copies]
+            small = [e for e in read if e.compressed_size <= _SMALL]
             remote_zip.prefetch_entries(reader, small)  # few requests for many
             for entry in small:
                 with io.BytesIO(remote_zip.read_entry(reader, entry)) as member:
                     found = _parse(member, entry.name, wheel)
                 if found is not None:
                     objects.append(found)
-            for entry in todo:
-                if entry in small or entry.name in large:
+            for entry in read:
+                if entry in small:
                     continue
                 found = _parse_streamed(reader, entry, wheel,
                                         skip=entry.name in wanted)
                 if found is not None:
                     objects.append(found)
+            objects.extend(_copied(objects, copies))
         except httpx.HTTPError as exc:
             raise _unreadable(wheel, exc) from exc
         except ZipReadError as exc:
@@ -469,13 +472,19 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
         with zipfile.ZipFile(path) as archive:
             files = tuple(sorted(n for n in archive.namelist()
                                  if is_shared_object_name(n)))
+            infos = [archive.getinfo(name) for name in files]
+            copies = _copies([(i.filename, (i.CRC, i.file_size, i.compress_size))
+                              for i in infos])
             objects = []
             for name in files:
+                if name in copies:
+                    continue
                 found = _parse_member(functools.partial(_member_pieces, archive, name),
                                       name, archive.getinfo(name).file_size, wheel,
                                       skip=False)
                 if found is not None:
                     objects.append(found)
+            objects.extend(_copied(objects, copies))
     except SpillFailed:
         raise  # the temporary folder's, not the wheel's: the line names it
     except (zipfile.BadZipFile, OSError) as exc:
@@ -484,6 +493,29 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
             hint="delete the file from the artifact cache and try again",
         ) from exc
     return _natives(wheel, files, objects)
+
+
+def _copies(members: Iterable[tuple[str, tuple[int, int, int]]]) -> dict[str, str]:
+    """Each member whose content another member before it has (CRC-32,
+    inflated and compressed size alike) -> that member's path: a wheel holds no
+    symbolic links, so triton 3.8 ships ``libcupti.so``, ``libcupti.so.13`` and
+    ``libcupti.so.2026.2.0`` as three copies of one file (9.4 MB of its 35.6 MB
+    read). The copy is not read; it has the facts of the one read, under its
+    own path (two different members alike in all three: about 2**-32)."""
+    first: dict[tuple[int, int, int], str] = {}
+    copies: dict[str, str] = {}
+    for path, content in members:
+        copies_of = first.setdefault(content, path)
+        if copies_of != path:
+            copies[path] = copies_of
+    return copies
+
+
+def _copied(objects: list[SharedObject], copies: dict[str, str]) -> list[SharedObject]:
+    """The objects of ``copies`` (path -> the path read), from those read."""
+    by_path = {o.path: o for o in objects}
+    return [replace(by_path[source], path=path) for path, source in copies.items()
+            if source in by_path]
 
 
 def _member_pieces(archive: zipfile.ZipFile, name: str) -> Iterator[bytes]:

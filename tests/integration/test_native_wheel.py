@@ -4,6 +4,7 @@ real bytes), the cache by sha256, and the errors a user sees."""
 from __future__ import annotations
 
 import hashlib
+import random
 import zipfile
 from dataclasses import replace
 
@@ -20,6 +21,7 @@ from stacklock.native.wheel import NativeWheel, WheelReader
 from stacklock.store import ArtifactStore
 from tests.helpers.native_facts import MARKUPSAFE
 from tests.helpers.ranges import range_response
+from tests.helpers.wheelkit import build_wheel
 
 BODY = MARKUPSAFE.read_bytes()
 SHA = hashlib.sha256(BODY).hexdigest()
@@ -272,3 +274,55 @@ def test_a_highly_compressed_member_comes_out_in_bounded_pieces(tmp_path):
     pieces = list(remote_zip.iter_member(reader, entry, chunk_size=8 << 20))
     assert max(map(len, pieces)) <= 4 << 20
     assert b"".join(pieces) == body
+
+
+def _copies_wheel(tmp_path):
+    """A wheel shipping one library three times (a wheel holds no symbolic
+    links: libcupti.so, .so.13 and .so.2026.2.0 in triton) beside markupsafe's
+    extension module; the library is that module's bytes under a library's
+    names, followed by 1.2 MiB that do not compress (past the ELF file's own
+    bytes: the same facts), so that each copy is fetched on its own."""
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        name = next(n for n in archive.namelist() if is_shared_object_name(n))
+        ext = archive.read(name)
+    lib = ext + random.Random(0).randbytes(1200 * 1024)
+    files = {"cp/lib/libcopy.so": lib, "cp/lib/libcopy.so.13": lib,
+             "cp/lib/libcopy.so.13.2.0": lib, f"cp/{name.rsplit('/', 1)[-1]}": ext}
+    return build_wheel(tmp_path / "built", "cp", "1.0", files)
+
+
+def test_copies_of_one_member_are_read_once(tmp_path):
+    """Remote and from disk: the three copies cost one member read, and each
+    has the facts of a read of its own, under its own path."""
+    wheel_path = _copies_wheel(tmp_path)
+    body = wheel_path.read_bytes()
+    asked: list[str | None] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("range"))
+        return range_response(request, body)
+
+    wheel = NativeWheel(package="cp", version="1.0", filename=wheel_path.name,
+                        url=f"https://files.example.org/{wheel_path.name}",
+                        sha256=hashlib.sha256(body).hexdigest(), size=len(body))
+    http = httpx.Client(transport=httpx.MockTransport(serve))
+    natives = WheelReader(http, cache_dir=tmp_path / "remote").read(wheel)
+    local = WheelReader(http, cache_dir=tmp_path / "local").read(
+        replace(wheel, url=wheel_path.resolve().as_uri()))
+    with zipfile.ZipFile(wheel_path) as archive:
+        own = {}
+        for path in natives.files:
+            with archive.open(path) as raw:
+                member = InflatedMember(iter(lambda r=raw: r.read(65536), b""),
+                                        size=archive.getinfo(path).file_size)
+                own[path] = parse_shared_object(member, path=path)
+        offsets = {i.filename: i.header_offset for i in archive.infolist()}
+    assert len(natives.files) == 4
+    assert {o.path: o for o in natives.objects} == own == \
+        {o.path: o for o in local.objects}
+    # where the members' reads start: at one copy of the library only
+    starts = [int(r.split("=")[1].split("-")[0]) for r in asked
+              if r is not None and not r.startswith("bytes=-")]
+    copies = [p for p in own if "libcopy" in p]
+    assert [sum(offsets[p] <= at < offsets[p] + 1024 for at in starts)
+            for p in copies].count(0) == 2
