@@ -222,19 +222,10 @@ class ReadAhead:
             keys = list(self._marks)
             self._plan = dict(zip(keys, link_plan_marked(
                 [self._marks[k] for k in keys]), strict=True))
-            todo = [k for k in keys if k not in self._asked and self._wanted(k)]
+            todo = [k for k in keys if k not in self._asked and self._plan[k] == READ]
             self._asked.update(todo)
             wheels = [self._wheels[k] for k in todo]
         self._read_all(wheels)
-
-    def _wanted(self, key: str) -> bool:
-        """Whether the set so far reads wheel ``key``: its plan says so, or
-        it is read if named and an object read elsewhere names it; under the
-        lock."""
-        plan = self._plan[key]
-        return plan == READ or (plan == IF_NAMED and any(
-            names_a_library_of(natives, self.files[key])
-            for other, natives in self.read.items() if other != key))
 
     def _read_all(self, wheels: list[NativeWheel]) -> None:
         for wheel in wheels:
@@ -244,7 +235,10 @@ class ReadAhead:
     def _named_by(self, key: str, natives: WheelNatives) -> list[NativeWheel]:
         """The wheels read only when named (:data:`IF_NAMED`) whose libraries
         an object of ``natives`` (wheel ``key``'s) names, marked asked; under
-        the lock."""
+        the lock. Asked here, as each read ends, and nowhere else: a wheel is
+        read if named only while no other wheel ships a linkable library, so
+        the wheels whose objects may name it are read because it was listed,
+        after it."""
         named = [k for k, plan in self._plan.items()
                  if plan == IF_NAMED and k != key and k not in self._asked
                  and names_a_library_of(natives, self.files[k])]

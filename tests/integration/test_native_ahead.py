@@ -284,3 +284,24 @@ def test_a_read_ahead_stalled_on_a_server_does_not_hold_the_exit(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "stopped"
     assert took < 15  # the previous code waited for the 60 s timeout
+
+
+@pytest.mark.parametrize("first", ["provider", "consumer"])
+def test_a_library_is_read_when_named_in_either_order(tmp_path, server, first):
+    """The set grows one wheel at a time. Alone, neither wheel is read: no
+    other wheel ships a library to link, or has objects to link one. With
+    both, the consumer is read (the provider ships a library), its extension
+    names the provider's, and the provider is read then, whichever came
+    first."""
+    provider, consumer = server.native()
+    order = [provider, consumer] if first == "provider" else [consumer, provider]
+    ahead = ReadAhead(server.reader(tmp_path / "cache"), threads=2, speculative=True)
+    ahead.add(order[0])
+    ahead.wait()
+    assert ahead.read == {}
+    ahead.add(order[1])
+    ahead.wait()
+    assert ahead.read[consumer.sha256].objects
+    assert [o.path for o in ahead.read[provider.sha256].objects] == \
+        ["prov/lib/libprov.so"]
+    assert server.asked[provider.filename] == 2  # its directory, then the library
