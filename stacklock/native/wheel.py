@@ -334,10 +334,13 @@ class WheelReader:
             if known is not None:
                 done |= set(known.files) - set(known.large)  # not ELF after all
             todo = [e for e in entries if e.name in files and e.name not in done]
-            large = [e.name for e in todo if e.name not in wanted
-                     and _is_large(e.name, e.compressed_size)]
+            # one member read per content, a wanted one where there is one
+            wanted_first = sorted(todo, key=lambda e: e.name not in wanted)
             copies = _copies([(e.name, (e.crc, e.size, e.compressed_size))
-                              for e in todo if e.name not in large])
+                              for e in wanted_first])
+            large = [e.name for e in todo if e.name not in wanted
+                     and e.name not in copies and _is_large(e.name, e.compressed_size)]
+            large += [path for path, source in copies.items() if source in large]
             read = [e for e in todo if e.name not in large and e.name not in copies]
             small = [e for e in read if e.compressed_size <= _SMALL]
             remote_zip.prefetch_entries(reader, small)  # few requests for many

@@ -326,3 +326,35 @@ def test_copies_of_one_member_are_read_once(tmp_path):
     copies = [p for p in own if "libcopy" in p]
     assert [sum(offsets[p] <= at < offsets[p] + 1024 for at in starts)
             for p in copies].count(0) == 2
+
+
+def test_copies_of_a_large_member_wait_and_come_with_the_one_asked_for(
+        tmp_path, monkeypatch):
+    """Copies of a library over LARGE_MEMBER are all left unread; asking for
+    one of them (read_large) reads it once and gives the copies its facts."""
+    monkeypatch.setattr("stacklock.native.wheel.LARGE_MEMBER", 1 << 20)
+    wheel_path = _copies_wheel(tmp_path)
+    body = wheel_path.read_bytes()
+    asked: list[str | None] = []
+
+    def serve(request: httpx.Request) -> httpx.Response:
+        asked.append(request.headers.get("range"))
+        return range_response(request, body)
+
+    wheel = NativeWheel(package="cp", version="1.0", filename=wheel_path.name,
+                        url=f"https://files.example.org/{wheel_path.name}",
+                        sha256=hashlib.sha256(body).hexdigest(), size=len(body))
+    reader = WheelReader(httpx.Client(transport=httpx.MockTransport(serve)),
+                         cache_dir=tmp_path / "cache")
+    copies = ("cp/lib/libcopy.so", "cp/lib/libcopy.so.13", "cp/lib/libcopy.so.13.2.0")
+    first = reader.read(wheel)
+    assert first.large == copies
+    assert [o.path for o in first.objects] == [p for p in first.files
+                                               if p not in copies]
+    before = reader.bytes_read
+    then = reader.read_large(wheel, ["cp/lib/libcopy.so.13"])
+    assert then.large == ()
+    facts = {o.path: o for o in then.objects}
+    assert {replace(facts[p], path="") for p in copies} == \
+        {replace(facts[copies[0]], path="")}  # one read, three paths
+    assert 1200 * 1024 < reader.bytes_read - before < 2 * 1200 * 1024
