@@ -291,9 +291,9 @@ def _copies_wheel(tmp_path):
     return build_wheel(tmp_path / "built", "cp", "1.0", files)
 
 
-def test_copies_of_one_member_are_read_once(tmp_path):
-    """Remote and from disk: the three copies cost one member read, and each
-    has the facts of a read of its own, under its own path."""
+def _served_copies(tmp_path):
+    """The copies wheel (:func:`_copies_wheel`) served by range, its
+    NativeWheel, a client of that server, and the Range headers asked."""
     wheel_path = _copies_wheel(tmp_path)
     body = wheel_path.read_bytes()
     asked: list[str | None] = []
@@ -305,7 +305,14 @@ def test_copies_of_one_member_are_read_once(tmp_path):
     wheel = NativeWheel(package="cp", version="1.0", filename=wheel_path.name,
                         url=f"https://files.example.org/{wheel_path.name}",
                         sha256=hashlib.sha256(body).hexdigest(), size=len(body))
-    http = httpx.Client(transport=httpx.MockTransport(serve))
+    return (wheel_path, wheel, httpx.Client(transport=httpx.MockTransport(serve)),
+            asked)
+
+
+def test_copies_of_one_member_are_read_once(tmp_path):
+    """Remote and from disk: the three copies cost one member read, and each
+    has the facts of a read of its own, under its own path."""
+    wheel_path, wheel, http, asked = _served_copies(tmp_path)
     natives = WheelReader(http, cache_dir=tmp_path / "remote").read(wheel)
     local = WheelReader(http, cache_dir=tmp_path / "local").read(
         replace(wheel, url=wheel_path.resolve().as_uri()))
@@ -333,19 +340,8 @@ def test_copies_of_a_large_member_wait_and_come_with_the_one_asked_for(
     """Copies of a library over LARGE_MEMBER are all left unread; asking for
     one of them (read_large) reads it once and gives the copies its facts."""
     monkeypatch.setattr("stacklock.native.wheel.LARGE_MEMBER", 1 << 20)
-    wheel_path = _copies_wheel(tmp_path)
-    body = wheel_path.read_bytes()
-    asked: list[str | None] = []
-
-    def serve(request: httpx.Request) -> httpx.Response:
-        asked.append(request.headers.get("range"))
-        return range_response(request, body)
-
-    wheel = NativeWheel(package="cp", version="1.0", filename=wheel_path.name,
-                        url=f"https://files.example.org/{wheel_path.name}",
-                        sha256=hashlib.sha256(body).hexdigest(), size=len(body))
-    reader = WheelReader(httpx.Client(transport=httpx.MockTransport(serve)),
-                         cache_dir=tmp_path / "cache")
+    _path, wheel, http, _asked = _served_copies(tmp_path)
+    reader = WheelReader(http, cache_dir=tmp_path / "cache")
     copies = ("cp/lib/libcopy.so", "cp/lib/libcopy.so.13", "cp/lib/libcopy.so.13.2.0")
     first = reader.read(wheel)
     assert first.large == copies
