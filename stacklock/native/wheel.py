@@ -479,12 +479,12 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
             copies = _copies([(i.filename, (i.CRC, i.file_size, i.compress_size))
                               for i in infos])
             objects = []
-            for name in files:
-                if name in copies:
+            for info in infos:
+                if info.filename in copies:
                     continue
-                found = _parse_member(functools.partial(_member_pieces, archive, name),
-                                      name, archive.getinfo(name).file_size, wheel,
-                                      skip=False)
+                found = _parse_member(
+                    functools.partial(_member_pieces, archive, info.filename),
+                    info.filename, info.file_size, wheel, skip=False)
                 if found is not None:
                     objects.append(found)
             objects.extend(_copied(objects, copies))
@@ -504,7 +504,9 @@ def _copies(members: Iterable[tuple[str, tuple[int, int, int]]]) -> dict[str, st
     symbolic links, so triton 3.8 ships ``libcupti.so``, ``libcupti.so.13`` and
     ``libcupti.so.2026.2.0`` as three copies of one file (9.4 MB of its 35.6 MB
     read). The copy is not read; it has the facts of the one read, under its
-    own path (two different members alike in all three: about 2**-32)."""
+    own path. Two different members alike in all three happen by chance about
+    once in 2**32; a member crafted to claim another's CRC-32 does not install
+    (uv refuses a member whose bytes do not match it), so its lock fails there."""
     first: dict[tuple[int, int, int], str] = {}
     copies: dict[str, str] = {}
     for path, content in members:

@@ -4,7 +4,11 @@ real bytes), the cache by sha256, and the errors a user sees."""
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import struct
+import subprocess
+import sys
 import zipfile
 from dataclasses import replace
 
@@ -19,6 +23,7 @@ from stacklock.native.elf import is_shared_object_name, parse_shared_object
 from stacklock.native.stream import Discarded, InflatedMember
 from stacklock.native.wheel import NativeWheel, WheelReader
 from stacklock.store import ArtifactStore
+from stacklock.uvbin import find_uv
 from tests.helpers.native_facts import MARKUPSAFE
 from tests.helpers.ranges import range_response
 from tests.helpers.wheelkit import build_wheel
@@ -354,3 +359,40 @@ def test_copies_of_a_large_member_wait_and_come_with_the_one_asked_for(
     assert {replace(facts[p], path="") for p in copies} == \
         {replace(facts[copies[0]], path="")}  # one read, three paths
     assert 1200 * 1024 < reader.bytes_read - before < 2 * 1200 * 1024
+
+
+def test_a_member_claiming_another_s_crc_is_a_copy_that_does_not_install(tmp_path):
+    """A crafted wheel whose second library claims the first's CRC-32 and sizes
+    with other bytes is judged by the first's facts; uv, which the lock is
+    installed with, refuses that wheel (Bad CRC), so the judgement never
+    stands for an installed environment."""
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        name = next(n for n in archive.namelist() if is_shared_object_name(n))
+        ext = archive.read(name)
+    built = build_wheel(tmp_path / "built", "cp", "1.0",
+                        {"cp/lib/liba.so": ext, "cp/lib/libb.so": ext})
+    data = bytearray(built.read_bytes())
+    with zipfile.ZipFile(built) as archive:
+        info = archive.getinfo("cp/lib/libb.so")
+    names, extra = struct.unpack_from("<HH", data, info.header_offset + 26)
+    data[info.header_offset + 30 + names + extra + info.compress_size // 2] ^= 0xFF
+    crafted = tmp_path / "crafted" / built.name
+    crafted.parent.mkdir()
+    crafted.write_bytes(bytes(data))
+    wheel = NativeWheel(package="cp", version="1.0", filename=crafted.name,
+                        url=crafted.resolve().as_uri(),
+                        sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    natives = WheelReader(httpx.Client(), cache_dir=tmp_path / "cache").read(wheel)
+    facts = {o.path: o for o in natives.objects}
+    assert replace(facts["cp/lib/libb.so"], path="") == \
+        replace(facts["cp/lib/liba.so"], path="")
+    uv, venv = find_uv(), tmp_path / "venv"
+    env = {**os.environ, "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv")}
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)],
+                   check=True, capture_output=True, env=env)
+    done = subprocess.run(
+        [uv, "pip", "install", "--offline", "--no-index", "--python",
+         str(venv / "bin" / "python"), str(crafted)],
+        capture_output=True, text=True, env=env)
+    assert done.returncode != 0
+    assert "Bad CRC" in done.stderr and "cp/lib/libb.so" in done.stderr
