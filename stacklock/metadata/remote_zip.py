@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from stacklock.metadata.ranges import RangeReader
 
 __all__ = [
+    "BAD_DEFLATE",
     "Entry",
     "iter_member",
     "pick_metadata",
@@ -55,7 +56,7 @@ _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
 # ISA-L inflates (isal_zlib: zlib's API, ~1.8x its speed); its stub types its
 # error as an instance, hence the cast
-_BAD_DEFLATE: tuple[type[Exception], ...] = (
+BAD_DEFLATE: tuple[type[Exception], ...] = (
     zlib.error, cast("type[Exception]", isal_zlib.error))
 
 
@@ -312,7 +313,7 @@ def iter_member(
                 while rest:
                     yield inflater.decompress(rest, _INFLATED_AT_MOST)
                     rest = inflater.unconsumed_tail
-        except _BAD_DEFLATE as exc:
+        except BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
 
 
@@ -363,7 +364,7 @@ def _read_member(reader: RangeReader, entry: Entry) -> bytes:
     elif entry.method == 8:
         try:
             raw = isal_zlib.decompress(data, -15)
-        except _BAD_DEFLATE as exc:
+        except BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
     else:
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")

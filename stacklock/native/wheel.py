@@ -20,12 +20,10 @@ CUDA), so they are read up to a larger size.
 from __future__ import annotations
 
 import functools
-import gzip
 import io
 import json
 import threading
 import zipfile
-import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -33,6 +31,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 import httpx
+from isal import igzip, isal_zlib
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
@@ -270,8 +269,10 @@ class WheelReader:
         """Cache ``natives`` under its wheel's sha256 (no fsync: a torn entry
         fails to parse and the wheel is read again)."""
         self._memo[natives.sha256] = natives
-        blob = gzip.compress(json.dumps(natives.to_dict()).encode(),
-                             compresslevel=1, mtime=0)  # 1: a tenth of 9's CPU
+        # ISA-L's gzip at level 1: a quarter of zlib's level 1 CPU (15.6 MB of
+        # JSON for pypi-cu130's 207 wheels: 17 against 62 ms), smaller entries
+        blob = igzip.compress(json.dumps(natives.to_dict()).encode(),
+                              compresslevel=1, mtime=0)
         atomic_write_bytes(self._entry(natives.sha256), blob, durable=False)
 
     def _entry(self, sha256: str) -> Path:
@@ -301,7 +302,7 @@ class WheelReader:
         if found is not None:
             self._memo[sha256] = found
             if blob[:2] != b"\x1f\x8b":  # sent inflated (Content-Encoding)
-                blob = gzip.compress(blob, compresslevel=1, mtime=0)
+                blob = igzip.compress(blob, compresslevel=1, mtime=0)
             # kept here as given: the next run asks no one
             atomic_write_bytes(self._entry(sha256), blob, durable=False)
         return found
@@ -531,6 +532,11 @@ def _member_pieces(archive: zipfile.ZipFile, name: str) -> Iterator[bytes]:
             yield piece
 
 
+# what a facts entry that is torn, or not ours, raises as it is parsed
+_TORN_ENTRY: tuple[type[Exception], ...] = (
+    *remote_zip.BAD_DEFLATE, ValueError, KeyError, TypeError, AttributeError)
+
+
 def _parse_entry(blob: bytes | None, sha256: str) -> WheelNatives | None:
     """A facts entry's :class:`WheelNatives`, or None for anything else: absent,
     torn, of another format or another wheel, or inflating past
@@ -540,13 +546,13 @@ def _parse_entry(blob: bytes | None, sha256: str) -> WheelNatives | None:
         return None
     try:
         if blob[:2] == b"\x1f\x8b":
-            inflate = zlib.decompressobj(wbits=31)
+            inflate = isal_zlib.decompressobj(wbits=31)
             blob = inflate.decompress(blob, _ENTRY_LIMIT)
             if inflate.unconsumed_tail:
                 return None
         data = json.loads(blob)
         if data.get("format") == _FORMAT and data.get("sha256") == sha256.lower():
             return WheelNatives.from_dict(data)
-    except (zlib.error, ValueError, KeyError, TypeError, AttributeError):
+    except _TORN_ENTRY:
         pass
     return None
