@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock.errors import MetadataError, SdistBuildError
+from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -221,8 +222,9 @@ def prepare_metadata(
             with log.open("a", encoding="utf-8") as fh:
                 fh.writelines(f"warning: {w.message}\n" for w in caught)
             return (prepared / "METADATA").read_bytes()
-        except (BuildBackendException, BuildException, _StepFailed,
-                OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
+        except (BuildBackendException, BuildException, _StepFailed) as exc:
+            raise _failure(filename, project, log, exc) from exc
+        except BROKEN_ARCHIVE as exc:  # an sdist that cannot be unpacked
             raise _failure(filename, project, log, exc) from exc
 
 

@@ -29,6 +29,7 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
 from stacklock.http import describe_http_error, get, is_network_failure
 from stacklock.metadata import remote_zip
+from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.parse import WheelMetadata, cache_key, parse_metadata
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
 from stacklock.store import ArtifactStore
@@ -242,13 +243,17 @@ def _hint_for(exc: httpx.HTTPError) -> str:
     return "check the network or the index, or use --offline with a filled cache"
 
 
+# a broken wheel on disk, or one without METADATA (KeyError)
+_UNREADABLE: tuple[type[Exception], ...] = (*BROKEN_ARCHIVE, KeyError)
+
+
 def _read_local(path: Path, link: Link) -> bytes:
     """METADATA from a whole wheel on disk."""
     try:
         with zipfile.ZipFile(path) as archive:
             member = remote_zip.pick_metadata(archive.namelist(), link.filename)
             return archive.read(member)
-    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+    except _UNREADABLE as exc:
         raise MetadataError(
             f"{link.redacted_url}: cannot read METADATA from {path}: {exc}",
             hint="delete the file from the cache and try again",

@@ -37,6 +37,7 @@ from stacklock._fs import atomic_write_bytes
 from stacklock.errors import NativeError, ZipReadError
 from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
+from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.listings import Listing, Listings
 from stacklock.metadata.ranges import RangeReader
 from stacklock.native.elf import (
@@ -491,7 +492,7 @@ def _read_local(path: Path, wheel: NativeWheel) -> WheelNatives:
             objects.extend(_copied(objects, copies))
     except SpillFailed:
         raise  # the temporary folder's, not the wheel's: the line names it
-    except (zipfile.BadZipFile, OSError) as exc:
+    except BROKEN_ARCHIVE as exc:
         raise NativeError(
             f"{path}: cannot read {wheel.filename}: {exc}",
             hint="delete the file from the artifact cache and try again",

@@ -44,6 +44,7 @@ from packaging.utils import (
 
 from stacklock._fs import file_digest
 from stacklock.errors import MetadataError, ProfileError
+from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.parse import WheelMetadata, parse_metadata
 from stacklock.metadata.pkg_info import is_pkg_info_member, untrusted_reason
 from stacklock.metadata.pyproject import static_project_metadata
@@ -305,6 +306,10 @@ def _check_name(ref: DirectRef, meta: WheelMetadata) -> WheelMetadata:
     return meta
 
 
+# a broken archive, or a wheel without METADATA (KeyError)
+_UNREADABLE: tuple[type[Exception], ...] = (*BROKEN_ARCHIVE, KeyError)
+
+
 def _archive_metadata(ref: DirectRef, local: Path, setup: BuildSetup | None
                       ) -> WheelMetadata:
     filename = ref.filename or local.name
@@ -315,7 +320,7 @@ def _archive_metadata(ref: DirectRef, local: Path, setup: BuildSetup | None
                 raw = archive.read(pick_metadata(archive.namelist(), filename))
             return parse_metadata(raw, filename, where=where)
         raw_or_none = _pkg_info(local)
-    except (OSError, zipfile.BadZipFile, tarfile.TarError, KeyError) as exc:
+    except _UNREADABLE as exc:
         raise MetadataError(f"{where}: not a readable archive: {exc}",
                             hint="check the URL or the file") from exc
     why = ("the sdist has no PKG-INFO" if raw_or_none is None

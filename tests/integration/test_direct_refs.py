@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import struct
 import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 from packaging.pylock import Pylock
 
-from stacklock.errors import ProfileError, ResolutionError
+from stacklock.errors import MetadataError, ProfileError, ResolutionError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.resolve.locking import lock_profile, render_resolve
@@ -265,3 +267,53 @@ def test_offline_uses_what_an_earlier_run_stored_and_names_what_it_cannot(
             lock_profile(str(fresh), output=out, http=http, offline=True,
                          cache_dir=tmp_path / "empty-cache", check=False)
         assert f"six @ {SIX_URL}: not in the cache, and --offline" in str(err.value)
+
+
+def _broken_wheel(folder: Path) -> Path:
+    """A real wheel whose METADATA member is not deflate: its first block
+    header names the reserved block type."""
+    stored = build_wheel(folder / "stored", "broken-pkg", "1.0",
+                         {"broken_pkg/__init__.py": b""})
+    wheel = folder / stored.name
+    with zipfile.ZipFile(stored) as source, \
+            zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as deflated:
+        for member in source.infolist():
+            deflated.writestr(member.filename, source.read(member))
+    body = bytearray(wheel.read_bytes())
+    with zipfile.ZipFile(wheel) as archive:
+        info = archive.getinfo("broken_pkg-1.0.dist-info/METADATA")
+    name_len, extra_len = struct.unpack_from("<HH", body, info.header_offset + 26)
+    body[info.header_offset + 30 + name_len + extra_len] = 0xFF  # BTYPE 11
+    wheel.write_bytes(bytes(body))
+    return wheel
+
+
+def _cut_sdist(folder: Path) -> Path:
+    """A real .tar.gz sdist cut in half: its gzip stream ends early."""
+    sdist = folder / "cut_sdist-1.0.tar.gz"
+    folder.mkdir(parents=True, exist_ok=True)
+    blob = bytes(range(256)) * 800
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, data in (("cut_sdist-1.0/blob", blob),
+                           ("cut_sdist-1.0/PKG-INFO",
+                            b"Metadata-Version: 2.2\nName: cut-sdist\nVersion: 1.0\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    sdist.write_bytes(sdist.read_bytes()[:sdist.stat().st_size // 2])
+    return sdist
+
+
+@pytest.mark.parametrize("make", [_broken_wheel, _cut_sdist])
+def test_a_broken_archive_is_one_line_naming_the_reference(tmp_path, make):
+    """zipfile and tarfile pass on zlib's error and EOFError, neither an
+    OSError: each was a traceback before."""
+    archive = make(tmp_path / "dist")
+    name = archive.name.split("-")[0].replace("_", "-")
+    profile = _profile(tmp_path, [f"{name} @ {archive.as_uri()}"])
+    with pytest.raises(MetadataError) as err:
+        _lock(profile, tmp_path)
+    text = str(err.value)
+    assert f"{name} @ {archive.as_uri()}: not a readable archive" in text
+    assert "\n" not in text and err.value.exit_code == 2
+    assert not (tmp_path / "locks").exists()

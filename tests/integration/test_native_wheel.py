@@ -396,3 +396,25 @@ def test_a_member_claiming_another_s_crc_is_a_copy_that_does_not_install(tmp_pat
         capture_output=True, text=True, env=env)
     assert done.returncode != 0
     assert "Bad CRC" in done.stderr and "cp/lib/libb.so" in done.stderr
+
+
+def test_a_local_wheel_whose_member_is_not_deflate_is_one_line(tmp_path):
+    """A wheel on disk (a folder index, the artifact cache) whose shared object's
+    deflate data is broken: a NativeError naming the file, not zipfile's
+    zlib.error as a traceback (what the code before raised)."""
+    body = bytearray(BODY)
+    with zipfile.ZipFile(MARKUPSAFE) as archive:
+        info = next(i for i in archive.infolist() if is_shared_object_name(i.filename))
+    name_len, extra_len = struct.unpack_from("<HH", body, info.header_offset + 26)
+    data_at = info.header_offset + 30 + name_len + extra_len
+    for at in range(data_at + 2000, data_at + 2064):
+        body[at] ^= 0xA5
+    path = tmp_path / MARKUPSAFE.name
+    path.write_bytes(bytes(body))
+    wheel = replace(WHEEL, url=path.as_uri(), sha256=hashlib.sha256(body).hexdigest())
+    reader = WheelReader(httpx.Client(), cache_dir=tmp_path / "cache")
+    with pytest.raises(NativeError) as raised:
+        reader.read(wheel)
+    line = str(raised.value)
+    assert "\n" not in line and str(path) in line and "cannot read" in line
+    assert not list((tmp_path / "cache").glob("native/*"))  # no facts written
