@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "run"]
 
-_FULL = (errno.ENOSPC, errno.EDQUOT)
+# the disk or a quota has no room; EFBIG: the file system (or `ulimit -f`) takes
+# no file that large
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def _verb(path: str) -> Callable[..., int]:
@@ -72,11 +74,13 @@ def _os_error(exc: OSError) -> str:
     and what to try."""
     where = f"{exc.filename}: " if exc.filename else ""
     cause = exc.strerror or str(exc)
+    room = ("a file system that takes larger files" if exc.errno == errno.EFBIG
+            else "free space there")
     if exc.errno in _FULL and exc.filename is not None and \
             exc.filename == _temporary_folder():  # the check's kept bytes
-        hint = "free space there, or point TMPDIR elsewhere"
+        hint = f"{room}, or point TMPDIR elsewhere"
     elif exc.errno in _FULL:
-        hint = "free space there, or point STACKLOCK_CACHE_DIR / --venv elsewhere"
+        hint = f"{room}, or point STACKLOCK_CACHE_DIR / --venv elsewhere"
     else:
         hint = ("check the path's permissions and that its file system is writable, "
                 "or point STACKLOCK_CACHE_DIR elsewhere")

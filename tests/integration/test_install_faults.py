@@ -111,6 +111,8 @@ def test_an_incomplete_generation_is_never_swapped_in(
 
 @pytest.mark.parametrize(("code", "exit_code", "says"), [
     (errno.ENOSPC, 1, "No space left on device (try: free space there"),
+    (errno.EFBIG, 1, "File too large (try: a file system that takes larger files, "
+                     "or point STACKLOCK_CACHE_DIR"),
     (errno.EROFS, 2, "Read-only file system (try: check the path's permissions"),
     (errno.EACCES, 2, "Permission denied (try: check the path's permissions"),
 ])

@@ -248,14 +248,20 @@ def test_a_full_temporary_folder_is_named_not_blamed_on_the_wheel(tmp_path):
         "try:\n"
         "    _read_local(Path(sys.argv[1]), wheel)\n"
         "except OSError as exc:\n"
+        "    from stacklock.cli import _os_error\n"
         "    print(exc.errno, exc.filename)\n"
+        "    print(_os_error(exc))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(MARKUPSAFE)],
                           capture_output=True, text=True, check=True,
                           env={**os.environ, "TMPDIR": str(spill)})
-    errno_, name = done.stdout.split()
+    first, line = done.stdout.splitlines()
+    errno_, name = first.split()
     assert int(errno_) == 27  # EFBIG
     assert name == str(spill)
+    # the CLI's line: the folder, and advice for a size limit, not for space
+    assert line == (f"{spill}: File too large (try: a file system that takes "
+                    "larger files, or point TMPDIR elsewhere)")
 
 
 def test_a_highly_compressed_member_comes_out_in_bounded_pieces(tmp_path):
