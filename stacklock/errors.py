@@ -22,6 +22,8 @@
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- NativeError        a wheel's shared objects cannot be read
      +-- PackError          a pack is unreadable, altered, or made for another node
+ +-- PatchError         a declared patch is unreadable, malformed or refused
+ |    +-- PatchConflictError  exit 1: a patch does not apply to its wheel's file
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
      +-- NativeCheckError   exit 1: a shared object needs what the lock lacks
 
@@ -54,6 +56,8 @@ __all__ = [
     "NoSpaceError",
     "OutputError",
     "PackError",
+    "PatchConflictError",
+    "PatchError",
     "PreflightError",
     "ProfileError",
     "ResolutionError",
@@ -246,6 +250,28 @@ class PackError(StacklockError):
     """A pack is unreadable, altered, or made for another node; nothing changed.
     (Raised by the bootstrap inside a pack too: this module stays standard-library
     only.)"""
+
+
+class PatchError(StacklockError):
+    """A ``[[patches]]`` patch file cannot be used: unreadable, larger than
+    allowed, not a unified diff, binary, a path outside the package, a file its
+    wheel does not hold, or bytes other than the lock recorded."""
+
+
+class PatchConflictError(PatchError):
+    """A patch does not apply to its wheel's file (the code moved): the answer
+    is "no", as for a conflict. ``package``, ``version``, ``path`` (the file)
+    and ``hunk`` (its number, from 1) say where."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, package: str, version: str, path: str,
+                 hunk: int, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.package = package
+        self.version = version
+        self.path = path
+        self.hunk = hunk
 
 
 class ResolutionError(StacklockError):

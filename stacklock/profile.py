@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 
 from stacklock.errors import ProfileError
@@ -27,12 +28,15 @@ if TYPE_CHECKING:
 
     from packaging.requirements import Requirement
 
+    from stacklock.patches import Patch
+
 __all__ = [
     "PYPI_URL",
     "CheckSpec",
     "CudaSpec",
     "FoundProfile",
     "IndexSpec",
+    "PatchSpec",
     "Profile",
     "RequirementsSpec",
     "default_lock_path",
@@ -57,7 +61,7 @@ LOCAL_DIR = Path("profiles")  # the working directory's, which wins over a built
 
 _TOP_KEYS = {
     "profile", "target", "index", "requirements", "cuda", "check", "validate",
-    "gpu-variants",
+    "gpu-variants", "patches",
 }
 _KEYS = {
     "profile": {"description", "extends", "notes"},
@@ -75,6 +79,7 @@ _KEYS = {
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
     "check": {"allow"},
+    "patches": {"package", "versions", "file", "reason"},
 }
 _CUDA_SOURCES = ("runfile", "pypi", "none")
 _INDEX_KINDS = ("simple", "flat")
@@ -143,6 +148,22 @@ class CheckSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PatchSpec:
+    """One ``[[patches]]``: a unified diff of ``package``'s files, for the
+    versions ``versions`` allows (any when None), and why. ``file`` is as
+    written (relative to the profile, or absolute), ``path`` where it is;
+    ``patch`` is read by :func:`load_profile` (None from :func:`parse_profile`,
+    which reads no file)."""
+
+    package: NormalizedName
+    versions: SpecifierSet | None
+    file: str
+    path: Path
+    reason: str
+    patch: Patch | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Profile:
     name: str
     description: str = ""
@@ -154,6 +175,7 @@ class Profile:
     check: CheckSpec = field(default_factory=CheckSpec)
     # [validate]: checked when the profile loads; the lock carries it for validate
     validate: dict[str, Any] = field(default_factory=dict)
+    patches: tuple[PatchSpec, ...] = ()  # [[patches]], in the order applied
     path: str | None = None
     sha256: str = ""  # of the file bytes, the files it extends included
 
@@ -304,6 +326,40 @@ def _per_project(req: dict[str, Any], r: TableReader, key: str, what: str,
             for name, value in table.items()}
 
 
+def _parse_patches(raw: Any, r: TableReader, base: Path) -> tuple[PatchSpec, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise r.fail("patches", "expected an array of tables [[patches]]")
+    out = []
+    for i, entry in enumerate(raw):
+        key = f"patches[{i}]"
+        r.table(entry, key, _KEYS["patches"])
+        for needed in ("package", "file", "reason"):
+            if needed not in entry:
+                raise r.fail(f"{key}.{needed}", "missing", hint="a patch names its "
+                             "package, its file and the reason for it")
+        package = r.names([r.string(entry["package"], f"{key}.package")],
+                          f"{key}.package")[0]
+        file = r.string(entry["file"], f"{key}.file")
+        reason = r.string(entry["reason"], f"{key}.reason").strip()
+        if not reason or not file:
+            raise r.fail(f"{key}.{'reason' if file else 'file'}", "empty",
+                         hint="say why the package is patched (shown by diff "
+                         "and validate)")
+        versions = None
+        if "versions" in entry:
+            text = r.string(entry["versions"], f"{key}.versions")
+            try:
+                versions = SpecifierSet(text)
+            except InvalidSpecifier:
+                raise r.fail(f"{key}.versions", f"{text!r} is not a version "
+                             "specifier", hint='e.g. versions = "==0.5.9"') from None
+        out.append(PatchSpec(package=package, versions=versions, file=file,
+                             path=base / file, reason=reason))
+    return tuple(out)
+
+
 def _parse_cuda(raw: Any, r: TableReader) -> CudaSpec:
     cuda = r.table(raw, "cuda", _KEYS["cuda"])
     source = r.string(cuda.get("source", "runfile" if "toolkit" in cuda else "none"),
@@ -352,6 +408,8 @@ def parse_profile(
         gpu_variants=parse_gpu_variants(data.get("gpu-variants"), path),
         check=CheckSpec(allow=r.names(check.get("allow", []), "check.allow")),
         validate=dict(validate),
+        patches=_parse_patches(data.get("patches"), r,
+                               Path(path).parent if path else Path()),
         path=path,
         sha256=sha256,
     )
@@ -483,6 +541,13 @@ def load_profile(name_or_path: str, profiles_dir: Path | None = None) -> Profile
     for doc in reversed(docs):
         merged = _merge(merged, doc)
     merged.get("profile", {}).pop("extends", None)
-    return parse_profile(
+    profile = parse_profile(
         merged, name=path.stem, path=str(path), sha256=digest.hexdigest()
     )
+    if not profile.patches:
+        return profile
+    from stacklock.patches import load_patch
+
+    return replace(profile, patches=tuple(
+        replace(spec, patch=load_patch(spec.path, where=spec.file))
+        for spec in profile.patches))

@@ -10,15 +10,14 @@ becomes typed tables (:mod:`stacklock.lock.tables`). Locks other tools wrote (uv
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 import tomllib
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from packaging.pylock import Pylock, PylockValidationError
 
+from stacklock._fs import NotRegular, open_regular
 from stacklock.errors import LockError
 from stacklock.lock.model import Lock, LockedPackage
 from stacklock.lock.tables import (
@@ -51,13 +50,13 @@ def load_lock(path: str | Path) -> Lock:
     only up to :data:`MAX_LOCK_BYTES`."""
     where = str(path)
     try:
-        with open(path, "rb", opener=_open_regular) as fh:
+        with open(path, "rb", opener=open_regular) as fh:
             content = fh.read(MAX_LOCK_BYTES + 1)
     except FileNotFoundError:
         raise LockError(f"{where}: no such lock file",
                         hint="stacklock resolve PROFILE writes "
                         "locks/pylock.PROFILE.toml") from None
-    except _NotRegular as exc:
+    except NotRegular as exc:
         raise LockError(f"{where}: not a regular file ({exc})",
                         hint="pass the lock file itself") from None
     except OSError as exc:
@@ -67,27 +66,6 @@ def load_lock(path: str | Path) -> Lock:
         raise LockError(f"{where}: larger than {MAX_LOCK_BYTES >> 20} MiB: not a "
                         "lock", hint="pass a PEP 751 lock such as pylock.toml")
     return parse_lock(content, path=where)
-
-
-class _NotRegular(OSError):
-    pass
-
-
-def _open_regular(path: str, flags: int) -> int:
-    """Open without blocking (a FIFO with no writer would wait forever), then
-    refuse anything but a regular file."""
-    fd = os.open(path, flags | os.O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory"
-                    if stat.S_ISDIR(mode) else "a device or socket")
-            raise _NotRegular(kind)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def parse_lock(content: bytes, *, path: str) -> Lock:
@@ -180,5 +158,10 @@ def _package(package: Package, path: str, i: int) -> LockedPackage:
         return LockedPackage(entry=package)
     table = LockTable.of(tool.pop("stacklock"), path=path,
                          key=f"packages[{i}].tool.stacklock", allowed=PackageTool.KEYS)
-    return LockedPackage(entry=replace(package, tool=tool or None),
-                         tool=PackageTool.from_table(table))
+    found = PackageTool.from_table(table)
+    if found.patches and (not package.wheels or len(package.wheels) != 1):
+        raise LockError(f"{path}: packages[{i}].tool.stacklock.patches: "
+                        f"{package.name} is patched, and a patch applies to one "
+                        "wheel's files", hint="regenerate the lock with stacklock "
+                        "resolve")
+    return LockedPackage(entry=replace(package, tool=tool or None), tool=found)

@@ -11,6 +11,7 @@ file and the key path (``locks/x.toml: tool.stacklock.cuda.size: ...``). Each
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import LockError, ProfileError
 from stacklock.lock.toml import LockTable, TomlValue, put
+from stacklock.patches.read import check_member_path
 from stacklock.target import Target
 from stacklock.variants import VariantChoice
 
@@ -37,6 +39,8 @@ __all__ = [
     "FoundToolkit",
     "LockedIndex",
     "PackageTool",
+    "PatchRecord",
+    "PatchedFile",
     "SnapshotInfo",
     "StackInfo",
 ]
@@ -379,6 +383,68 @@ class SnapshotInfo:
         return out
 
 
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchedFile:
+    """A file a patch changes, with the sha256 of its bytes once patched."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchRecord:
+    """One ``[[packages.tool.stacklock.patches]]``: a patch of the profile's
+    ``[[patches]]`` applied to this package's wheel. ``path`` is the patch
+    file's, relative to the lock; ``sha256`` and ``size`` its bytes'; ``files``
+    what it changes, each with its sha256 after this patch (the package and
+    version are the entry's own)."""
+
+    path: str
+    sha256: str
+    size: int
+    reason: str
+    files: tuple[PatchedFile, ...]
+
+    KEYS = ("path", "sha256", "size", "reason", "files")
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> PatchRecord:
+        files = tuple(PatchedFile(path=f.str_("path"), sha256=_sha256(f, "sha256"))
+                      for f in t.tables("files", ("path", "sha256")))
+        if not files:
+            raise t.reader.fail(f"{t.key}.files", "a patch changes at least one file")
+        for i, f in enumerate(files):
+            problem = check_member_path(f.path)
+            if problem:
+                raise t.reader.fail(f"{t.key}.files[{i}].path",
+                                    f"{f.path!r}: {problem}")
+        size = t.opt_int("size")
+        if size is None or size <= 0:
+            raise t.reader.fail(f"{t.key}.size", f"expected the patch's size, got "
+                                f"{size!r}")
+        path = t.str_("path")
+        if not path:
+            raise t.reader.fail(f"{t.key}.path", "missing: the patch file's path")
+        return cls(path=path, sha256=_sha256(t, "sha256"), size=size,
+                   reason=t.str_("reason"), files=files)
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        return {"path": self.path, "sha256": self.sha256, "size": self.size,
+                "reason": self.reason,
+                "files": [{"path": f.path, "sha256": f.sha256} for f in self.files]}
+
+
+def _sha256(t: LockTable, key: str) -> str:
+    value = t.str_(key)
+    if not _SHA256.fullmatch(value):
+        raise t.reader.fail(f"{t.key}.{key}", f"{value!r} is not a sha256 (64 "
+                            "lower-case hex digits)")
+    return value
+
+
 @dataclass(frozen=True, kw_only=True)
 class PackageTool:
     """``[packages.tool.stacklock]``: where a locked wheel came from (resolve), or
@@ -399,12 +465,14 @@ class PackageTool:
     # resolve: the projects whose locked versions this sdist's builds get
     # (the profile's match-runtime; install hands them to uv)
     match_runtime: tuple[str, ...] = ()
+    # resolve: the profile's [[patches]] of this package, in the order applied
+    patches: tuple[PatchRecord, ...] = ()
 
     _KEYS = (("index-name", "index_name"), ("cuda", "cuda"),
              ("hash-source", "hash_source"), ("record-sha256", "record_sha256"),
              ("installer", "installer"), ("url", "url"), ("origin", "origin"),
              ("build", "build"), ("yanked", "yanked"), ("metadata", "metadata"))
-    KEYS = (*(key for key, _ in _KEYS), "match-runtime")
+    KEYS = (*(key for key, _ in _KEYS), "match-runtime", "patches")
 
     @classmethod
     def from_table(cls, t: LockTable) -> PackageTool:
@@ -416,7 +484,9 @@ class PackageTool:
                 raise t.reader.fail(f"{t.key}.cuda",
                                     f"{cuda!r} is not a CUDA version") from None
         return cls(**{attr: t.opt_str(key) for key, attr in cls._KEYS},
-                   match_runtime=t.strs("match-runtime"))
+                   match_runtime=t.strs("match-runtime"),
+                   patches=tuple(PatchRecord.from_table(p) for p in
+                                 t.tables("patches", PatchRecord.KEYS)))
 
     def to_dict(self) -> dict[str, TomlValue]:
         out: dict[str, TomlValue] = {}
@@ -426,4 +496,6 @@ class PackageTool:
                 out[key] = value
         if self.match_runtime:
             out["match-runtime"] = list(self.match_runtime)
+        if self.patches:
+            out["patches"] = [p.to_dict() for p in self.patches]
         return out

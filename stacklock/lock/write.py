@@ -102,8 +102,18 @@ def _package(pkg: LockedPackage) -> str:
             out.append(f"[packages.{name}]\n{_lines(pairs)}\n")
     out += [_wheel(w) for w in e.wheels or ()]
     tool = pkg.tool.to_dict()
+    patches = tool.pop("patches", [])
     if tool:
         out.append(f"[packages.tool.stacklock]\n{_lines(list(tool.items()))}\n")
+    assert isinstance(patches, list)
+    for patch in patches:
+        assert isinstance(patch, dict)
+        files = patch.pop("files")
+        assert isinstance(files, list)
+        out.append(f"[[packages.tool.stacklock.patches]]\n"
+                   f"{_lines(list(patch.items()))}"
+                   f"files = {_dependencies([f for f in files if isinstance(f, dict)])}"
+                   "\n\n")
     return "".join(out)
 
 

@@ -75,7 +75,7 @@ def _package(p: ResolvedPackage, lock_dir: Path) -> LockedPackage:
     return LockedPackage(entry=entry, tool=PackageTool(
         index_name=p.index_name, cuda=p.cuda, hash_source=f.hash_source,
         build=p.build, yanked=p.yanked, metadata=p.metadata,
-        match_runtime=p.match_runtime))
+        match_runtime=p.match_runtime, patches=p.patches))
 
 
 def _direct_package(p: ResolvedPackage, lock_dir: Path) -> LockedPackage:

@@ -49,6 +49,7 @@ class ResolveResult:
     native: NativeReport | None = None  # None: the check was not asked for
     text: str = ""  # the lock's text
     written: bool = True  # False: the file there already held it, or not asked
+    patch_lines: tuple[str, ...] = ()  # the profile's [[patches]], as applied
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +116,15 @@ def lock_profile(
             from stacklock.native import raise_for_findings
 
             raise_for_findings(native)  # a finding no candidate change could fix
+        patch_lines: tuple[str, ...] = ()
+        if loaded.patches:  # a profile without patches pays nothing here
+            from stacklock.resolve.patching import apply_declared
+            from stacklock.store import ArtifactStore
+
+            patched = apply_declared(
+                resolution, lock=path, http=client, offline=offline,
+                store=ArtifactStore((cache_dir or default_cache_dir()) / "artifacts"))
+            resolution, patch_lines = patched.resolution, patched.lines
     from stacklock.lock.write import render_lock
     from stacklock.resolve.lockfile import make_lock
 
@@ -125,7 +135,7 @@ def lock_profile(
         publish_bytes(path, data, what="the lock")
     result = ResolveResult(lock=path, resolution=resolution,
                            seconds=time.monotonic() - started, native=native,
-                           text=text, written=written)
+                           text=text, written=written, patch_lines=patch_lines)
     key = memo_key(loaded, output=path, check=check, upgrade=upgrade,
                    released=preferences.released)
     if key is not None:
@@ -333,4 +343,5 @@ def render_resolve(result: ResolveResult) -> str:
                          f"{finding.message}")
     if result.native is not None:
         lines.extend(render_native(result.native))
+    lines.extend(result.patch_lines)
     return "\n".join(lines)

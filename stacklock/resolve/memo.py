@@ -97,6 +97,9 @@ def memo_key(profile: Profile, *, output: Path, check: bool,
               "output": str(output.resolve()), "check": check, "env": env,
               "upgrade": upgrade, "released": sorted(released),
               "code": code_stamp("packaging", "resolvelib")}
+    if profile.patches:  # their bytes: a patch edited beside an unchanged profile
+        inputs["patches"] = [s.patch.sha256 if s.patch else s.file
+                             for s in profile.patches]
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 

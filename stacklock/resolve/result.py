@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stacklock.cuda.coherence import CoherenceFinding
-    from stacklock.lock.tables import AppliedOverride
+    from stacklock.lock.tables import AppliedOverride, PatchRecord
     from stacklock.profile import Profile
     from stacklock.resolve.direct import DirectArtifact
     from stacklock.resolve.hashes import LockedWheel
@@ -66,6 +66,7 @@ class ResolvedPackage:
     direct: DirectArtifact | None = None  # a direct reference of the profile
     metadata: str | None = None  # an sdist's: how its metadata was had
     match_runtime: tuple[str, ...] = ()  # an sdist's: runtime its builds get
+    patches: tuple[PatchRecord, ...] = ()  # the profile's [[patches]] of it, applied
 
     @property
     def is_sdist(self) -> bool:

@@ -1,0 +1,28 @@
+"""Declared patches: a profile's ``[[patches]]`` applied to locked wheels' files.
+
+One reader of patch files (:mod:`~stacklock.patches.read`: bounded, strict), one
+applier (:mod:`~stacklock.patches.apply`: exact, no fuzz) and the RECORD
+arithmetic (:mod:`~stacklock.patches.record`), shared by resolve (which records
+the patched files' sha256 in the lock), install (which applies them inside the
+new generation), validate, snapshot and the rest. Pure: bytes in, bytes out.
+"""
+
+from __future__ import annotations
+
+from stacklock.patches.apply import Applied, apply_file
+from stacklock.patches.model import FilePatch, Hunk, Patch
+from stacklock.patches.read import check_member_path, load_patch, parse_patch
+from stacklock.patches.record import apply_patches, record_digest
+
+__all__ = [
+    "Applied",
+    "FilePatch",
+    "Hunk",
+    "Patch",
+    "apply_file",
+    "apply_patches",
+    "check_member_path",
+    "load_patch",
+    "parse_patch",
+    "record_digest",
+]
