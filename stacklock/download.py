@@ -76,7 +76,8 @@ def download(
         ) from exc
     except httpx.HTTPStatusError as exc:
         raise DownloadError(f"HTTP {exc.response.status_code}", url=shown,
-                            hint="check the URL and its access") from exc
+                            hint="check the URL and its access",
+                            status=exc.response.status_code) from exc
     except httpx.HTTPError as exc:
         raise DownloadError(describe_http_error(exc), url=shown,
                             hint="run the command again: the partial file is "

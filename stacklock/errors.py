@@ -160,12 +160,14 @@ class SdistBuildError(MetadataError):
 
 
 class DownloadError(StacklockError):
-    """A download failed for good (after resuming); ``url`` is redacted."""
+    """A download failed for good (after resuming); ``url`` is redacted,
+    ``status`` the HTTP status that refused it (None: no answer)."""
 
     def __init__(self, message: str, *, url: str, hint: str | None = None,
-                 network: bool = False) -> None:
+                 network: bool = False, status: int | None = None) -> None:
         super().__init__(f"{url}: {message}", hint=hint, network=network)
         self.url = url
+        self.status = status
 
 
 class HashMismatchError(StacklockError):

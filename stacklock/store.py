@@ -25,6 +25,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from stacklock._fs import atomic_write_text, file_digest
 from stacklock.errors import HashMismatchError
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.http import Retry
+    from stacklock.lockarchive import Archive
 
 __all__ = ["ArtifactStore"]
 
@@ -48,11 +50,19 @@ def _url_key(url: str) -> str:
 
 
 class ArtifactStore:
-    """Files keyed by sha256, plus which URL gave which sha256."""
+    """Files keyed by sha256, plus which URL gave which sha256. With an
+    ``archive`` (:mod:`stacklock.lockarchive`), a file of known sha256 whose
+    URL is gone (HTTP 403/404/410, unknown host) is fetched from the archive
+    instead (from there first with ``archive.first``); ``from_archive`` lists
+    ``(filename, why)`` for each one that came from there."""
 
-    def __init__(self, root: Path, *, retry: Retry | None = None) -> None:
+    def __init__(self, root: Path, *, retry: Retry | None = None,
+                 archive: Archive | None = None) -> None:
         self.root = Path(root)
         self.retry = retry
+        self.archive = archive
+        self.from_archive: list[tuple[str, str]] = []
+        self._unknown_hosts: set[str] = set()  # asked once a run, then skipped
 
     def _blob(self, sha256: str) -> Path:
         return self.root / "sha256" / sha256[:2] / sha256
@@ -110,6 +120,7 @@ class ArtifactStore:
         expected_sha256: str | None = None,
         size: int | None = None,
         progress: Callable[[int, int | None], None] | None = None,
+        filename: str | None = None,
     ) -> tuple[Path, str]:
         """Download ``url`` once into the store and return ``(path, sha256)``.
 
@@ -117,7 +128,8 @@ class ArtifactStore:
         the body is streamed into ``tmp/`` while hashing; a cut connection is
         resumed with a Range request from the partial file (also across runs).
         A mismatch with ``expected_sha256`` deletes the bytes and raises
-        :class:`HashMismatchError`.
+        :class:`HashMismatchError`, whichever source gave them. ``filename``
+        names the file in an archive (default: the URL's last part).
         """
         expected = expected_sha256.lower() if expected_sha256 else None
         done = self._known(url, expected)
@@ -132,21 +144,80 @@ class ArtifactStore:
             if done is not None:
                 return done
             part = tmp / f"{key}.part"
-            from stacklock.download import download  # the network, only here
+            shown = redact_url(url)
+            if self.archive is not None and expected is not None:
+                part, sha, shown = self._with_archive(
+                    http, url, part, expected=expected, size=size,
+                    progress=progress, filename=filename)
+            else:
+                from stacklock.download import download  # the network, only here
 
-            sha = download(http, url, part, size=size, progress=progress,
-                           retry=self.retry)
+                sha = download(http, url, part, size=size, progress=progress,
+                               retry=self.retry)
             if expected is not None and sha != expected:
                 part.unlink(missing_ok=True)
-                raise HashMismatchError(
-                    url=redact_url(url), expected=expected, actual=sha
-                )
+                raise HashMismatchError(url=shown, expected=expected, actual=sha)
             blob = self._blob(sha)
             blob.parent.mkdir(parents=True, exist_ok=True)
             os.replace(part, blob)
             _seal(blob)
             self._remember(url, sha)
             return blob, sha
+
+    def _with_archive(
+        self,
+        http: httpx.Client,
+        url: str,
+        part: Path,
+        *,
+        expected: str,
+        size: int | None,
+        progress: Callable[[int, int | None], None] | None,
+        filename: str | None,
+    ) -> tuple[Path, str, str]:
+        """The file from its URL or from the archive: ``(partial file, its
+        sha256, where it came from)``."""
+        from stacklock.download import download
+        from stacklock.errors import DownloadError
+        from stacklock.lockarchive import fetch_from_archive, filename_of, gone_reason
+
+        archive = self.archive
+        assert archive is not None
+        name = filename or filename_of(url)
+        copy = part.with_name(f"{_url_key(archive.url + '/' + expected)}.part")
+
+        def from_archive() -> tuple[str, str] | None:
+            return fetch_from_archive(archive, http, sha256=expected, filename=name,
+                                      part=copy, size=size, progress=progress)
+
+        if archive.first:
+            got = from_archive()
+            if got is not None:
+                self.from_archive.append((name, "archive first"))
+                return copy, *got
+        host = urlsplit(url).hostname or ""
+        try:
+            if host in self._unknown_hosts:
+                raise DownloadError("unknown host", url=redact_url(url))
+            sha = download(http, url, part, size=size, progress=progress,
+                           retry=self.retry)
+        except DownloadError as exc:
+            why = gone_reason(exc) or ("unknown host" if host in self._unknown_hosts
+                                       else None)
+            if why == "unknown host":
+                self._unknown_hosts.add(host)
+            if why is None or archive.first:
+                raise
+            got = from_archive()
+            if got is None:
+                raise DownloadError(
+                    f"{why}, and the archive {archive.shown} has no copy of "
+                    f"{name} (sha256 {expected})", url=redact_url(url),
+                    hint=f"stacklock archive LOCK {archive.shown} while the "
+                         "file can still be fetched", status=exc.status) from exc
+            self.from_archive.append((name, why))
+            return copy, *got
+        return part, sha, redact_url(url)
 
     def _known(self, url: str, expected: str | None) -> tuple[Path, str] | None:
         if expected is not None:

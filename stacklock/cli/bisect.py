@@ -52,6 +52,10 @@ def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
     """Install a lock into the scratch venv, every wheel through the artifact
     store (fetched once for the whole bisect); returns the bytes fetched."""
     from stacklock.install.run import install_lock
+    from stacklock.lockarchive import Archive
+
+    archive = Archive.from_options(getattr(args, "archive", None),
+                                   first=getattr(args, "archive_first", False))
 
     def install(lock: Path, venv: Path) -> int:
         seen: dict[str, int] = {}
@@ -61,7 +65,7 @@ def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
 
         install_lock(lock, venv=venv, python=args.python, no_toolkit=args.no_toolkit,
                      validate=False, allow_no_gpu=True, prefetch=True,
-                     on_download=count)
+                     on_download=count, archive=archive)
         return sum(seen.values())
 
     return install

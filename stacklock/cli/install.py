@@ -34,8 +34,11 @@ def install(args: argparse.Namespace) -> int:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
     from stacklock._fs import cache_dir
     from stacklock.install.early import head_start
+    from stacklock.lockarchive import Archive
 
-    started = (nullcontext(None) if args.dry_run or args.reinstall else
+    args.archive = Archive.from_options(args.archive, first=args.archive_first)
+    # with an archive every file goes through the store: uv gets no head start
+    started = (nullcontext(None) if args.dry_run or args.reinstall or args.archive else
                head_start(Path(args.lock), venv=Path(args.venv), python=args.python,
                           cache=cache_dir()))
     with started as head:
@@ -81,6 +84,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
                           groups=tuple(args.group) if args.group else None,
                           no_build=args.no_build),
             reinstall=args.reinstall,
+            archive=args.archive,
         )
     if args.json:
         print_json(result.to_dict())

@@ -98,6 +98,8 @@ _EXAMPLES = {
                      "fleet/",
     "fleet report": "stacklock fleet report fleet/",
     "bisect": "stacklock bisect good.toml bad.toml -- python -c 'import torch'",
+    "archive": "stacklock archive locks/pylock.blackwell-cu130-nightly.toml "
+               "s3://team-wheels/stacklock",
 }
 
 
@@ -108,6 +110,17 @@ def _add_loudness(p: argparse.ArgumentParser, *, dest: str) -> None:
     loud.add_argument("-v", "--verbose", dest=dest, action="count",
                       help="print every line (-vv: and each request)")
     p.set_defaults(**{dest: 0})
+
+
+def _add_archive(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--archive", metavar="URL",
+                   help="an archive made by stacklock archive (folder, file://, "
+                        "s3:// or https://): a file whose URL is gone (HTTP 403, "
+                        "404, 410, unknown host) comes from there, checked against "
+                        "its sha256 (default: STACKLOCK_ARCHIVE)")
+    p.add_argument("--archive-first", action="store_true",
+                   help="ask the archive before the original URLs "
+                        "(STACKLOCK_ARCHIVE_FIRST=1)")
 
 
 def _leaves(sub: _Sub, prefix: str = "") -> list[tuple[str, argparse.ArgumentParser]]:
@@ -278,6 +291,7 @@ def _add_install(sub: _Sub) -> None:
     p.add_argument("--report", metavar="DIR",
                    help="write the closing validation's report here (default "
                    "<venv>.stacklock/validate)")
+    _add_archive(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="install:install")
 
@@ -296,8 +310,23 @@ def _add_pack(sub: _Sub) -> None:
                    help="show what a pack holds, sizes and target")
     p.add_argument("--dry-run", action="store_true",
                    help="what would go in and the pack's size; downloads nothing")
+    _add_archive(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="pack:pack")
+
+
+def _add_archive_verb(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "archive", help="copy the files a lock installs to a folder or s3:// "
+        "prefix, by sha256, with a PEP 503 index (install --archive reads it)")
+    p.add_argument("lock", metavar="LOCK", help="the pylock file")
+    p.add_argument("dest", metavar="DEST",
+                   help="a folder, file:// URL or s3://BUCKET/PREFIX (credentials "
+                        "from AWS_* variables or ~/.aws; the [s3] extra)")
+    p.add_argument("--no-toolkit", action="store_true",
+                   help="leave the CUDA runfile out")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="archive:archive")
 
 
 def _add_snapshot(sub: _Sub) -> None:
@@ -390,6 +419,7 @@ def _add_bisect(sub: _Sub) -> None:
     p.add_argument("--python", help="interpreter to build the scratch venv from")
     p.add_argument("--no-toolkit", action="store_true",
                    help="leave a runfile toolkit out of each step's install")
+    _add_archive(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="bisect:bisect")
 
@@ -397,6 +427,7 @@ def _add_bisect(sub: _Sub) -> None:
 _VERBS = {
     "profiles": _add_profiles, "links": _add_links, "resolve": _add_resolve,
     "check": _add_check, "cuda": _add_cuda, "install": _add_install,
-    "pack": _add_pack, "snapshot": _add_snapshot, "diff": _add_diff,
+    "pack": _add_pack, "archive": _add_archive_verb, "snapshot": _add_snapshot,
+    "diff": _add_diff,
     "validate": _add_validate, "fleet": _add_fleet, "bisect": _add_bisect,
 }

@@ -10,7 +10,10 @@ The content-addressed artifact store keeps what stacklock must fetch or hash
 itself: the CUDA runfile, the sdists uv builds (validate checks the built sdist
 against the lock), and wheels already there (a pack, a resolve that hashed a
 download); the plan names those, so uv installs them from local files.
-``prefetch`` puts every wheel in the store first (a node that should keep them).
+``prefetch`` puts every wheel in the store first (a node that should keep them);
+an install with an archive (``--archive``) does, so that a file whose URL is gone
+comes from the archive (:mod:`stacklock.lockarchive`), checked against its sha256
+like any other.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def _prefetch_wheels(
             expected_sha256=item.sha256,
             size=item.size,
             progress=_named(on_download, item.filename),
+            filename=item.filename,
         )
         local[item.sha256] = str(path)
     return replace(plan, local_wheels=local)

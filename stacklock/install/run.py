@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from stacklock.install.inputs import Wanted
     from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock
+    from stacklock.lockarchive import Archive
     from stacklock.validate.report import ValidateResult
 
 __all__ = [
@@ -225,6 +226,15 @@ def _installed_part(lock: Lock, plan: InstallPlan) -> Lock:
     return replace(lock, packages=tuple(p for p in lock.packages if p.name in names))
 
 
+def _archive_notes(store: ArtifactStore) -> list[str]:
+    """One line saying which files came from the archive, and why."""
+    if not store.from_archive or store.archive is None:
+        return []
+    names = ", ".join(f"{name} ({why})" for name, why in store.from_archive)
+    return [f"{len(store.from_archive)} file(s) from the archive "
+            f"{store.archive.shown}, each checked against its sha256: {names}"]
+
+
 def install_lock(
     lock_path: Path,
     *,
@@ -248,6 +258,7 @@ def install_lock(
     head: HeadStart | None = None,
     wanted: Wanted | None = None,
     reinstall: bool = False,
+    archive: Archive | None = None,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
@@ -270,6 +281,8 @@ def install_lock(
     install adopts it when the plan runs exactly its commands, else stops it.
     ``wanted``: the extras and dependency groups to install (default: the
     lock's ``default-groups``), and ``--no-build``.
+    ``archive``: where a file whose URL is gone is fetched from instead
+    (``stacklock archive``); every file then goes through the store first.
     """
     if report_dir is not None:  # a bad --report fails now, not after the install
         check_writable(report_dir / "report.json", example="report.json")
@@ -281,7 +294,8 @@ def install_lock(
                            hint="pass --venv a new path or an existing venv")
     lock_path = Path(lock_path)
     uv = find_uv()
-    store = ArtifactStore(cache / "artifacts")
+    store = ArtifactStore(cache / "artifacts", archive=archive)
+    prefetch = prefetch or archive is not None
     decided = decide(
         lock_path, python or (head.python if head is not None else None),
         venv=venv, uv=uv, store=store, cache=cache, runner=runner,
@@ -316,6 +330,7 @@ def install_lock(
             plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
                                             on_download=on_download,
                                             prefetch=prefetch)
+            notes += _archive_notes(store)
         _build(lock, plan, runfile, runner=runner, logs=logs,
                log_for=head.log_for if head else log_namer(cache),
                installer_log=installer_log,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     import httpx
 
     from stacklock.lock import Lock
+    from stacklock.lockarchive import Archive
     from stacklock.target import Target
 
 __all__ = ["PackItem", "PackPlan", "PackResult", "pack_target", "plan_pack",
@@ -282,9 +283,11 @@ def write_pack(
     cache: Path | None = None,
     on_status: Callable[[str], None] | None = None,
     on_download: Callable[[str, int, int | None], None] | None = None,
+    archive: Archive | None = None,
 ) -> PackResult | PackPlan:
     """Fetch and check everything the lock needs on a node, then write the pack
-    (``dry_run``: only the plan, with its size, downloading nothing)."""
+    (``dry_run``: only the plan, with its size, downloading nothing); a file
+    whose URL is gone comes from ``archive`` (``stacklock archive``)."""
     cache = cache or default_cache_dir()
     if not dry_run:  # before gigabytes are fetched for it
         check_writable(output, example=f"{Path(lock_path).stem}.pack")
@@ -294,7 +297,8 @@ def write_pack(
                          http=own_http, cache=cache, on_status=on_status)
         if dry_run:
             return plan
-        files = _fetch(list(plan.items), store=ArtifactStore(cache / "artifacts"),
+        store = ArtifactStore(cache / "artifacts", archive=archive)
+        files = _fetch(list(plan.items), store=store,
                        http=own_http, on_download=on_download)
     finally:
         if http is None:
@@ -323,7 +327,7 @@ def _fetch(items: list[PackItem], *, store: ArtifactStore, http: httpx.Client,
             path = fetch_runfile(runfile, store=store, http=http, progress=progress)
         else:
             path, _ = store.fetch(http, item.url, expected_sha256=item.sha256,
-                                  size=item.size, progress=progress)
+                                  size=item.size, progress=progress, filename=name)
         out.append((item, path))
     return out
 
