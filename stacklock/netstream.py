@@ -13,8 +13,7 @@ for the next read to raise, where httpcore maps it.
 The native check of ``pypi-cu130``'s lock (488 MB in ranges), 10 alternating
 cold runs each: 4.83 s and 6.44 s of CPU, against 5.16 s and 6.81 s reading a
 record at a time; drained up to 1 MiB instead of 64 KiB, 1,930 reads instead
-of 8,049, 8 alternating runs each: 4.75 s and 6.28 s against 5.09 s and 6.73 s
-(docs/performance.md).
+of 8,049, 8 alternating runs each: 4.75 s and 6.28 s against 5.09 s and 6.73 s.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ libcudnn_heuristic).
 The records are decoded with :mod:`struct` in bulk. pyelftools, used before, reads
 each dynamic tag and table entry through its own stream parser, which cost ~5 ms of
 CPU per object (8 s for 1,605 real extension modules and libraries against ~1 s
-this way; docs/performance.md, "Native check"): the one job here is a fixed walk
+this way, measured when this reader replaced it): the one job here is a fixed walk
 over four record layouts, which the ELF specification (gABI) defines and
 ``readelf -d --dyn-syms`` checks in the tests.
 """
