@@ -23,7 +23,6 @@ __all__ = [
     "cache_dir",
     "check_writable",
     "file_digest",
-    "open_regular",
     "publish_bytes",
 ]
 
@@ -156,24 +155,3 @@ def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:
         return hashlib.file_digest(fh, algorithm).hexdigest()
 
 
-class NotRegular(OSError):
-    """A path that is not a regular file (a FIFO, a folder, a device)."""
-
-
-def open_regular(path: str, flags: int) -> int:
-    """An ``opener`` for :func:`open` that refuses anything but a regular file,
-    opening without blocking first (a FIFO with no writer would wait forever)."""
-    import stat
-
-    fd = os.open(path, flags | os.O_NONBLOCK)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory"
-                    if stat.S_ISDIR(mode) else "a device or socket")
-            raise NotRegular(kind)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd

@@ -8,7 +8,6 @@ a typo in a reviewed file must never be silently ignored.
 from __future__ import annotations
 
 import hashlib
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 
+from stacklock.bounded import Malformed, parse_toml, read_regular
 from stacklock.errors import ProfileError
 from stacklock.tablereader import TableReader
 from stacklock.target import Target
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 PYPI_URL = "https://pypi.org/simple"
+MAX_PROFILE_BYTES = 1 << 20  # the built-in ones are 1-3 kB
 def _builtin_dir() -> Path:
     """The built-in profiles: inside the installed package (the wheel carries the
     checkout's ``profiles/`` as ``stacklock/profiles/``), else the checkout's own
@@ -490,14 +491,17 @@ def list_profiles(folder: Path | None = None) -> list[str]:
 
 
 def _read_toml(path: Path) -> tuple[dict[str, Any], bytes]:
+    """The profile file's tables and bytes (the one reader of profile files)."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path, limit=MAX_PROFILE_BYTES)
+        return parse_toml(raw), raw
+    except Malformed as exc:
+        raise ProfileError(str(exc), path=str(path),
+                           hint="a profile is a TOML file such as profiles/"
+                           "pypi-small.toml") from None
     except OSError as exc:
-        raise ProfileError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    try:
-        return tomllib.loads(raw.decode("utf-8")), raw
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"not valid TOML: {exc}", path=str(path)) from exc
+        raise ProfileError(f"cannot read: {exc.strerror or exc}",
+                           path=str(path)) from None
 
 
 def load_profile(name_or_path: str, profiles_dir: Path | None = None) -> Profile:

@@ -14,7 +14,6 @@ each ``RECORD`` file lets a diff notice files changed in place. The result is a
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from email.parser import BytesHeaderParser
 from pathlib import Path
@@ -24,6 +23,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 
 from stacklock import __version__
+from stacklock.bounded import Malformed, parse_json, read_regular
 from stacklock.cuda.driver import parse_nvcc_version, read_driver
 from stacklock.errors import CudaError, InstallError
 from stacklock.lock import Lock, load_lock, parse_lock_document
@@ -128,7 +128,35 @@ def _archive(
     return entry, True
 
 
-def _package(dist_info: Path, known: Known) -> tuple[dict[str, Any], bool]:
+MAX_DIRECT_URL_BYTES = 1 << 20  # PEP 610's file is a few hundred bytes
+
+
+def _direct_url(path: Path) -> dict[str, Any] | str:
+    """``direct_url.json`` (PEP 610) checked as far as the snapshot uses it, or
+    what is wrong with it: a venv is the user's, and one bad file is a warning
+    about that package, not the end of the snapshot."""
+    try:
+        info = parse_json(read_regular(path, limit=MAX_DIRECT_URL_BYTES))
+    except (OSError, Malformed) as exc:
+        return str(exc) if isinstance(exc, Malformed) else exc.strerror or str(exc)
+    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+        return "not an object with a url (PEP 610)"
+    for key, fields in (("vcs_info", ("vcs", "commit_id")), ("dir_info", ()),
+                        ("archive_info", ())):
+        if key in info:
+            table = info[key]
+            if not isinstance(table, dict) or not all(
+                    isinstance(table.get(f), str) for f in fields):
+                return f"{key} is not an object with {', '.join(fields) or 'keys'}"
+    hashes = (info.get("archive_info") or {}).get("hashes") or {}
+    if not isinstance(hashes, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in hashes.items()):
+        return "archive_info.hashes is not an object of strings"
+    return info
+
+
+def _package(dist_info: Path, known: Known, warnings: list[str]
+             ) -> tuple[dict[str, Any], bool]:
     """One ``[[packages]]`` entry and whether its origin is known."""
     meta = BytesHeaderParser().parsebytes((dist_info / "METADATA").read_bytes())
     name, version = str(meta["Name"]), str(meta["Version"])
@@ -149,27 +177,24 @@ def _package(dist_info: Path, known: Known) -> tuple[dict[str, Any], bool]:
         for w in known.get((canonicalize_name(name), version), ())
         if wheel_tags(w) == tags
     ]
+    info = _direct_url(direct) if not wheels and os.path.lexists(direct) else None
     if wheels:
         entry["wheels"] = wheels
-    elif direct.is_file():
-        info = json.loads(direct.read_text("utf-8"))
-        if "vcs_info" in info:
-            vcs = info["vcs_info"]
-            entry["vcs"] = {
-                "type": vcs["vcs"],
-                "url": info["url"],
-                "commit-id": vcs["commit_id"],
-            }
-        elif "dir_info" in info:
-            editable = bool(info["dir_info"].get("editable"))
-            entry["directory"] = {
-                "path": info["url"].removeprefix("file://"),
-                "editable": editable,
-            }
-        else:
-            entry, origin = _archive(entry, info, tool)
-    else:
+    elif isinstance(info, str):
+        warnings.append(f"{direct}: {info}; {entry['name']} {version} is listed "
+                        "with an unknown origin")
         origin = False
+    elif info is None:
+        origin = False
+    elif "vcs_info" in info:
+        vcs = info["vcs_info"]
+        entry["vcs"] = {"type": vcs["vcs"], "url": info["url"],
+                        "commit-id": vcs["commit_id"]}
+    elif "dir_info" in info:
+        entry["directory"] = {"path": info["url"].removeprefix("file://"),
+                              "editable": info["dir_info"].get("editable") is True}
+    else:
+        entry, origin = _archive(entry, info, tool)
     if not origin:
         entry.pop("archive", None)
         entry["directory"] = {"path": str(dist_info)}
@@ -201,7 +226,7 @@ def _toolkit_at(prefix: Path) -> dict[str, str] | None:
     """version.json where the toolkit has one; else ``bin/nvcc --version``, which
     knows only the X.Y release (toolkits from packages ship no version.json)."""
     try:
-        data = json.loads((prefix / "version.json").read_text("utf-8"))
+        data = parse_json(read_regular(prefix / "version.json", limit=1 << 20))
     except (OSError, ValueError):
         data = None
     version = str(data.get("cuda", {}).get("version", "")) if isinstance(
@@ -229,8 +254,12 @@ def _driver() -> str | None:
         return None
 
 
-def make_snapshot(venv: Path, *, path: str | Path = "") -> Lock:
-    """What ``venv`` holds, as a lock (``path``: where it will be written)."""
+def make_snapshot(venv: Path, *, path: str | Path = "",
+                  warnings: list[str] | None = None) -> Lock:
+    """What ``venv`` holds, as a lock (``path``: where it will be written). A
+    file of one package that cannot be read as its format says is a line added
+    to ``warnings``, and that package's origin is unknown."""
+    warnings = [] if warnings is None else warnings
     site = site_packages(venv)
     known = _known_wheels(venv)
     packages = []
@@ -238,7 +267,7 @@ def make_snapshot(venv: Path, *, path: str | Path = "") -> Lock:
     for dist_info in sorted(site.glob("*.dist-info")):
         if not (dist_info / "METADATA").is_file():
             continue
-        entry, origin = _package(dist_info, known)
+        entry, origin = _package(dist_info, known, warnings)
         packages.append(entry)
         if not origin:
             unknown.append(entry["name"])
@@ -264,5 +293,6 @@ def make_snapshot(venv: Path, *, path: str | Path = "") -> Lock:
     return parse_lock_document(doc, path=str(path) or f"snapshot of {venv}")
 
 
-def write_snapshot(venv: Path, path: Path) -> Path:
-    return dump_lock(make_snapshot(venv, path=path), path)
+def write_snapshot(venv: Path, path: Path, *,
+                   warnings: list[str] | None = None) -> Path:
+    return dump_lock(make_snapshot(venv, path=path, warnings=warnings), path)

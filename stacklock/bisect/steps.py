@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stacklock.bounded import Malformed, parse_json, read_regular
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ __all__ = ["LOG_NAME", "Step", "StepLog"]
 
 LOG_NAME = "bisect.log.jsonl"
 LOG_VERSION = 1
+MAX_LOG_BYTES = 64 << 20  # a step is a line of ~300 bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,14 +102,18 @@ class StepLog:
 
     def _read(self) -> None:
         try:
-            lines = self.path.read_text("utf-8").splitlines()
-        except UnicodeDecodeError:
-            raise StacklockError(f"{self.path}: not a bisect log (not UTF-8 text)",
+            lines = read_regular(self.path, limit=MAX_LOG_BYTES).decode(
+                "utf-8").splitlines()
+        except (Malformed, UnicodeDecodeError, OSError) as exc:
+            what = ("not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else
+                    str(exc) if isinstance(exc, Malformed) else
+                    f"cannot be read: {exc.strerror or exc}")
+            raise StacklockError(f"{self.path}: not a bisect log ({what})",
                                  hint="pass another --dir, or remove the log to "
                                  "start afresh") from None
         try:
-            header = json.loads(lines[0]) if lines else None
-        except json.JSONDecodeError:
+            header = parse_json(lines[0]) if lines else None
+        except Malformed:
             header = None
         if header != self.header:
             raise StacklockError(
@@ -115,9 +121,12 @@ class StepLog:
                 hint="pass another --dir, or remove the log to start afresh")
         for i, line in enumerate(lines[1:], start=2):
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by an interruption: that step runs again
+                data = parse_json(line)
+            except Malformed as exc:
+                if not exc.bound:
+                    continue  # a line cut by an interruption: that step runs again
+                raise StacklockError(f"{self.path}:{i}: not a bisect step ({exc})",
+                                     hint="remove the log to start afresh") from None
             step = Step.from_dict(data, where=f"{self.path}:{i}")
             self.earlier[step.applied] = step
             self.count += 1

@@ -8,13 +8,13 @@ source gives is ``None``, never filled in by guesswork.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import parse_json
 from stacklock.errors import CudaError
 
 __all__ = [
@@ -239,7 +239,7 @@ def load_catalog() -> Catalog:
     """The catalog shipped in the package (``importlib.resources``)."""
     resource = resources.files("stacklock").joinpath("data", CATALOG_RESOURCE)
     text = resource.read_text(encoding="utf-8")
-    return parse_catalog(json.loads(text))
+    return parse_catalog(parse_json(text))
 
 
 def render_releases(catalog: Catalog, platform: str = "linux-x86_64") -> str:

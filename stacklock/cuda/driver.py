@@ -20,7 +20,6 @@ A wheel that targets CUDA X.Y (``+cu130``) is checked against the X.Y GA release
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import Malformed, parse_json
 from stacklock.errors import CudaError
 from stacklock.runner import SubprocessRunner
 
@@ -156,9 +156,9 @@ def parse_version_json(content: bytes | str) -> ToolkitVersion:
     "cuda_nvcc": {...}, ...}``. Some releases write a build date as the third field
     of the ``cuda`` version (``12.6.20241114``); then only X.Y is the release."""
     try:
-        data = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CudaError(f"version.json is not JSON: {exc}") from None
+        data = parse_json(content)
+    except Malformed as exc:
+        raise CudaError(f"version.json: {exc}") from None
     cuda = data.get("cuda") if isinstance(data, dict) else None
     if not isinstance(cuda, dict) or "version" not in cuda:
         raise CudaError("version.json has no 'cuda' version",

@@ -14,7 +14,6 @@ Formats (see stacklock/data/PROVENANCE.md for which ones have a real recording):
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +22,7 @@ from urllib.parse import unquote, urlsplit
 from bs4 import BeautifulSoup
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import Malformed, parse_json
 from stacklock.errors import CudaError
 
 __all__ = [
@@ -167,9 +167,9 @@ class RedistribManifest:
 def parse_redistrib_manifest(content: bytes, *, url: str = "redistrib.json"
                              ) -> RedistribManifest:
     try:
-        data = json.loads(content)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CudaError(f"{url}: not JSON: {exc}") from None
+        data = parse_json(content)
+    except Malformed as exc:
+        raise CudaError(f"{url}: {exc}") from None
     if not isinstance(data, dict) or "release_label" not in data:
         raise CudaError(f"{url}: no release_label; not a redistrib manifest")
     components = {}

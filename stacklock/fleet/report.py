@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_text
+from stacklock.bounded import parse_json, read_regular
 from stacklock.errors import FleetError
 from stacklock.fleet.playbook import INSTALL_TASK, VERDICT_TASK
 from stacklock.validate.report import ValidateResult
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 FLEET_VERSION = 1
+MAX_REPORT_BYTES = 16 << 20  # a host's validate report is ~20 kB
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
 ALLREDUCE_BYTES = 42 * 1024
 # a host this much slower than the fleet's median is marked in the table
@@ -189,7 +191,7 @@ def make_fleet(rows: list[HostRow]) -> FleetReport:
 
 def _read_json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = parse_json(read_regular(path, limit=MAX_REPORT_BYTES))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:

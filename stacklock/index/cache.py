@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from stacklock._fs import atomic_write_bytes, atomic_write_chunks
+from stacklock.bounded import parse_json
 from stacklock.index.pages import PageRows
 from stacklock.urls import strip_credentials
 
@@ -89,7 +90,7 @@ class PageCache:
         try:
             raw = path.read_bytes()
             header, _, body = raw.partition(b"\n")
-            meta = json.loads(header)
+            meta = parse_json(header)
         except (OSError, ValueError):
             return None
         if not isinstance(meta, dict) or meta.get("length") != len(body):
@@ -123,7 +124,7 @@ class PageCache:
         """The header line of the cached page of ``url`` (the body unread)."""
         try:
             with self.page_path(url).open("rb") as fh:
-                meta = json.loads(fh.readline())
+                meta = parse_json(fh.readline(1 << 16))
         except (OSError, ValueError):
             return None
         return meta if isinstance(meta, dict) else None

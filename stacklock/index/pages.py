@@ -14,7 +14,6 @@ The link model (:class:`Link`, :class:`ParsedPage`...) lives in
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -22,6 +21,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
+from stacklock.bounded import Malformed, parse_json
 from stacklock.index.json_scan import ScannedFiles, scan_files
 from stacklock.index.links import (
     Link,
@@ -286,9 +286,9 @@ def rows_from_json(content: bytes, base_url: str) -> PageRows:
     if scanned is not None:
         return PageRows(files=scanned, base_url=base_url, anchors=len(scanned))
     try:
-        data = json.loads(content)
-    except (UnicodeDecodeError, ValueError) as exc:
-        return PageRows(problem=f"not JSON: {exc}")
+        data = parse_json(content)
+    except Malformed as exc:
+        return PageRows(problem=str(exc))
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         return PageRows(problem="JSON without a 'files' list (not a PEP 691 page)")
     files = data["files"]

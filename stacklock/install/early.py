@@ -223,14 +223,16 @@ def _lock_file(path: Path) -> bool:
         return False
 
 
-def _python_request(lock_path: Path) -> str | None:
+def _python_request(content: bytes) -> str | None:
     """The lock's ``[tool.stacklock.target] python``, else its requires-python,
     read from the TOML as written (as :func:`~stacklock.install.read.python_request`
-    reads them from the lock model)."""
-    import tomllib
+    reads them from the lock model). Malformed (a ValueError) when not TOML."""
+    from stacklock.bounded import parse_toml
 
-    data = tomllib.loads(lock_path.read_text("utf-8"))
-    target = data.get("tool", {}).get("stacklock", {}).get("target", {})
+    data = parse_toml(content)
+    target: object = data
+    for key in ("tool", "stacklock", "target"):
+        target = target.get(key) if isinstance(target, dict) else None
     request = target.get("python") if isinstance(target, dict) else None
     request = request or data.get("requires-python")
     return request if isinstance(request, str) and request else None
@@ -262,8 +264,8 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         from stacklock.runner import SubprocessRunner
 
         try:
-            python = find_base_python(_python_request(lock_path), uv=uv,
-                                      runner=SubprocessRunner())
+            python = find_base_python(_python_request(lock_path.read_bytes()),
+                                      uv=uv, runner=SubprocessRunner())
         except (InstallError, ValueError, OSError):  # ValueError: TOML, UTF-8
             yield None
             return

@@ -15,6 +15,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes
+from stacklock.bounded import parse_json
 from stacklock.errors import InstallError
 from stacklock.install.early import find_base_python
 from stacklock.install.inputs import Interpreter
@@ -69,12 +70,12 @@ def _run_probe(python: str, runner: Runner, cache: Path | None) -> dict[str, Any
     entry = _probe_entry(python, cache) if cache is not None else None
     if entry is not None:
         with contextlib.suppress(OSError, ValueError):
-            data = json.loads(entry.read_text("utf-8"))
+            data = parse_json(entry.read_bytes())
             if isinstance(data, dict) and isinstance(data.get("env"), dict):
                 return data
     rc, out = runner.capture([python, "-c", _PROBE])
     try:
-        data = json.loads(out)
+        data = parse_json(out)
     except ValueError:
         data = None
     if rc != 0 or not isinstance(data, dict):

@@ -189,9 +189,9 @@ def recover(layout: VenvLayout) -> list[str]:
     """Finish or undo what an interrupted run left; returns what it did."""
     done: list[str] = []
     if layout.journal.is_file():
-        import json
+        from stacklock.bounded import parse_json
 
-        entry = json.loads(layout.journal.read_text("utf-8"))
+        entry = parse_json(layout.journal.read_bytes())
         moved = Path(entry["moved_to"])
         if not os.path.lexists(layout.venv) and moved.is_dir():
             os.rename(moved, layout.venv)
@@ -286,10 +286,10 @@ def rollback(layout: VenvLayout) -> tuple[int, int]:
 
 def _replaced(layout: VenvLayout, n: int) -> int | None:
     """The complete generation ``n`` replaced (recorded in its ``.ok``), if any."""
-    import json
+    from stacklock.bounded import parse_json
 
     try:
-        record = json.loads((layout.state_dir / f"{n}.ok").read_text("utf-8"))
+        record = parse_json((layout.state_dir / f"{n}.ok").read_bytes())
     except (OSError, ValueError):
         return None
     previous = record.get("replaces") if isinstance(record, dict) else None

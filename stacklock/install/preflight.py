@@ -7,7 +7,6 @@ they only need to catch "obviously not enough", not predict to the byte.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import parse_json
 from stacklock.errors import CudaError, PreflightError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class Problem:
 def toolkit_installed(prefix: Path, version: str) -> bool:
     """The prefix already holds this toolkit (its version.json says so)."""
     try:
-        data = json.loads((prefix / "version.json").read_text("utf-8"))
+        data = parse_json((prefix / "version.json").read_bytes())
     except (OSError, ValueError):
         return False
     return str(data.get("cuda", {}).get("version", "")) == version

@@ -27,6 +27,7 @@ import json
 from typing import TYPE_CHECKING
 
 from stacklock._fs import atomic_write_bytes
+from stacklock.bounded import parse_json
 from stacklock.codestamp import code_stamp
 from stacklock.install.early import NO_BUILD
 from stacklock.install.interpreter import interpreter_key
@@ -80,7 +81,7 @@ def recall(key: str, *, cache: Path, store: ArtifactStore) -> Choices | None:
     """The choices remembered under ``key``, unless unreadable or one of their
     wheels is now in the artifact store."""
     try:
-        data = json.loads(_entry(cache, key).read_text("utf-8"))
+        data = parse_json(_entry(cache, key).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT:

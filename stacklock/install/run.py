@@ -179,13 +179,13 @@ def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
     nothing: it was built from a lock of the same bytes with the same python,
     the toolkit needs no install, and its distributions still equal the lock's
     (names and versions: seconds, where hashing every file would take minutes)."""
-    import json
+    from stacklock.bounded import parse_json
 
     try:
         n = holds_lock(layout, plan.lock_path.read_bytes())
         if n is None or plan.runfile_command is not None or plan.link_cuda:
             return None
-        record = json.loads((layout.state_dir / f"{n}.ok").read_text("utf-8"))
+        record = parse_json((layout.state_dir / f"{n}.ok").read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("python") != plan.python:
@@ -324,7 +324,9 @@ def install_lock(
         if plan.snapshot_path is not None:
             from stacklock.snapshot import write_snapshot
 
-            snapshot = write_snapshot(venv, plan.snapshot_path)
+            warnings: list[str] = []
+            snapshot = write_snapshot(venv, plan.snapshot_path, warnings=warnings)
+            notes += [f"snapshot: {line}" for line in warnings]
         runfile = None
         if lock is not None:  # a replayed plan has nothing only stacklock fetches
             plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,

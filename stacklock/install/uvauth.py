@@ -74,11 +74,11 @@ def lock_indexes(content: bytes, *,
     warm install starts uv ~20 ms sooner than parsing a big lock would allow)."""
     if not any(key.startswith("STACKLOCK_INDEX_") for key in environ):
         return []
-    import tomllib
+    from stacklock.bounded import Malformed, parse_toml
 
     try:
-        data = tomllib.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        data = parse_toml(content)
+    except Malformed:
         return []
     tool = data.get("tool")
     stack = tool.get("stacklock") if isinstance(tool, dict) else None

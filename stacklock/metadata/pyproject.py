@@ -13,12 +13,13 @@ Everything here is a pure function of bytes.
 
 from __future__ import annotations
 
-import tomllib
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
+
+from stacklock.bounded import Malformed, parse_toml
 
 __all__ = ["STATIC_FIELDS", "static_project_metadata"]
 
@@ -33,8 +34,8 @@ def static_project_metadata(raw: bytes, *, project: str | None = None,
     ``project`` and ``version`` (a source folder or repository, which has no
     file name) the table must state both."""
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = parse_toml(raw)
+    except Malformed as exc:
         return f"pyproject.toml cannot be read ({exc})"
     table = data.get("project")
     if not isinstance(table, dict):

@@ -3,9 +3,10 @@ baseline, the NVIDIA driver's libraries, and the target's own libpython."""
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from importlib import resources
+
+from stacklock.bounded import parse_json
 
 __all__ = ["DRIVER_SONAMES", "baseline_sonames"]
 
@@ -17,7 +18,7 @@ DRIVER_SONAMES = frozenset(("libcuda.so.1", "libnvidia-ml.so.1"))
 @cache
 def _policy() -> dict[str, object]:
     text = resources.files("stacklock").joinpath("data", "manylinux_sonames.json")
-    data: dict[str, object] = json.loads(text.read_text("utf-8"))
+    data: dict[str, object] = parse_json(text.read_bytes())
     return data
 
 

@@ -34,6 +34,7 @@ import httpx
 from isal import igzip, isal_zlib
 
 from stacklock._fs import atomic_write_bytes
+from stacklock.bounded import parse_json
 from stacklock.errors import NativeError, ZipReadError
 from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
@@ -551,7 +552,7 @@ def _parse_entry(blob: bytes | None, sha256: str) -> WheelNatives | None:
             blob = inflate.decompress(blob, _ENTRY_LIMIT)
             if inflate.unconsumed_tail:
                 return None
-        data = json.loads(blob)
+        data = parse_json(blob)
         if data.get("format") == _FORMAT and data.get("sha256") == sha256.lower():
             return WheelNatives.from_dict(data)
     except _TORN_ENTRY:

@@ -13,15 +13,14 @@ ZIP64 before Python 3.13, and a CUDA stack is larger than 4 GiB. ``manifest.json
 gives every payload file's offset in the pack, size and sha256.
 
 This module and ``boot.py`` travel inside every pack, so they import nothing outside
-the standard library except ``stacklock.errors`` and ``stacklock._fs`` (both
-standard-library only, and copied alongside).
+the standard library except ``stacklock.errors``, ``stacklock._fs`` and
+``stacklock.bounded`` (all standard-library only, and copied alongside).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import platform
 import re
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stacklock.bounded import parse_json
 from stacklock.errors import PackError
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,254}")
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+)+")
 _PLATFORM = re.compile(r"[a-z0-9_]{1,64}")
 _CHUNK = 1 << 20
+MAX_MANIFEST_BYTES = 16 << 20  # a pack of 1,000 files has a 0.2 MB manifest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -239,7 +240,12 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
     pack = Path(path)
     try:
         with zipfile.ZipFile(pack) as zf:
-            raw = zf.read(MANIFEST)
+            if zf.getinfo(MANIFEST).file_size > MAX_MANIFEST_BYTES:
+                raise PackError(f"{pack}: {MANIFEST}: larger than "
+                                f"{MAX_MANIFEST_BYTES >> 20} MiB",
+                                hint="make the pack again with `stacklock pack`")
+            with zf.open(MANIFEST) as fh:  # what the zip says it holds, no more
+                raw = fh.read(MAX_MANIFEST_BYTES + 1)
             start = min(info.header_offset for info in zf.infolist())
     except FileNotFoundError:
         raise PackError(f"{pack}: no such file") from None
@@ -249,8 +255,8 @@ def read_manifest(path: str | os.PathLike[str]) -> Manifest:
             hint="copy it again and compare its sha256sum with the one `stacklock "
             "pack` printed") from None
     try:
-        manifest = Manifest.from_dict(json.loads(raw))
-    except (ValueError, RecursionError) as exc:  # json's errors are ValueErrors
+        manifest = Manifest.from_dict(parse_json(raw))
+    except ValueError as exc:  # Malformed is one, as are from_dict's
         raise PackError(f"{pack}: {MANIFEST}: {exc}",
                         hint="make the pack again with `stacklock pack`") from None
     ends = [m.offset + m.size for m in manifest.members]

@@ -21,7 +21,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from stacklock._fs import NotRegular, open_regular
+from stacklock.bounded import NotRegular, open_regular
 from stacklock.errors import PatchError
 from stacklock.patches.model import ADDED, CONTEXT, REMOVED, FilePatch, Hunk, Patch
 

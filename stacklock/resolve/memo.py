@@ -34,6 +34,7 @@ from packaging.utils import canonicalize_name
 
 from stacklock._fs import atomic_write_bytes, check_writable, publish_bytes
 from stacklock._fs import cache_dir as default_cache_dir
+from stacklock.bounded import parse_json
 from stacklock.codestamp import code_stamp
 from stacklock.index.cache import PageCache, is_fresh_header
 from stacklock.index.local import is_local
@@ -125,7 +126,7 @@ def store_record(root: Path, key: str, *, pages: Mapping[str, str | None],
 
 def _load_record(root: Path, key: str) -> dict[str, Any] | None:
     try:
-        record = json.loads(_record_path(root, key).read_bytes())
+        record = parse_json(_record_path(root, key).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("format") != MEMO_FORMAT or \

@@ -17,7 +17,6 @@ environment as the machine has it unless the profile says otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stacklock.bounded import Malformed, parse_json
 from stacklock.errors import ValidateError
 from stacklock.runner import free_port
 from stacklock.validation import DEFAULT_SIZES, KB, NO_MULTICAST, parse_size
@@ -67,8 +67,8 @@ def last_json(stdout: str) -> dict[str, Any] | None:
         line = line.strip()
         if line.startswith("{"):
             try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
+                data = parse_json(line)
+            except Malformed:
                 continue
             if isinstance(data, dict):
                 return data

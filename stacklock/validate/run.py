@@ -192,17 +192,17 @@ def validate(
 
 def _applying(lock: Lock, python: Path) -> Lock:
     """``lock`` with the packages whose markers hold for ``python``."""
-    import json
     import subprocess
     from dataclasses import replace
 
+    from stacklock.bounded import parse_json
     from stacklock.pyenv import marker_env_code
 
     try:
         out = subprocess.run([str(python), "-c", marker_env_code(
             "print(json.dumps(env))")], capture_output=True, text=True,
             timeout=60, check=True).stdout
-        env = json.loads(out)
+        env = parse_json(out)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         raise ValidateError(f"{python} cannot report its markers: {exc}",
                             hint="is it a Python 3.9+ interpreter?") from None

@@ -37,7 +37,6 @@ needed and the input length is exact.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import statistics
 import time
@@ -47,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from stacklock.bounded import Malformed, parse_json
 
 __all__ = [
     "LevelResult",
@@ -159,7 +160,7 @@ def _events(response: httpx.Response) -> Iterator[dict[str, Any]]:
         body = line[len("data:"):].strip()
         if body == "[DONE]":
             return
-        event = json.loads(body)
+        event = parse_json(body)
         if isinstance(event, dict):
             yield event
 
@@ -225,7 +226,7 @@ def stream_request(http: httpx.Client, base_url: str, *, engine: str, model: str
                     counts.append(running)
                 if running is not None:
                     count = max(count, running)
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+    except (httpx.HTTPError, Malformed) as exc:
         return RequestResult(ok=False, error=f"{type(exc).__name__} from {url}: {exc}")
     if not stamps:
         return RequestResult(ok=False, error=f"{url} streamed no output token")
@@ -309,8 +310,8 @@ def read_accept_length(http: httpx.Client, base_url: str) -> float | None:
         if response.status_code != 200:
             continue
         try:
-            states = response.json().get("internal_states") or [{}]
-        except (json.JSONDecodeError, AttributeError):
+            states = parse_json(response.content).get("internal_states") or [{}]
+        except (Malformed, AttributeError):
             return None
         value = states[0].get("avg_spec_accept_length") if states else None
         return float(value) if value is not None else None

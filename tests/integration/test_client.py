@@ -199,7 +199,7 @@ def test_404_means_not_on_this_index(router, make_client):
     ("text/plain", b"Service temporarily in maintenance", "not an index page"),
     ("application/octet-stream", b"<p>login here</p>", "not an index page"),
     (JSON_TYPE, b'{"projects": [{"name": "torch"}]}', "'files'"),
-    ("application/json", b"{not json", "not JSON"),
+    ("application/json", b"{not json", "not valid JSON"),
 ])
 def test_a_page_that_is_not_an_index(router, make_client, ctype, body, why):
     router.get("https://pypi.org/simple/torch/").mock(return_value=httpx.Response(
