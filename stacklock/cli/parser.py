@@ -54,7 +54,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         description="Lock, install, validate and diff GPU software stacks.",
         epilog="exit codes:\n  0    ok\n  1    the answer is no: a conflict, a "
                "check that fails, locks that differ\n  2    bad input\n  3    an "
-               "index or host that does not answer\n  130  interrupted\n\n"
+               "index or host that does not answer\n  4    update: the lock changed "
+               "(written)\n  130  interrupted\n\n"
                "example:\n  stacklock resolve pypi-cu130 && stacklock install "
                "locks/pylock.pypi-cu130.toml",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -100,6 +101,8 @@ _EXAMPLES = {
     "bisect": "stacklock bisect good.toml bad.toml -- python -c 'import torch'",
     "archive": "stacklock archive locks/pylock.blackwell-cu130-nightly.toml "
                "s3://team-wheels/stacklock",
+    "update": "stacklock update blackwell-cu130-nightly --prereleases --summary "
+              "update.md --validate -- python bench.py",
 }
 
 
@@ -213,6 +216,59 @@ def _add_resolve(sub: _Sub) -> None:
                         "end after STACKLOCK_RUN_TIMEOUT (default 1800)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="resolve:resolve")
+
+
+def _add_update(sub: _Sub) -> None:
+    p = sub.add_parser(
+        "update", help="re-resolve a profile for a scheduled job: write the lock and "
+        "a summary when it changes; --validate installs, validates and bisects",
+        usage="stacklock update PROFILE [options] [--validate [-- CMD [ARGS...]]]")
+    p.__class__ = _CommandParser  # the oracle CMD [ARGS...] after "--", as it is
+    p.add_argument("profile", metavar="PROFILE",
+                   help="a built-in profile name or a path to a .toml file")
+    p.add_argument("-o", "--output", metavar="PATH",
+                   help="the lock to update (default locks/pylock.PROFILE.toml)")
+    p.add_argument("--package", action="append", default=[], metavar="NAME",
+                   help="release only NAME (a glob such as 'nvidia-*' matches the "
+                        "lock's names; repeatable); default: every package")
+    p.add_argument("--prereleases", action="store_true",
+                   help="release only the profile's requirements.prereleases "
+                        "(the nightlies)")
+    p.add_argument("--summary", metavar="FILE",
+                   help="write the markdown summary for a pull request here "
+                        "(only when the lock changed)")
+    p.add_argument("--validate", action="store_true",
+                   help="install the new lock into a scratch venv (--dir) and "
+                        "validate it, then run CMD there; bisect a failure")
+    p.add_argument("--allow-no-gpu", action="store_true",
+                   help="validate without a driver or GPU, skipping what needs one")
+    p.add_argument("--dir", default="update", metavar="DIR",
+                   help="the scratch venv, bisect's work and the validation "
+                        "reports kept by lock sha256 (default ./update)")
+    p.add_argument("--max-steps", type=int, default=30, metavar="N",
+                   help="bisect: stop after N oracle runs (default 30)")
+    p.add_argument("--step-timeout", type=float, default=1800.0, metavar="SECONDS",
+                   help="the oracle command's time limit (default 1800)")
+    p.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="bisect with the gate: measure N times a state (default 3)")
+    p.add_argument("--python", help="interpreter to build the scratch venv from")
+    p.add_argument("--no-toolkit", action="store_true",
+                   help="leave a runfile toolkit out of the scratch installs")
+    p.add_argument("--index", action="append", default=[], metavar="NAME=URL",
+                   help="point the profile's index NAME at another URL (a mirror)")
+    p.add_argument("--offline", action="store_true",
+                   help="use only the caches; no network")
+    p.add_argument("--refresh", action="store_true",
+                   help="revalidate cached pages with the indexes")
+    p.add_argument("--no-check", action="store_true",
+                   help="resolve without the native check")
+    _add_archive(p)
+    p.add_argument("--json", action="store_true")
+    p.epilog = ("exit codes: 0 unchanged (nothing written), 4 changed (lock and "
+                "summary written; validated where asked), 1 changed and its "
+                "validation failed (culprit in the summary), 2 bad input, "
+                "3 the network")
+    p.set_defaults(verb="update:update")
 
 
 def _add_check(sub: _Sub) -> None:
@@ -426,6 +482,7 @@ def _add_bisect(sub: _Sub) -> None:
 
 _VERBS = {
     "profiles": _add_profiles, "links": _add_links, "resolve": _add_resolve,
+    "update": _add_update,
     "check": _add_check, "cuda": _add_cuda, "install": _add_install,
     "pack": _add_pack, "archive": _add_archive_verb, "snapshot": _add_snapshot,
     "diff": _add_diff,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["resolve"]
+__all__ = ["resolve", "resolved_now"]
 
 
 def resolve(args: argparse.Namespace) -> int:
@@ -66,30 +67,39 @@ def resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
-    """``resolve --check``: resolve as ``resolve`` would (the lock's pins
-    preferred, a replay where nothing changed), write nothing, and compare with
-    the lock there; what differs is shown by ``stacklock diff``'s renderer."""
-    from pathlib import Path
-
-    from stacklock.cli.output import interactive, piped, print_json, progress, say
+def resolved_now(args: argparse.Namespace, urls: dict[str, str], *,
+                 upgrade: bool, upgrade_packages: list[str],
+                 ) -> tuple[Path, str, float]:
+    """``(lock path, text, seconds)``: the lock resolving ``args.profile``
+    writes now (the lock there preferred as ``resolve`` prefers it, a replay
+    where nothing changed), writing nothing: ``resolve --check`` and ``update``."""
+    from stacklock.cli.output import interactive, piped, progress
     from stacklock.resolve.memo import replay_lock
 
     options = {"output": args.output, "index_urls": urls, "offline": args.offline,
                "refresh": args.refresh, "check": not args.no_check,
-               "upgrade": args.upgrade, "upgrade_packages": args.upgrade_package}
+               "upgrade": upgrade, "upgrade_packages": upgrade_packages}
     replayed = replay_lock(args.profile, write=False, **options)
     if replayed is not None:
-        path, text, seconds = replayed.lock, replayed.text, replayed.seconds
-    else:
-        from stacklock.resolve.locking import lock_profile
+        return Path(replayed.lock), replayed.text, replayed.seconds
+    from stacklock.resolve.locking import lock_profile
 
-        live, on_status, on_download = progress(
-            enabled=interactive(args), status="resolving", lines=piped(args))
-        with live:
-            result = lock_profile(args.profile, write=False, on_status=on_status,
-                                  on_download=on_download, **options)
-        path, text, seconds = result.lock, result.text, result.seconds
+    live, on_status, on_download = progress(
+        enabled=interactive(args), status="resolving", lines=piped(args))
+    with live:
+        result = lock_profile(args.profile, write=False, on_status=on_status,
+                              on_download=on_download, **options)
+    return Path(result.lock), result.text, result.seconds
+
+
+def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
+    """``resolve --check``: resolve as ``resolve`` would, write nothing, and
+    compare with the lock there; what differs is shown by ``stacklock diff``'s
+    renderer."""
+    from stacklock.cli.output import print_json, say
+
+    path, text, seconds = resolved_now(args, urls, upgrade=args.upgrade,
+                                       upgrade_packages=args.upgrade_package)
     try:
         current: bytes | None = Path(path).read_bytes()
     except OSError:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["PLOTS_HINT", "REPORT_VERSION", "ValidateResult", "count_statuses",
-           "has_matplotlib", "plot_allreduce", "plot_throughput", "render_markdown",
-           "render_text", "write_report"]
+           "has_matplotlib", "plot_allreduce", "plot_throughput", "read_report",
+           "render_markdown", "render_text", "write_report"]
 
 REPORT_VERSION = 2  # 2: "measured" checks, per-chunk and per-token ITL, warm-up
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "measured": "measured"}
@@ -92,6 +92,33 @@ class ValidateResult:
                     else None),
             gate=GateResult.from_dict(data["gate"]) if data.get("gate") else None,
         )
+
+
+MAX_REPORT_BYTES = 16 << 20
+
+
+def read_report(path: Path) -> dict[str, Any] | None:
+    """A report.json written by validate, as its dict (checked by
+    :meth:`ValidateResult.from_dict`); None when there is none, or it is not
+    one (too large, not JSON, another report version): a report is read back
+    only to be shown beside a new one."""
+    import json
+
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_REPORT_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_REPORT_BYTES:
+        return None
+    try:
+        found = json.loads(data)
+        if not isinstance(found, dict):
+            return None
+        ValidateResult.from_dict(found)
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return found
 
 
 def _check_rows(checks: tuple[CheckResult, ...]) -> list[str]:

@@ -179,7 +179,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(302, [("location", path), ("content-length", "0")], b"")
             return
         if path.startswith("/whl/"):
-            page = pytorch_page(path, server.wheel_host)
+            page = pytorch_page(path, server.wheel_host, as_of=server.as_of)
             if page is None:
                 self._send(403, [("content-type", "application/xml"),
                                  ("content-length", str(len(ACCESS_DENIED)))],
@@ -260,6 +260,7 @@ class _MirrorServer(ThreadingHTTPServer):
         self.requested: list[str] = []
         self.downloads: list[str] = []  # whole wheels served (wheel host)
         self.wheel_host = ""
+        self.as_of: str | None = None  # the PyTorch pages as they were then
 
 
 class Mirror:
@@ -298,11 +299,15 @@ class Mirror:
 
 @contextmanager
 def serve_mirror(root: Path = DATA, fill: Fill | None = None,
-                 sgl_root: Path = SGL_ROOT) -> Iterator[Mirror]:
+                 sgl_root: Path = SGL_ROOT, as_of: str | None = None
+                 ) -> Iterator[Mirror]:
     """Serve the mirror; ``sgl_root`` replaces the real sgl-kernel pages (a
-    derived page), ``fill(path)`` may create what is missing before a 404."""
+    derived page), ``fill(path)`` may create what is missing before a 404;
+    ``as_of`` (RFC 3339) serves the PyTorch pages as they were at that moment:
+    only the files uploaded by then."""
     wheels = _MirrorServer(root, None, sgl_root, _WheelHostHandler)
     server = _MirrorServer(root, fill, sgl_root)
+    server.as_of = as_of
     server.wheel_host = f"http://127.0.0.1:{wheels.server_address[1]}"
     threads = [threading.Thread(target=s.serve_forever, daemon=True)
                for s in (server, wheels)]
@@ -388,9 +393,10 @@ def derived_index(tmp_path: Path, sha: str) -> str:
 
 def resolve_on_mirror(monkeypatch: Any, tmp_path: Path, profile: str,
                       urls: dict[str, str], host: WheelHost,
-                      *extra: str) -> tuple[int, str, str]:
-    """``stacklock resolve PROFILE --index NAME=URL ...`` through the CLI, every
-    other host answered by ``host``: exit code, stdout and stderr."""
+                      *extra: str, verb: str = "resolve") -> tuple[int, str, str]:
+    """``stacklock resolve PROFILE --index NAME=URL ...`` (or ``verb``, e.g.
+    ``update``) through the CLI, every other host answered by ``host``: exit
+    code, stdout and stderr."""
     import contextlib
     import io
 
@@ -401,7 +407,7 @@ def resolve_on_mirror(monkeypatch: Any, tmp_path: Path, profile: str,
                         lambda profile: make_mirror_client(host))
     # --no-check: the native check reads whole wheels, which the mirror serves
     # only as stand-ins or recorded range reads
-    argv = ["resolve", profile, "--no-check", *extra]
+    argv = [verb, profile, "--no-check", *extra]
     for name, url in urls.items():
         argv += ["--index", f"{name}={url}"]
     out, err = io.StringIO(), io.StringIO()

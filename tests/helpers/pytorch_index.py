@@ -40,14 +40,17 @@ def render_pytorch_page(project: str, files: list[StandIn], host: str) -> bytes:
     return "\n".join(lines).encode()
 
 
-def pytorch_page(url_path: str, host: str) -> bytes | None:
+def pytorch_page(url_path: str, host: str, *, as_of: str | None = None
+                 ) -> bytes | None:
     """The PyTorch role's page at ``url_path`` (``/whl/<channel>/<project>/``),
-    or None: no such project (the server answers 403)."""
+    or None: no such project (the server answers 403); ``as_of`` (RFC 3339,
+    ``Z``): the page as it was then, listing the files uploaded by that time."""
     for channel in PYTORCH_CHANNELS:
         prefix = f"/whl/{channel}/"
         rest = url_path[len(prefix):].strip("/")
         if url_path.startswith(prefix) and rest and "/" not in rest:
             files = [f for f in pytorch_files()
-                     if f.channel == channel and f.project == rest]
+                     if f.channel == channel and f.project == rest
+                     and (as_of is None or f.upload_time <= as_of)]
             return render_pytorch_page(rest, files, host) if files else None
     return None

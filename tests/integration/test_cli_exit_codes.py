@@ -34,6 +34,7 @@ COVERED = {0: "test_quiet_default_and_verbose_line_counts",
            1: "test_a_check_that_fails_exits_1",
            2: "test_a_typo_in_a_profile_exits_2_in_one_line",
            3: "test_every_dead_index_is_named_and_exits_3",
+           4: "test_update_exits_4_when_it_wrote_a_new_lock_then_0",
            130: "test_sigint_exits_130_without_a_traceback"}
 
 
@@ -91,6 +92,24 @@ def _profile(path: Path, indexes: dict[str, str]) -> Path:
                    for name, url in indexes.items())
     path.write_text(text + '[requirements]\npackages = ["six", "idna"]\n')
     return path
+
+
+def test_update_exits_4_when_it_wrote_a_new_lock_then_0(tmp_path: Path,
+                                                       local_index: str) -> None:
+    """``update`` on recorded wheels served as a find-links page: a lock it
+    wrote is 4, the same lock again is 0 with nothing written."""
+    wheels = f"{local_index}/install/wheels/"
+    profile = tmp_path / "small.toml"
+    profile.write_text(f'[[index]]\nname = "local"\nurl = "{wheels}"\nkind = "flat"\n'
+                       '[requirements]\npackages = ["six"]\n')
+    argv = ("update", str(profile), "-o", "pylock.toml", "--summary", "s.md")
+    first = _stacklock(*argv, cwd=tmp_path, cache=tmp_path / "cache")
+    assert first.returncode == 4, first.stderr
+    assert (tmp_path / "s.md").is_file()
+    (tmp_path / "s.md").unlink()
+    again = _stacklock(*argv, cwd=tmp_path, cache=tmp_path / "cache")
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "s.md").exists()
 
 
 def test_the_readme_table_is_what_these_tests_hold() -> None:

@@ -1,0 +1,207 @@
+"""``stacklock update`` as a scheduled job runs it: last week's nightly lock
+against today's pages.
+
+The pages are download.pytorch.org's nightly format (tests/helpers/
+pytorch_index.py) over the nightly stand-ins of tests/data/mirror/pytorch/
+files.toml, served as they were at the recording's cut-off (last week) and as
+they are now. The full blackwell-cu130-nightly profile resolves on the loopback
+mirror; the validating runs install a nightly-only stack whose stand-ins carry
+no requirements (derived here, never stored), so that uv installs every wheel
+from loopback and each nightly package moves on its own for bisect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from functools import partial
+from http.server import SimpleHTTPRequestHandler
+from pathlib import Path
+
+import pytest
+from packaging.utils import parse_wheel_filename
+
+from scripts.record_mirror import NIGHTLY_CUTOFF
+from stacklock.cli import main
+from tests.helpers.loopback import loopback
+from tests.helpers.mirror import WheelHost, resolve_on_mirror, serve_mirror
+from tests.helpers.pytorch_index import render_pytorch_page
+from tests.helpers.standins import StandIn, pytorch_files
+from tests.helpers.uv import python312
+from tests.helpers.wheelkit import build_wheel
+
+PROFILE = "blackwell-cu130-nightly"
+NIGHTLY = ("torch", "torchvision", "torchaudio")
+
+
+def _newest(project: str, as_of: str | None = None) -> str:
+    """The newest cp312 x86_64 nightly of ``project`` on the pages then."""
+    return str(max(parse_wheel_filename(f.filename)[1] for f in pytorch_files()
+                   if f.channel == "nightly/cu130" and f.project == project
+                   and "cp312" in f.filename and "x86_64" in f.filename
+                   and (as_of is None or f.upload_time <= as_of)))
+
+
+def test_update_writes_todays_lock_and_a_summary_naming_every_change(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sgl_derived: str) -> None:
+    lock, summary = tmp_path / "pylock.nightly.toml", tmp_path / "update.md"
+    host = WheelHost()
+    with serve_mirror(sgl_root=sgl_derived, as_of=NIGHTLY_CUTOFF) as mirror:
+        urls = mirror.index_urls(nightly=True, sgl_page="sgl")
+        code, _, err = resolve_on_mirror(monkeypatch, tmp_path / "last-week",
+                                         PROFILE, urls, host, "-o", str(lock))
+        assert code == 0, err
+        week_ago = lock.read_bytes()
+        mirror._server.as_of = None  # a week later: today's pages
+        today = tmp_path / "today"
+        code, out, err = resolve_on_mirror(
+            monkeypatch, today, PROFILE, urls, host, "-o", str(lock),
+            "--summary", str(summary), "--json", verb="update")
+        assert code == 4, err  # changed (not validated)
+        report = json.loads(out)
+        written = lock.read_bytes()
+        summary.unlink()
+        asked = len(mirror.requested)
+        code, out, err = resolve_on_mirror(
+            monkeypatch, today, PROFILE, urls, host, "-o", str(lock),
+            "--summary", str(summary), "--json", verb="update")
+        again = json.loads(out)
+        # nothing changed: a replay, as a warm resolve --check (no page asked)
+        assert len(mirror.requested) == asked
+    assert host.refused == []
+    assert written != week_ago
+    assert report["schema"] == "stacklock.update/1"
+    assert (report["state"], report["released"]) == ("changed", "all")
+    changes = {c["name"]: (c["change"], c["old"], c["new"])
+               for c in report["diff"]["packages"]}
+    moved = {p: ("upgraded", _newest(p, NIGHTLY_CUTOFF), _newest(p))
+             for p in NIGHTLY if _newest(p, NIGHTLY_CUTOFF) != _newest(p)}
+    assert moved and changes == moved
+    assert report["written"] == [str(lock), str(summary)]
+    assert (code, again["state"], again["written"]) == (0, "unchanged", [])
+    assert lock.read_bytes() == written and not summary.exists()
+
+
+def test_summary_names_each_change_and_what_the_check_passed_over(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sgl_derived: str) -> None:
+    lock, summary = tmp_path / "pylock.nightly.toml", tmp_path / "update.md"
+    host = WheelHost()
+    with serve_mirror(sgl_root=sgl_derived, as_of=NIGHTLY_CUTOFF) as mirror:
+        urls = mirror.index_urls(nightly=True, sgl_page="sgl")
+        code, _, err = resolve_on_mirror(monkeypatch, tmp_path / "a", PROFILE, urls,
+                                         host, "-o", str(lock))
+        assert code == 0, err
+        mirror._server.as_of = None
+        code, out, err = resolve_on_mirror(
+            monkeypatch, tmp_path / "b", PROFILE, urls, host, "-o", str(lock),
+            "--prereleases", "--summary", str(summary), verb="update")
+    assert code == 4, err
+    text = summary.read_text()
+    assert text.startswith(f"# stacklock update {PROFILE}: ")
+    assert "(not validated)" in text and "Released: " in text
+    for project in NIGHTLY:
+        old, new = _newest(project, NIGHTLY_CUTOFF), _newest(project)
+        assert project in text and old in text and new in text, project
+        assert re.search(rf"{project} upgraded {re.escape(old)} -> "
+                         rf"{re.escape(new)}", out), out
+    assert "## Passed over by the native check" in text
+
+
+# -- validation and bisect, on nightly stand-ins with no requirements --------
+
+
+# what a torch built for CUDA 13.0 answers validate's probe with on a machine
+# with no GPU
+_CPU_TORCH = ("__version__ = %r\n\nclass version:\n    cuda = \"13.0\"\n\n\n"
+              "class cuda:\n    @staticmethod\n    def is_available():\n"
+              "        return False\n")
+
+
+def _derived(folder: Path, host: str, as_of: str) -> None:
+    """The nightly pages of NIGHTLY as of ``as_of`` under ``folder/whl/
+    nightly/cu130/``, and every nightly as a wheel with no requirements (torch
+    a module answering validate's probe) under ``folder/files/`` with its
+    METADATA file."""
+    files = []
+    for f in pytorch_files():
+        if f.channel != "nightly/cu130" or f.project not in NIGHTLY or \
+                "cp312" not in f.filename:
+            continue
+        version = str(parse_wheel_filename(f.filename)[1])
+        module = (_CPU_TORCH % version).encode() if f.project == "torch" else b""
+        built = build_wheel(folder / "files", f.project, version,
+                            {f"{f.project}/__init__.py": module},
+                            tag=f.filename.split("-", 2)[2].removesuffix(".whl"))
+        assert built.name == f.filename
+        with zipfile.ZipFile(built) as zf:
+            meta = zf.read(f"{f.project}-{version}.dist-info/METADATA")
+        (folder / "files" / f"{f.filename}.metadata").write_bytes(meta)
+        files.append(StandIn(channel="files", filename=f.filename, metadata=meta,
+                             upload_time=f.upload_time, page_sha256=False,
+                             wheel=built.read_bytes()))
+    for project in NIGHTLY:
+        listed = [f for f in files if f.project == project and f.upload_time <= as_of]
+        page = render_pytorch_page(project, listed, host).replace(b"/whl/files/",
+                                                                  b"/files/")
+        target = folder / "whl" / "nightly" / "cu130" / project / "index.html"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(page)
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _oracle(condition: str) -> list[str]:
+    return ["python", "-c", "import importlib.metadata as m, sys\n"
+            f"sys.exit({condition})"]
+
+
+def test_validate_then_bisect_names_the_culprit_verified_both_ways(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "served"
+    today = {p: _newest(p) for p in NIGHTLY}
+    culprit = "torchaudio"
+    failing = _oracle(f"m.version({culprit!r}) == {today[culprit]!r}")
+    with loopback(partial(_Quiet, directory=str(folder))) as base:
+        profile = tmp_path / "nightly.toml"
+        profile.write_text(
+            '[target]\npython = "3.12"\n\n[[index]]\nname = "pytorch-nightly-cu130"'
+            f'\nurl = "{base}/whl/nightly/cu130"\npackages = {list(NIGHTLY)!r}\n\n'
+            f"[requirements]\npackages = {list(NIGHTLY)!r}\n"
+            f"prereleases = {list(NIGHTLY)!r}\n".replace("'", '"'))
+        common = [str(profile), "-o", "pylock.toml", "--validate", "--allow-no-gpu",
+                  "--python", python312(tmp_path), "--summary", "update.md",
+                  "--json", "--no-check"]
+        _derived(folder, base, NIGHTLY_CUTOFF)
+        code = main(["update", *common, "--", *failing])
+        first = json.loads(capsys.readouterr().out)
+        # last week's lock: new, validated, passing
+        assert code == 4, json.dumps(first["validation"])[:3000]
+        assert first["validation"]["ok"] is True
+        _derived(folder, base, "2999-01-01T00:00:00Z")  # today's pages, and
+        monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache2"))  # a
+        # week later no page in the cache is fresh
+        code = main(["update", *common, "--max-steps", "12", "--", *failing])
+        report = json.loads(capsys.readouterr().out)
+    assert code == 1, report  # changed and failing, culprit named
+    assert report["state"] == "failing"
+    assert {c["name"] for c in report["diff"]["packages"]} == set(NIGHTLY)
+    assert [c["name"] for c in report["culprit"]] == [culprit]
+    (found, *_) = report["bisect"]["culprits"]
+    assert found["confirmed"] is True  # committed lock with it fails
+    assert found["verified"] is True  # new lock without it passes
+    validation = report["validation"]
+    assert (validation["oracle_exit_code"], validation["verdict"]) == (1, "pass")
+    assert validation["committed"]["verdict"] == "pass"  # last week's, recorded
+    text = (tmp_path / "update.md").read_text()
+    assert f"culprit: {culprit} upgraded" in text
+    assert "| committed lock (last recorded) | new lock |" in text
+    assert "- new lock without it: passes" in text
+    assert "- committed lock with it: fails" in text
