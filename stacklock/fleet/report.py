@@ -17,7 +17,10 @@ from stacklock._fs import atomic_write_text
 from stacklock.bounded import parse_json, read_regular
 from stacklock.errors import FleetError
 from stacklock.fleet.playbook import INSTALL_TASK, VERDICT_TASK
-from stacklock.validate.report import ValidateResult
+from stacklock.validate.report import (
+    MAX_REPORT_BYTES,  # a host's is ~20 kB
+    ValidateResult,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,7 +37,6 @@ __all__ = [
 ]
 
 FLEET_VERSION = 1
-MAX_REPORT_BYTES = 16 << 20  # a host's validate report is ~20 kB
 PASS, FAIL, UNREACHABLE = "pass", "fail", "unreachable"
 ALLREDUCE_BYTES = 42 * 1024
 # a host this much slower than the fleet's median is marked in the table

@@ -20,9 +20,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-__all__ = ["PLOTS_HINT", "REPORT_VERSION", "ValidateResult", "count_statuses",
-           "has_matplotlib", "plot_allreduce", "plot_throughput", "read_report",
-           "render_markdown", "render_text", "write_report"]
+__all__ = [
+    "MAX_REPORT_BYTES",
+    "PLOTS_HINT",
+    "REPORT_VERSION",
+    "ValidateResult",
+    "count_statuses",
+    "has_matplotlib",
+    "plot_allreduce",
+    "plot_throughput",
+    "read_report",
+    "render_markdown",
+    "render_text",
+    "write_report",
+]
 
 REPORT_VERSION = 2  # 2: "measured" checks, per-chunk and per-token ITL, warm-up
 _MARK = {"pass": "PASS", "fail": "FAIL", "skip": "skip", "measured": "measured"}
@@ -102,21 +113,14 @@ def read_report(path: Path) -> dict[str, Any] | None:
     :meth:`ValidateResult.from_dict`); None when there is none, or it is not
     one (too large, not JSON, another report version): a report is read back
     only to be shown beside a new one."""
-    import json
+    from stacklock.bounded import Malformed, parse_json, read_regular
 
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_REPORT_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_REPORT_BYTES:
-        return None
-    try:
-        found = json.loads(data)
+        found = parse_json(read_regular(path, limit=MAX_REPORT_BYTES))
         if not isinstance(found, dict):
             return None
         ValidateResult.from_dict(found)
-    except (ValueError, KeyError, TypeError, RecursionError):
+    except (OSError, Malformed, ValueError, KeyError, TypeError):
         return None
     return found
 
