@@ -11,7 +11,8 @@ and the load average before the first set.
     .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--group everyday]
         [--set NAME] [--no-check] [--baseline PYTHON]
 
-The sets live in scripts/resolve_sets.toml (groups "gpu" and "everyday").
+The sets live in scripts/resolve_sets.toml (groups "gpu", "everyday" and
+"application").
 ``--baseline PYTHON`` times a second stacklock (``PYTHON -m stacklock.cli``, e.g.
 the venv of an older checkout) in the same run, beside this one and uv.
 

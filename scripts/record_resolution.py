@@ -10,11 +10,19 @@ replay it with ReplayTransport and get the same answer offline.
 
 Writes ``tests/data/resolve/cassettes/<profile name>/`` and appends a line to
 ``tests/data/resolve/cassettes/PROVENANCE.md``.
+
+``--metadata`` records the pages only and keeps the METADATA files the
+resolution read, as the metadata cache held them after it (``metadata.json.gz``:
+cache key -> the file's text), without prefetching: a resolution that reads
+a hundred METADATA files takes 64 KiB of wheel tail for each, and the test
+starts from a cache that holds them instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -39,6 +47,26 @@ from tests.helpers.cassette import (  # noqa: E402
 OUT = ROOT / "tests" / "data" / "resolve" / "cassettes"
 
 
+class PagesOnly(httpx.BaseTransport):
+    """Record index pages; send wheel reads on without recording them."""
+
+    def __init__(self, pages: RecordingTransport) -> None:
+        self.pages, self.rest = pages, httpx.HTTPTransport(retries=2)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith((".whl", ".metadata")):
+            return self.rest.handle_request(request)
+        return self.pages.handle_request(request)
+
+
+def keep_metadata(cache: Path, folder: Path) -> None:
+    """The METADATA files of the cache, as ``folder/metadata.json.gz``."""
+    files = {p.name.removesuffix(".metadata"): p.read_text("utf-8")
+             for p in sorted((cache / "metadata").glob("*.metadata"))}
+    (folder / "metadata.json.gz").write_bytes(gzip.compress(
+        json.dumps(files, sort_keys=True).encode(), mtime=0))
+
+
 class Layered(httpx.BaseTransport):
     """Answer from an existing cassette; record only what it lacks."""
 
@@ -52,11 +80,12 @@ class Layered(httpx.BaseTransport):
             return self.rest.handle_request(request)
 
 
-def record(profile_arg: str, base: str | None = None, check: bool = False) -> str:
+def record(profile_arg: str, base: str | None = None, check: bool = False,
+           metadata: bool = False) -> str:
     profile = load_profile(profile_arg)
     folder = OUT / profile.name
     transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
-    outer: httpx.BaseTransport = transport
+    outer: httpx.BaseTransport = PagesOnly(transport) if metadata else transport
     if base is not None:
         outer = Layered(ReplayTransport(OUT / base), transport)
     http = make_http_client(transport=outer)
@@ -68,7 +97,7 @@ def record(profile_arg: str, base: str | None = None, check: bool = False) -> st
                           cache_dir=None) if check else None
         try:
             result = resolve_profile(profile, http=http, cache_dir=Path(cache),
-                                     workers=8, gate=gate)
+                                     workers=8, gate=gate, prefetch=not metadata)
             outcome = f"{len(result.packages)} packages"
         except ResolutionError:
             outcome = "no resolution (a conflict case)"
@@ -76,11 +105,14 @@ def record(profile_arg: str, base: str | None = None, check: bool = False) -> st
             outcome = f"{type(exc).__name__} (an error case)"
         finally:
             http.close()
+        if metadata:
+            keep_metadata(Path(cache), folder)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
     line = (f"- `{profile.name}/`: {when}, `scripts/record_resolution.py "
             f"{profile_arg}{f' --base {base}' if base else ''}"
-            f"{' --check' if check else ''}` against "
+            f"{' --check' if check else ''}{' --metadata' if metadata else ''}` "
+            "against "
             "https://pypi.org/simple and "
             f"files.pythonhosted.org; {len(transport.entries)} responses, "
             f"{size // 1024} KiB; outcome: {outcome}\n")
@@ -99,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="resolve with the native check, so the cassette also "
                         "holds what resolving again without a passed-over "
                         "candidate reads")
+    parser.add_argument("--metadata", action="store_true",
+                        help="record the pages only and keep the METADATA files "
+                        "read, as metadata.json.gz (no prefetching)")
     args = parser.parse_args(argv)
     OUT.mkdir(parents=True, exist_ok=True)
     prov = OUT / "PROVENANCE.md"
@@ -110,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             "`tests/cassette.py`; bodies over 32 KiB are gzip-compressed, nothing "
             "else is changed.\n\n", encoding="utf-8")
     for name in args.profiles:
-        sys.stdout.write(record(name, args.base, args.check))
+        sys.stdout.write(record(name, args.base, args.check, args.metadata))
     return 0
 
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import SpecifierSet
 from resolvelib import AbstractProvider
 
+from stacklock.resolve.learned import Learned
 from stacklock.resolve.model import (
     Candidate,
     Requirement,
@@ -60,20 +61,41 @@ if TYPE_CHECKING:
     from stacklock.resolve.rules import Rules
     from stacklock.resolve.source import PackageSource
 
-__all__ = ["READ_AHEAD", "StackProvider"]
+__all__ = ["MAX_RESTARTS", "READ_AHEAD", "Restart", "StackProvider"]
 
 READ_AHEAD = 4  # candidates whose METADATA a rejection starts reading
+MAX_RESTARTS = 8  # fresh starts with what was learned, in one resolution
+
+
+class Restart(Exception):
+    """Resolve again from the start: with what was learned (``learn``), since
+    a pin was made before a fact that rules it out; or without, since a
+    pre-release was offered that a learned range assumed would not be
+    (:class:`stacklock.resolve.learned.Learned`)."""
+
+    def __init__(self, *, learn: bool) -> None:
+        super().__init__("restart" if learn else "restart without learning")
+        self.learn = learn
 
 
 class StackProvider(AbstractProvider):  # type: ignore[type-arg]
     def __init__(self, source: PackageSource, rules: Rules,
                  excluded: Collection[tuple[str, Version]] = (),
-                 preferences: Preferences | None = None) -> None:
+                 preferences: Preferences | None = None,
+                 roots: Iterable[Requirement] = ()) -> None:
         self.source = source
         self.rules = rules
         # (name, version) the native check found would not load: never offered
         self.excluded = frozenset(excluded)
         self.preferences = preferences or Preferences()
+        # what the conflicts taught (dead candidates, derived ranges)
+        self._roots = tuple(roots)
+        self.learned = Learned(self._roots, versions=self._versions,
+                               constraint=rules.constraint_for)
+        self._learn = True
+        self._unsettled = False  # a fact learned since the last look at the pins
+        self.restarts = 0
+        self._last_rejected: str | None = None
         # (name, the requirements' specifiers) -> the candidates that match
         self._matches: dict[tuple[str, tuple[str, ...]], list[Candidate]] = {}
         # identifier -> the candidates last offered for it (prefetch_after)
@@ -130,8 +152,12 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         reqs = list(requirements[identifier])
         bad = {c.version for c in incompatibilities[identifier]}
         found = [c for c in self._matching(name, reqs) if c.version not in bad]
+        if name in self.learned.assumed_final and any(
+                c.version.is_prerelease for c in found):
+            raise Restart(learn=False)
         found = locked_first(found, self.preferences.version_of(name))
         offered = [c.with_extras(extras) for c in found] if extras else found
+        offered = [c for c in offered if not self.learned.is_dead(c)]
         self._offered[identifier] = offered
 
         def newest_first() -> Iterator[Candidate]:
@@ -145,6 +171,9 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
         return requirement.is_satisfied_by(candidate.version)
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
+        known = self.learned.dependencies.get(candidate.key)
+        if known is not None:
+            return known
         meta = self.source.metadata(candidate)
         deps = self.source.dependencies(meta, candidate.extras)
         self.source.prefetch(deps)
@@ -154,7 +183,44 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
                 name=candidate.name, specifier=SpecifierSet(f"=={candidate.version}"),
                 text=f"{candidate.name}=={candidate.version}",
                 parent=f"{candidate.identifier} {candidate.version}"))
+        self.learned.dependencies[candidate.key] = out
         return out
+
+    def rejected(self, candidate: Candidate, criterion: Any) -> None:
+        """resolvelib rejected ``candidate`` over ``criterion``: learn whether
+        it can never be taken (:mod:`stacklock.resolve.learned`)."""
+        self._last_rejected = candidate.identifier
+        if not self._learn:
+            return
+        own = [i.requirement for i in criterion.information
+               if i.parent is not None and i.parent.key == candidate.key]
+        self.learned.rejected(candidate, own)
+
+    def conflict(self) -> None:
+        """Every candidate of the project last rejected failed: learn the
+        ranges that follows for the projects all of them require."""
+        if self._learn and self._last_rejected is not None and self.learned.exhausted(
+                self._last_rejected, self._matching):
+            self._matches.clear()
+            self._preferences.clear()
+            self._unsettled = True
+
+    def ending_round(self, pinned: Iterable[Candidate]) -> None:
+        """After a round that learned a range: start afresh when one of the
+        ``pinned`` candidates contradicts it (:meth:`Learned.contradicts`)."""
+        if self._unsettled and self.restarts < MAX_RESTARTS:
+            self._unsettled = False
+            if self.learned.contradicts(pinned):
+                self.restarts += 1
+                raise Restart(learn=True)
+
+    def forget(self) -> None:
+        """Drop what was learned and learn nothing more (:class:`Restart`)."""
+        self._learn = False
+        self.learned = Learned(self._roots, versions=self._versions,
+                               constraint=self.rules.constraint_for)
+        self._matches.clear()
+        self._preferences.clear()
 
     def prefetch_after(self, candidate: Candidate) -> None:
         """``candidate`` was rejected: read ahead the METADATA of the candidates
@@ -184,17 +250,23 @@ class StackProvider(AbstractProvider):  # type: ignore[type-arg]
             found = self._matches[key] = self._match(name, reqs)
         return found
 
+    def _versions(self, name: str) -> list[Candidate]:
+        """Every candidate of ``name`` but those the native check excluded."""
+        return [c for c in self.source.candidates(name)
+                if (name, c.version) not in self.excluded]
+
     def _match(self, name: str, reqs: Sequence[Requirement]) -> list[Candidate]:
         spec = SpecifierSet()
         for r in reqs:
             spec &= r.specifier
         spec &= self.rules.constraint_for(name)
         allow = self.rules.allows_prerelease(name, reqs)
-        found = [c for c in self.source.candidates(name)
-                 if (name, c.version) not in self.excluded]
+        found = self._versions(name)
         matching = [c for c in found if spec.contains(c.version, prereleases=allow)]
         if not matching and not allow and not any(
                 not c.version.is_prerelease and c.usable for c in found):
             # Only pre-releases exist: take them, as pip and uv do.
             matching = [c for c in found if spec.contains(c.version, prereleases=True)]
+        if name in self.learned.ranges:
+            matching = [c for c in matching if self.learned.allows(name, c.version)]
         return matching

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +50,7 @@ from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, known_wheel, settle_wheel
 from stacklock.resolve.model import holds_on
 from stacklock.resolve.preferences import Preferences
-from stacklock.resolve.provider import StackProvider
+from stacklock.resolve.provider import Restart, StackProvider
 from stacklock.resolve.result import Gate, PassedOver, Resolution, ResolvedPackage
 from stacklock.resolve.rules import Rules, yanked_pins
 from stacklock.resolve.source import PackageSource, SourceStats
@@ -74,6 +74,7 @@ __all__ = ["RUN_SECONDS", "Resolution", "ResolvedPackage", "client_for",
 
 MAX_ROUNDS = 5000
 _EXTRA_IN_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+_SPENT_SHOWN = 4  # projects a give-up names
 MAX_PASSED_OVER = 16  # candidates the native check may pass over in one resolve
 # resolutions at most: a first one, then one whose match-runtime builds get
 # the runtime the first locked (a third only if that moved the runtime again)
@@ -89,11 +90,29 @@ class _Reporter(BaseReporter):  # type: ignore[type-arg]
                  on_pin: Callable[[Candidate], None] | None = None) -> None:
         self._provider = provider
         self._on_pin = on_pin
+        self.rounds = 0  # of every start of the resolution
+        # project -> rounds spent on it: a pin, or every version failing
+        self.spent: Counter[str] = Counter()
+        self._rejected: str | None = None
+
+    def starting_round(self, index: int) -> None:
+        self.rounds += 1
+
+    def resolving_conflicts(self, causes: Any) -> None:
+        if self._rejected is not None:
+            self.spent[self._rejected] += 1
+        self._provider.conflict()
+
+    def ending_round(self, index: int, state: Any) -> None:
+        self._provider.ending_round(state.mapping.values())
 
     def rejecting_candidate(self, criterion: Any, candidate: Any) -> None:
+        self._rejected = candidate.name
+        self._provider.rejected(candidate, criterion)
         self._provider.prefetch_after(candidate)
 
     def pinning(self, candidate: Any) -> None:
+        self.spent[candidate.name] += 1
         if self._on_pin is not None:
             self._on_pin(candidate)
 
@@ -392,11 +411,13 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
     candidates, the extras asked of each, their metadata, the CUDA notes."""
     passed: list[PassedOver] = []
     while True:  # again without what the gate passed over, if anything
+        roots = [rules.make(r, parent=None) for r in top]
         provider = StackProvider(source, rules, excluded={
-            (p.name, p.version) for p in passed}, preferences=preferences)
+            (p.name, p.version) for p in passed}, preferences=preferences,
+            roots=roots)
         try:
             chosen, graph, extras = _run(
-                provider, [rules.make(r, parent=None) for r in top],
+                provider, roots,
                 source, rules, profile.name,
                 on_pin=None if gate is None else _pin_to(gate, preferences))
         except ResolutionError as exc:
@@ -438,6 +459,20 @@ def _pin_to(gate: Gate, preferences: Preferences) -> Callable[[Candidate], None]
     return on_pin
 
 
+def _too_deep(profile: str, spent: Counter[str]) -> ResolutionError:
+    """Giving up, with the projects the rounds went to: the ones whose ranges
+    a user can narrow (the resolver tried version after version of them)."""
+    top = spent.most_common(_SPENT_SHOWN)
+    named = ", ".join(f"{name} ({n})" for name, n in top)
+    first = top[0][0] if top else "a project"
+    return ResolutionError(
+        f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds; "
+        f"the rounds went to choosing {named}",
+        hint=f"narrow the versions of those projects: a range in [requirements] "
+        f'constraints (such as "{first}>=X"), or a newer minimum on the '
+        "profile's packages that require them")
+
+
 def _run(provider: StackProvider, requirements: list[Any], source: PackageSource,
          rules: Rules, profile: str, *,
          on_pin: Callable[[Candidate], None] | None = None,
@@ -446,9 +481,16 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
     """Run resolvelib; return the base candidates, each one's dependencies
     (the dependencies of ``name[extra]`` belong to ``name``) and the extras
     asked of each project."""
-    resolver = Resolver(provider, _Reporter(provider, on_pin))
+    reporter = _Reporter(provider, on_pin)
     try:
-        result = resolver.resolve(requirements, max_rounds=MAX_ROUNDS)
+        while True:  # again from the start after a Restart, in the same rounds
+            try:
+                result = Resolver(provider, reporter).resolve(
+                    requirements, max_rounds=MAX_ROUNDS - reporter.rounds)
+                break
+            except Restart as restart:
+                if not restart.learn:
+                    provider.forget()
     except ResolutionImpossible as exc:
         refused = explain_refused_build(list(exc.causes), source, profile=profile)
         if refused is not None:
@@ -457,9 +499,7 @@ def _run(provider: StackProvider, requirements: list[Any], source: PackageSource
             explain_conflict(list(exc.causes), source, rules, profile=profile),
         ) from None
     except ResolutionTooDeep:
-        raise ResolutionError(
-            f"profile {profile!r}: gave up after {MAX_ROUNDS} resolver rounds",
-            hint="pin the large projects (torch, sglang) to exact versions") from None
+        raise _too_deep(profile, reporter.spent) from None
     chosen = [c for ident, c in result.mapping.items() if not c.extras]
     extras: dict[NormalizedName, frozenset[str]] = {}
     for c in result.mapping.values():

@@ -5,12 +5,15 @@ Offline: flashinfer-python 0.6.4 with torch 2.11.0 (the seeds' combination) over
 its recorded PyPI traffic, against the pins uv chose from real PyPI at recording
 time (tests/data/resolve/flashinfer-torch.uv.txt); and a CUDA 12/13 mix in a
 profile without ``[cuda]``, which is locked with the mix recorded as a warning.
-``live``: a few real sets against real PyPI, uv run beside stacklock.
+``live``: a few real sets against real PyPI, uv run beside stacklock, and a
+Django application's 80 requirements (scripts/resolve_sets.toml [application]),
+which resolvelib alone gave up on.
 """
 
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,3 +122,22 @@ def test_live_pins_equal_uv_pip_compile(name: str, tmp_path: Path) -> None:
                           cache_dir=tmp_path / "cache", check=False)
     assert result.resolution.pins() == uv_compile_pins(reqs, tmp_path,
                                                        exclude_newer=CUTOFF)
+
+
+@pytest.mark.live
+def test_live_a_django_application_locks_the_pins_uv_locks(tmp_path: Path) -> None:
+    """131 packages, one built from its sdist (pyuwsgi 2.0.20, a CPython 3.12
+    needed on both sides)."""
+    sets = tomllib.loads((Path(__file__).resolve().parents[2] / "scripts"
+                          / "resolve_sets.toml").read_text())
+    reqs = sets["application"]["sentry-base"]
+    profile = tmp_path / "sentry-base.toml"
+    profile.write_text(
+        '[target]\npython = "3.12"\nplatform = "linux_x86_64"\nmanylinux = "2_28"\n'
+        f"[requirements]\npackages = {json.dumps(reqs)}\n"
+        f'exclude-newer = "{CUTOFF}"\n')
+    result = lock_profile(str(profile), output=tmp_path / "pylock.toml",
+                          cache_dir=tmp_path / "cache", check=False)
+    pins = result.resolution.pins()
+    assert len(pins) > 120
+    assert pins == uv_compile_pins(reqs, tmp_path, exclude_newer=CUTOFF)
