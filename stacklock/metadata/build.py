@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from stacklock.errors import MetadataError, SdistBuildError
 from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
+from stacklock.metadata.removals import find_removal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -223,9 +224,10 @@ def prepare_metadata(
                 fh.writelines(f"warning: {w.message}\n" for w in caught)
             return (prepared / "METADATA").read_bytes()
         except (BuildBackendException, BuildException, _StepFailed) as exc:
-            raise _failure(filename, project, log, exc) from exc
+            _log_backend_traceback(log, exc)
+            raise _failure(filename, project, log, exc, python) from exc
         except BROKEN_ARCHIVE as exc:  # an sdist that cannot be unpacked
-            raise _failure(filename, project, log, exc) from exc
+            raise _failure(filename, project, log, exc, python) from exc
 
 
 class _StepFailed(Exception):
@@ -296,9 +298,29 @@ def _unpack(sdist: Path, into: Path) -> Path:
     return tops[0] if len(tops) == 1 else into
 
 
+def _log_backend_traceback(log: Path, exc: Exception) -> None:
+    """A backend that cannot even be imported (pypa/build: "Backend ... is not
+    available") leaves its traceback on the exception, not in the log: put it
+    there, where the diagnosis and the user look."""
+    traceback = getattr(getattr(exc, "exception", None), "traceback", None)
+    if isinstance(traceback, str) and traceback.strip():
+        with log.open("a", encoding="utf-8") as fh:
+            fh.write(f"{exc}\n{traceback.rstrip()}\n")
+
+
 def _failure(filename: str, project: str, log: Path,
-             exc: Exception) -> SdistBuildError:
+             exc: Exception, python: BuildPython) -> SdistBuildError:
     text = log.read_text("utf-8", "replace") if log.exists() else ""
+    removed = find_removal(text, _release(python))
+    if removed is not None:
+        return SdistBuildError(
+            f"{filename} does not build on {python.describe}: its build uses "
+            f"{removed.what}, which Python {removed.removed_in} removed from the "
+            f"standard library ({removed.line}; log: {log})",
+            hint=f"require a newer release of {project} (one that builds on, or "
+            f"has a wheel for, Python {_release_text(python)}), or lock for an "
+            "older Python with [target] python",
+            needs=None, log=log)
     needs = diagnose_build_log(text)
     last = _cause_line(text) or str(exc)
     if needs is not None:
@@ -316,6 +338,21 @@ def _failure(filename: str, project: str, log: Path,
         f'[requirements] build-requires = {{"{project}" = [...]}}, or refuse '
         "sdists with [requirements] no-build = true",
         needs=None, log=log)
+
+
+def _release(python: BuildPython) -> tuple[int, int]:
+    """(3, 12) for "CPython 3.12.1"."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(python.describe.split()[-1]).release
+    except InvalidVersion:
+        return (0, 0)
+    return (release[0], release[1] if len(release) > 1 else 0)
+
+
+def _release_text(python: BuildPython) -> str:
+    return ".".join(map(str, _release(python)))
 
 
 def _cause_line(text: str) -> str | None:

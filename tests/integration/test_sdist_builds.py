@@ -106,6 +106,24 @@ def _sdist(folder: Path, name: str, version: str, runtime: str,
     return path
 
 
+def _legacy_sdist(folder: Path) -> Path:
+    """An sdist whose in-tree backend imports ``formatter`` (removed in Python
+    3.10), as numpy 1.23.5's pinned setuptools imports ``distutils``: the
+    backend cannot even be imported."""
+    top = "legacy-1.0"
+    files = {"PKG-INFO": b"Metadata-Version: 2.2\nName: legacy\nVersion: 1.0\n"
+                         b"Dynamic: Requires-Dist\n",
+             "pyproject.toml": PYPROJECT,
+             "_backend.py": b"import formatter  # gone since Python 3.10\n"}
+    path = folder / f"{top}.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for member, body in files.items():
+            info = tarfile.TarInfo(f"{top}/{member}")
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    return path
+
+
 def _pip_wheel() -> Path:
     return next(BUNDLED.glob("pip-*.whl"))
 
@@ -174,7 +192,8 @@ def served(uv_offline: Path) -> Iterator[tuple[str, Path]]:
     files = {"pip": wheel.read_bytes(),
              "demo": _sdist(uv_offline, "demo", "1.0", "pip", demo_info),
              "flash-attn": _sdist(uv_offline, "flash-attn", "2.8.3", "torch",
-                                  (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes())}
+                                  (DATA / "flash_attn-2.8.3.PKG-INFO").read_bytes()),
+             "legacy": _legacy_sdist(uv_offline)}
     for project, body in files.items():
         name = wheel.name if project == "pip" else Path(str(body)).name
         data = body if isinstance(body, bytes) else Path(body).read_bytes()
@@ -255,6 +274,30 @@ def test_flash_attn_without_torch_quotes_the_log(
     assert "match-runtime" in (info.value.hint or "")
     log = info.value.log.read_text()
     assert "uv venv" in log and "command not found" not in log
+
+
+def test_a_release_that_does_not_build_on_the_target_python_says_so(
+    served: tuple[str, Path], uv_offline: Path
+) -> None:
+    """pypa/build says only "Backend '_backend' is not available"; the cause is
+    in the traceback it carried, which the log now holds and the error quotes,
+    saying the release does not build on this Python at all."""
+    url, _folder = served
+    profile = load_profile(str(_profile(uv_offline, url, ["legacy"])))
+    with pytest.raises(SdistBuildError) as info:
+        resolve_profile(profile, cache_dir=uv_offline / "cache")
+    message = str(info.value)
+    assert message.startswith(
+        f"legacy-1.0.tar.gz does not build on CPython {sys.version.split()[0]}: "
+        "its build uses formatter, which Python 3.10 removed from the standard "
+        "library (ModuleNotFoundError: No module named 'formatter'; log: ")
+    assert "not available" not in message and "\n" not in message
+    assert info.value.needs is None
+    assert f"newer release of legacy (one that builds on, or has a wheel for, " \
+        f"Python {HOST})" in (info.value.hint or "")
+    log = info.value.log.read_text()
+    assert "Backend '_backend' is not available." in log
+    assert "No module named 'formatter'" in log
 
 
 def test_a_match_runtime_lock_installs_built_against_its_runtime(
