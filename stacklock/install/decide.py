@@ -22,6 +22,7 @@ from stacklock.install.read import python_request, read_installable
 from stacklock.install.replay import recall, replay_key
 
 if TYPE_CHECKING:
+    from stacklock.install.patching import PackagePatches
     from stacklock.install.selection import Selected
     from stacklock.lock import Lock
     from stacklock.runner import Runner
@@ -53,6 +54,9 @@ class Decided:
     lock: Lock | None = None  # None: a replayed plan; the lock is read to validate
     interp: Interpreter | None = None
     key: str | None = None  # where to remember the plan for a replay
+    # the lock's patches of the packages the plan installs, their files read
+    # and checked against the lock (a replayed plan has none: never remembered)
+    patches: tuple[PackagePatches, ...] = ()
 
 
 def _replayed(key: str, lock_path: Path, python: str, *, venv: Path, uv: str,
@@ -126,12 +130,18 @@ def decide(
                           toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
                           link_cuda_at=link_cuda_at, generation=generation,
                           selected=selected, wanted=wanted)
+    patches: tuple[PackagePatches, ...] = ()
+    if any(p.tool.patches for p in lock.packages):  # before anything changes
+        from stacklock.install.patching import read_patches
+
+        patches = read_patches(lock, [name for name, _ in plan.packages])
     notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
                           installer_log=installer_log, selected=selected)
     notes += selection_notes(selected, interp)
     if present is not None and lock.cuda is not None:
         notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")
-    return Decided(plan=plan, notes=tuple(notes), lock=lock, interp=interp, key=key)
+    return Decided(plan=plan, notes=tuple(notes), lock=lock, interp=interp, key=key,
+                   patches=patches)
 
 
 def _plan(

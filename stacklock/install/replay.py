@@ -14,7 +14,8 @@ plan for its own generation from them, and runs the checks that read the machine
 own time.
 
 Only plans uv carries alone are remembered: no toolkit, no CUDA (the driver
-check reads the machine every time), no sdists, no file by ``path``. A plan whose
+check reads the machine every time), no sdists, no file by ``path``, no patches
+(their files are checked against the lock every time). A plan whose
 wheel has reached the artifact store since (the plan would install it from
 there) is not replayed. Validation, when asked for, reads the lock as always.
 """
@@ -109,6 +110,7 @@ def replayable(plan: InstallPlan, lock: Lock) -> bool:
         and not plan.local_wheels
         and all(d.kind == "wheel" and not d.cached for d in plan.downloads)
         and not any(f.path for p in lock.packages for f in p.files)
+        and not any(p.tool.patches for p in lock.packages)  # files read each time
     )
 
 

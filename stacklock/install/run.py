@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from stacklock.install.early import HeadStart
     from stacklock.install.inputs import Wanted
+    from stacklock.install.patching import PackagePatches
     from stacklock.install.plan import InstallPlan
     from stacklock.lock import Lock
     from stacklock.lockarchive import Archive
@@ -128,8 +129,10 @@ def _build(
     cuda_link: Path,
     notes: list[str],
     head: HeadStart | None,
+    patches: tuple[PackagePatches, ...] = (),
 ) -> None:
-    """The new generation and the toolkit; on any failure both are removed."""
+    """The new generation (its packages patched as the lock says) and the
+    toolkit; on any failure both are removed."""
     layout = VenvLayout(venv=plan.venv)
     try:
         try:
@@ -140,6 +143,10 @@ def _build(
             if cause is not None:
                 raise cause from exc
             raise
+        if patches:
+            from stacklock.install.patching import apply_to_generation
+
+            notes.extend(apply_to_generation(plan.generation_dir, patches))
         check_generation(plan)  # before anything is swapped in
         if runfile is not None:
             logs["runfile"] = log_for("runfile")
@@ -198,7 +205,14 @@ def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
     except StacklockError:
         return None
     lock = _installed_part(read_installable(plan.lock_path), plan)
-    return n if check_distributions(lock, dists).status == PASS else None
+    if check_distributions(lock, dists).status != PASS:
+        return None
+    if any(p.tool.patches for p in lock.packages):
+        from stacklock.install.patching import patched_files_hold
+
+        if not patched_files_hold(layout.generation_dir(n), lock):
+            return None
+    return n
 
 
 def _validate(lock: Lock, venv: Path, *, toolkit_prefix: Path | None,
@@ -337,7 +351,8 @@ def install_lock(
                log_for=head.log_for if head else log_namer(cache),
                installer_log=installer_log,
                system_installer_log=system_installer_log,
-               cuda_link=link_cuda_at or cuda_link, notes=notes, head=head)
+               cuda_link=link_cuda_at or cuda_link, notes=notes, head=head,
+               patches=decided.patches)
         replaced = _activate(plan)
         pruned = prune(layout)
         if pruned:

@@ -23,14 +23,20 @@ if TYPE_CHECKING:
 
     from stacklock.patches.model import Patch
 
-__all__ = ["apply_patches", "parse_record", "record_digest", "rewrite_record",
-           "sha256_of_digest"]
+__all__ = ["apply_patches", "digest_of_sha256", "parse_record", "record_digest",
+           "rewrite_record", "sha256_of_digest"]
 
 
 def record_digest(data: bytes) -> str:
     """RECORD's ``sha256=...`` for ``data``."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
     return "sha256=" + digest.decode("ascii")
+
+
+def digest_of_sha256(sha256: str) -> str:
+    """RECORD's ``sha256=...`` for the hex ``sha256`` a lock records."""
+    raw = base64.urlsafe_b64encode(bytes.fromhex(sha256)).rstrip(b"=")
+    return "sha256=" + raw.decode("ascii")
 
 
 def sha256_of_digest(digest: str) -> str | None:

@@ -29,12 +29,13 @@ from packaging.version import InvalidVersion, Version
 from stacklock import runner
 from stacklock._fs import cache_dir, file_digest
 from stacklock.lock import wheel_sha256
+from stacklock.patches.record import digest_of_sha256
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
     from packaging.pylock import PackageSdist
 
-    from stacklock.lock import Lock
+    from stacklock.lock import Lock, LockedPackage
 
 __all__ = [
     "FAIL",
@@ -43,6 +44,7 @@ __all__ = [
     "SKIP",
     "CheckResult",
     "check_distributions",
+    "check_patches",
     "check_uv_pip_check",
     "check_wheel_hashes",
     "needs_driver",
@@ -212,6 +214,15 @@ class _Tally:
                 "other_installer": self.not_uv, "built_from_source": self.built}
 
 
+def _declared(pkg: LockedPackage) -> dict[str, str]:
+    """The RECORD digests the lock's patches give the files they change (the
+    last patch of a file wins): exactly these are accepted for them."""
+    out: dict[str, str] = {}
+    for patch in pkg.tool.patches:
+        out.update({f.path: digest_of_sha256(f.sha256) for f in patch.files})
+    return out
+
+
 def _check_wheel(name: str, pkg: Any, dist_info: Path, tally: _Tally,
                  pool: ThreadPoolExecutor) -> None:
     """One installed wheel: its files against the RECORD of the locked wheel when
@@ -219,7 +230,9 @@ def _check_wheel(name: str, pkg: Any, dist_info: Path, tally: _Tally,
     RECORD written when it was installed (unchanged since)."""
     stored = [(w.filename, p) for w in pkg.wheels
               if (h := wheel_sha256(w)) and (p := _artifact_path(h)) is not None]
-    results = [(filename, _differing(dist_info.parent, _wheel_record(path), pool))
+    declared = _declared(pkg)
+    results = [(filename, _differing(dist_info.parent,
+                                     {**_wheel_record(path), **declared}, pool))
                for filename, path in stored]
     if any(not diff for _, diff in results):
         tally.verified.append(name)
@@ -233,7 +246,7 @@ def _check_wheel(name: str, pkg: Any, dist_info: Path, tally: _Tally,
     if not record:
         tally.unrecorded.append(name)
         return
-    diff = _differing(dist_info.parent, record, pool)
+    diff = _differing(dist_info.parent, {**record, **declared}, pool)
     if diff:
         tally.mismatched.append(f"{name}: {len(diff)} files differ from the RECORD "
                                 f"written at install (first: {diff[0]})")
@@ -329,6 +342,38 @@ def _check_sdist(name: str, sdist: PackageSdist, *, built: list[str],
                           f"the locked sha256 {sha256}")
     else:
         built.append(name)
+
+
+def check_patches(lock: Lock, dists: dict[str, Any]) -> CheckResult | None:
+    """The lock's patches, what each is for, and whether every file it changes
+    holds the sha256 the lock records; None for a lock without patches."""
+    patched = [p for p in lock.packages if p.tool.patches]
+    if not patched:
+        return None
+    installed = _installed(dists)
+    applied, wrong = [], []
+    for pkg in patched:
+        dist = installed.get(pkg.name)
+        for patch in pkg.tool.patches:
+            applied.append({"package": pkg.name, "version": str(pkg.version),
+                            "patch": patch.path, "sha256": patch.sha256,
+                            "reason": patch.reason,
+                            "files": [f.path for f in patch.files]})
+        if dist is None or not dist.get("dist_info"):
+            wrong.append(f"{pkg.name} is not installed")
+            continue
+        site = Path(dist["dist_info"]).parent
+        for path, digest in sorted(_declared(pkg).items()):
+            if not _file_matches(site / path, digest):
+                wrong.append(f"{pkg.name}: {path} is not as patched")
+    text = "; ".join(f"{a['package']} {a['version']}: {a['patch']} ({a['reason']})"
+                     for a in applied)
+    details = {"applied": applied, "not_as_patched": wrong}
+    if wrong:
+        return CheckResult(name="patches", status=FAIL, reason="; ".join(wrong[:3])
+                           + f" (declared: {text})", details=details)
+    return CheckResult(name="patches", status=PASS, reason=f"{len(applied)} applied: "
+                       + text, details=details)
 
 
 _CONFLICT = re.compile(

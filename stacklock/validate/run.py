@@ -20,6 +20,7 @@ from stacklock.validate.checks import (
     SKIP,
     CheckResult,
     check_distributions,
+    check_patches,
     check_uv_pip_check,
     check_wheel_hashes,
 )
@@ -92,7 +93,9 @@ def _lock_checks(lock: Lock | None, dists: dict[str, Any],
         return [CheckResult(name="distributions", status=SKIP, reason=why),
                 CheckResult(name="wheel-hashes", status=SKIP, reason=why),
                 check_uv_pip_check(None, python)]
-    return [check_distributions(lock, dists), check_wheel_hashes(lock, dists),
+    checks = [check_distributions(lock, dists), check_wheel_hashes(lock, dists)]
+    patches = check_patches(lock, dists)  # only a lock with patches has the line
+    return [*checks, *([patches] if patches is not None else []),
             check_uv_pip_check(lock, python)]
 
 
