@@ -9,12 +9,18 @@ pointing at its dist-info, and is listed in ``[tool.stacklock] unknown-origin``;
 such a snapshot diffs fine but cannot be installed as it is. The fingerprint of
 each ``RECORD`` file lets a diff notice files changed in place. The result is a
 :class:`~stacklock.lock.Lock`, written by the one lock writer.
+
+``--patches DIR`` (:func:`write_patches`) turns the files edited in place into
+one patch file per package, against the wheel the generation's lock names (from
+the artifact store or its index, by range reads), and the ``[[patches]]`` stanza
+that makes a profile reproduce them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +29,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import canonicalize_name
 
 from stacklock import __version__
+from stacklock._fs import atomic_write_bytes
 from stacklock.bounded import Malformed, parse_json, read_regular
 from stacklock.cuda.driver import parse_nvcc_version, read_driver
 from stacklock.errors import CudaError, InstallError
@@ -32,12 +39,16 @@ from stacklock.lock.write import dump_lock
 from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:
+    import httpx
     from packaging.pylock import PackageWheel
 
 __all__ = [
+    "PatchesMade",
+    "find_edits",
     "installed_lock_path",
     "make_snapshot",
     "site_packages",
+    "write_patches",
     "write_snapshot",
 ]
 
@@ -296,3 +307,115 @@ def make_snapshot(venv: Path, *, path: str | Path = "",
 def write_snapshot(venv: Path, path: Path, *,
                    warnings: list[str] | None = None) -> Path:
     return dump_lock(make_snapshot(venv, path=path, warnings=warnings), path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchesMade:
+    """What ``snapshot --patches DIR`` wrote: a patch file per edited package,
+    the ``[[patches]]`` stanza for a profile, and what could not be made one."""
+
+    files: tuple[Path, ...]
+    stanza: str
+    notes: tuple[str, ...] = ()
+
+
+def find_edits(venv: Path) -> dict[Path, list[str]]:
+    """Per dist-info, the files (relative to site-packages) whose bytes differ
+    from the RECORD installed with them, plus those the generation's lock
+    patched (whose RECORD install rewrote): the files to compare with the wheel."""
+    from stacklock.patches.record import parse_record, sha256_of_digest
+
+    site = site_packages(venv)
+    declared: dict[str, set[str]] = {}
+    lock_path = installed_lock_path(venv)
+    if lock_path is not None:
+        for pkg in load_lock(lock_path).packages:
+            for patch in pkg.tool.patches:
+                declared.setdefault(pkg.name, set()).update(f.path for f in patch.files)
+    out: dict[Path, list[str]] = {}
+    for dist_info in sorted(site.glob("*.dist-info")):
+        try:
+            record = parse_record((dist_info / "RECORD").read_text("utf-8"))
+        except OSError:
+            continue
+        name = canonicalize_name(dist_info.name.removesuffix(".dist-info")
+                                 .partition("-")[0])
+        edited = set(declared.get(name, ()))
+        for path, digest in record.items():
+            if path.startswith(dist_info.name + "/") or ".data/" in path \
+                    or path.startswith("../"):
+                continue
+            try:
+                with (site / path).open("rb") as fh:
+                    found = hashlib.file_digest(fh, "sha256").hexdigest()
+            except OSError:
+                continue  # removed by hand: a patch deletes no file
+            if found != sha256_of_digest(digest):
+                edited.add(path)
+        if edited:
+            out[dist_info] = sorted(edited)
+    return out
+
+
+def write_patches(venv: Path, folder: Path, *, http: httpx.Client | None = None,
+                  offline: bool = False) -> PatchesMade:
+    """``stacklock snapshot --patches FOLDER``: each package of ``venv`` whose
+    files differ from its wheel becomes ``FOLDER/<name>-<version>.patch`` (the
+    wheel's files against the venv's, read from the artifact store or the index
+    the generation's lock names), and the ``[[patches]]`` stanza naming them."""
+    from stacklock._fs import cache_dir
+    from stacklock.http import make_http_client
+    from stacklock.metadata.members import read_wheel_files
+    from stacklock.patches import render_file_diff
+    from stacklock.store import ArtifactStore
+
+    site = site_packages(venv)
+    known = _known_wheels(venv)
+    store = ArtifactStore(cache_dir() / "artifacts")
+    files: list[Path] = []
+    stanzas: list[str] = []
+    notes: list[str] = []
+    client = http or make_http_client()
+    try:
+        for dist_info, paths in find_edits(venv).items():
+            meta = BytesHeaderParser().parsebytes((dist_info / "METADATA").read_bytes())
+            name, version = str(canonicalize_name(str(meta["Name"]))), \
+                str(meta["Version"])
+            tags = _wheel_tags(dist_info)
+            wheels = [w for w in known.get((name, version), ())
+                      if wheel_tags(w) == tags and w.hashes.get("sha256")]
+            if not wheels:
+                notes.append(f"{name} {version}: {len(paths)} edited files, but no "
+                             "lock of this venv names its wheel: no patch made")
+                continue
+            wheel = wheels[0]
+            found = read_wheel_files(
+                client, filename=wheel.filename, url=wheel.url,
+                sha256=wheel.hashes["sha256"].lower(), size=wheel.size,
+                wanted=paths, store=store, offline=offline,
+                path=Path(wheel.path) if wheel.path else None)
+            sections = []
+            for path in paths:
+                new = (site / path).read_bytes()
+                old = found.files.get(path)
+                if old is None or b"\0" in old or b"\0" in new:
+                    notes.append(f"{name} {version}: {path} is binary or not in the "
+                                 "wheel: left out of the patch")
+                    continue
+                sections.append(render_file_diff(path, old, new))
+            text = "".join(sections)
+            if not text:
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f"{name}-{version}.patch"
+            atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
+            files.append(target)
+            stanzas.append(
+                f'[[patches]]\npackage = "{name}"\nversions = "=={version}"\n'
+                f'file = "{target.as_posix()}"\n'
+                f'reason = "hand edits found in {venv} (say why)"\n')
+    finally:
+        if http is None:
+            client.close()
+    return PatchesMade(files=tuple(files), stanza="\n".join(stanzas),
+                       notes=tuple(notes))

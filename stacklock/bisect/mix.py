@@ -47,8 +47,9 @@ class Violation:
 
 
 def absolute_paths(lock: Lock) -> Lock:
-    """``lock`` with every relative file ``path`` made absolute (PEP 751 reads
-    them relative to the lock, and a mix is written elsewhere)."""
+    """``lock`` with every relative file ``path`` made absolute, its patches'
+    too (PEP 751 reads them relative to the lock, and a mix is written
+    elsewhere)."""
     base = Path(lock.path).parent.resolve()
 
     def fixed(pkg: LockedPackage) -> LockedPackage:
@@ -59,8 +60,11 @@ def absolute_paths(lock: Lock) -> Lock:
         sdist = entry.sdist
         if sdist is not None and sdist.path and not Path(sdist.path).is_absolute():
             sdist = replace(sdist, path=str(base / sdist.path))
+        patches = tuple(replace(p, path=str(base / p.path))
+                        for p in pkg.tool.patches)  # read by install, from the mix
         return replace(pkg, entry=replace(entry, wheels=wheels or entry.wheels,
-                                          sdist=sdist))
+                                          sdist=sdist),
+                       tool=replace(pkg.tool, patches=patches))
 
     return replace(lock, packages=tuple(fixed(p) for p in lock.packages))
 

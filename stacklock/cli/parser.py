@@ -390,6 +390,10 @@ def _add_snapshot(sub: _Sub) -> None:
     p.add_argument("--venv", default=".venv",
                    help="the venv to describe (default .venv)")
     p.add_argument("-o", "--output", metavar="PATH", help="write here, else stdout")
+    p.add_argument("--patches", metavar="DIR",
+                   help="also write each package's hand edits as DIR/NAME-VERSION."
+                   "patch and the [[patches]] stanza (DIR/patches.toml) that "
+                   "reproduces them")
     p.set_defaults(verb="snapshot:snapshot")
 
 

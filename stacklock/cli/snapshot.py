@@ -19,6 +19,8 @@ def snapshot(args: argparse.Namespace) -> int:
     from stacklock.snapshot import make_snapshot, write_snapshot
 
     venv = Path(args.venv)
+    if args.patches:  # first: a failure leaves no snapshot behind
+        _patches(args, venv, Path(args.patches))
     warnings: list[str] = []
     if args.output:
         written = write_snapshot(venv, Path(args.output), warnings=warnings)
@@ -32,3 +34,26 @@ def snapshot(args: argparse.Namespace) -> int:
     else:
         print(text, end="")
     return 0
+
+
+def _patches(args: argparse.Namespace, venv: Path, folder: Path) -> None:
+    """The patch files and stanza; a line each on stderr (stdout may carry the
+    snapshot)."""
+    import sys
+
+    from stacklock._fs import atomic_write_text
+    from stacklock.snapshot import write_patches
+
+    made = write_patches(venv, folder)
+    for note in made.notes:
+        print(f"stacklock: note: {note}", file=sys.stderr)
+    if not made.files:
+        print(f"stacklock: no edited files in {venv}: no patch written",
+              file=sys.stderr)
+        return
+    stanza = atomic_write_text(folder / "patches.toml", made.stanza)
+    for path in made.files:
+        print(f"stacklock: wrote {path}", file=sys.stderr)
+    print(f"stacklock: wrote {stanza}: paste it into the profile (the file paths "
+          "are as given to --patches: relative to the profile if that is where "
+          "they are; say why in each reason)", file=sys.stderr)

@@ -26,6 +26,9 @@ side holds one version of it) the change is one of, by precedence:
                  version's installed RECORD changed: a red flag, also in ``warnings``
 ``marker-changed`` only the package's marker changed (which environments or
                  dependency groups install it)
+``patched``      only its patches changed (the profile's ``[[patches]]``: one added,
+                 removed, or whose file's sha256 changed); ``patches`` lists them on
+                 any entry, paired by the patch file's name
 
 A package of another kind can also have moved index or changed hash; both are shown on
 its entry. Files found on one side only (an sdist uv records, another platform's wheel)
@@ -51,19 +54,24 @@ on one side only are skipped (a snapshot records what it found, not the profile)
          "index": {"old": "pypi", "new": "pytorch-cu130"} | null,
          "cuda": {"old": "12.8", "new": "13.0"} | null,
          "hash": {"file": "x.whl", "old": "sha256:..", "new": "sha256:.."} | null,
-         "detail": "local cu128 -> cu130" | null}],
+         "detail": "local cu128 -> cu130" | null,
+         "patches": [{"change": "added" | "removed" | "changed",
+                      "file": "x.patch", "old_sha256": ".." | null,
+                      "new_sha256": ".." | null, "reason": ".."}]}],
      "toolkit": {"version": {"old": "12.8.1", "new": "13.0.1"}, ...},  # changed only
      "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
      "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
                  "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
-                 "marker-changed": 0,
+                 "marker-changed": 0, "patched": 0,
                  "unchanged": 0, "index-moves": 0, "hash-changes": 0,
+                 "patch-changes": 0,
                  "toolkit-changes": 0, "stack-changes": 0,
                  "old-packages": 0, "new-packages": 0, "differs": false},
      "notes": ["..."], "warnings": ["..."]}
 
 ``summary`` counts each package once under its ``change``; ``index-moves`` and
-``hash-changes`` count every package with that aspect, whatever its kind.
+``hash-changes`` count every package with that aspect, whatever its kind, and
+``patch-changes`` every patch added, removed or changed.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ __all__ = [
     "CHANGE_KINDS",
     "LockDiff",
     "PackageChange",
+    "PatchChange",
     "diff_lock_files",
     "diff_locks",
 ]
@@ -43,7 +44,35 @@ CHANGE_KINDS = (
     "moved-index",
     "hash-changed",
     "marker-changed",
+    "patched",
 )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchChange:
+    """A patch of the profile's ``[[patches]]`` added, removed or changed (its
+    file's sha256) on a package; ``file`` is the patch file's name."""
+
+    change: str  # "added" | "removed" | "changed"
+    file: str
+    old_sha256: str | None
+    new_sha256: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"change": self.change, "file": self.file,
+                "old_sha256": self.old_sha256, "new_sha256": self.new_sha256,
+                "reason": self.reason}
+
+    def text(self) -> str:
+        if self.change == "changed":
+            return (f"patch {self.file} changed ({_short_hex(self.old_sha256)} -> "
+                    f"{_short_hex(self.new_sha256)}): {self.reason}")
+        return f"patch {self.file} {self.change}: {self.reason}"
+
+
+def _short_hex(digest: str | None) -> str:
+    return (digest or "")[:12]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +88,7 @@ class PackageChange:
     cuda: tuple[str | None, str | None] | None = None
     hash: tuple[str, str, str] | None = None  # filename, old, new ("algo:digest")
     detail: str | None = None
+    patches: tuple[PatchChange, ...] = ()  # its patches added, removed, changed
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +102,7 @@ class PackageChange:
             if self.hash is None
             else {"file": self.hash[0], "old": self.hash[1], "new": self.hash[2]},
             "detail": self.detail,
+            "patches": [p.to_dict() for p in self.patches],
         }
 
 
@@ -102,6 +133,7 @@ class LockDiff:
                 "unchanged": self.unchanged,
                 "index-moves": sum(p.index is not None for p in self.packages),
                 "hash-changes": sum(p.hash is not None for p in self.packages),
+                "patch-changes": sum(len(p.patches) for p in self.packages),
                 "toolkit-changes": len(self.toolkit),
                 "stack-changes": len(self.stack),
                 "old-packages": self.old_count,
@@ -208,6 +240,8 @@ def _diff_package(
             old=None if old is None else version,
             new=version if old is None else None,
             cuda=None if only.cuda is None else _side_pair(old, new, only.cuda),
+            patches=_patch_changes(() if old is None else old.patches,
+                                   () if new is None else new.patches),
         )
     kind, detail = _version_change(old, new)
     index = None
@@ -221,6 +255,9 @@ def _diff_package(
         kind = kind or "marker-changed"
         moved = f"marker {old.marker or '(none)'} -> {new.marker or '(none)'}"
         detail = f"{detail}; {moved}" if detail else moved
+    patches = _patch_changes(old.patches, new.patches)
+    if patches:
+        kind = kind or "patched"
     if kind is None:
         return None
     return PackageChange(
@@ -232,7 +269,27 @@ def _diff_package(
         cuda=(old.cuda, new.cuda) if old.cuda != new.cuda else None,
         hash=hash_change,
         detail=detail,
+        patches=patches,
     )
+
+
+def _patch_changes(old: tuple[tuple[str, str, str], ...],
+                   new: tuple[tuple[str, str, str], ...]) -> tuple[PatchChange, ...]:
+    """The patches of one package added, removed or changed, paired by the
+    patch file's name (the locks may sit in different folders)."""
+    before = {name: (sha, reason) for name, sha, reason in old}
+    after = {name: (sha, reason) for name, sha, reason in new}
+    out = []
+    for name in sorted(before.keys() | after.keys()):
+        was, now = before.get(name), after.get(name)
+        if was is not None and now is not None and was[0] == now[0]:
+            continue
+        change = "added" if was is None else "removed" if now is None else "changed"
+        out.append(PatchChange(change=change, file=name,
+                               old_sha256=was[0] if was else None,
+                               new_sha256=now[0] if now else None,
+                               reason=(now or was or ("", ""))[1]))
+    return tuple(out)
 
 
 def _side_pair(

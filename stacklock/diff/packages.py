@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -50,6 +51,8 @@ class ComparedPackage:
     record: str | None  # a snapshot's sha256 of the installed RECORD file
     key_path: str  # "locks/x.toml: packages[3]", for messages
     marker: str | None = None
+    # the profile's patches applied to it: (file name, sha256, reason), in order
+    patches: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def index(self) -> str | None:
@@ -148,6 +151,8 @@ def _compared(package: LockedPackage, key_path: str, lock: Lock) -> ComparedPack
         record=package.tool.record_sha256,
         key_path=key_path,
         marker=str(package.marker) if package.marker is not None else None,
+        patches=tuple((PurePosixPath(p.path).name, p.sha256, p.reason)
+                      for p in package.tool.patches),
     )
 
 

@@ -30,6 +30,7 @@ __all__ = ["FORMATS", "render_diff", "render_json", "render_markdown", "render_t
 FORMATS = ("text", "markdown", "json")
 _REVIEW_ORDER = (
     "hash-changed",
+    "patched",
     "rebuilt",
     "moved-index",
     "upgraded",
@@ -41,6 +42,7 @@ _REVIEW_ORDER = (
 )
 _STYLES = {
     "hash-changed": "bold red",
+    "patched": "cyan",
     "rebuilt": "magenta",
     "moved-index": "yellow",
     "upgraded": "green",
@@ -105,6 +107,7 @@ def _note(change: PackageChange) -> str:
             bits.append(f"cuda {old} -> {new}")
     if change.hash is not None:
         bits.append("HASH CHANGED (see warnings)")
+    bits.extend(p.text() for p in change.patches)
     return "; ".join(bits)
 
 

@@ -134,7 +134,8 @@ def decide(
     if any(p.tool.patches for p in lock.packages):  # before anything changes
         from stacklock.install.patching import read_patches
 
-        patches = read_patches(lock, [name for name, _ in plan.packages])
+        patches = read_patches(lock, [name for name, _ in plan.packages],
+                               store=store)
     notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
                           installer_log=installer_log, selected=selected)
     notes += selection_notes(selected, interp)

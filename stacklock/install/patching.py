@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from stacklock.lock import Lock, LockedPackage
     from stacklock.lock.tables import PatchRecord
     from stacklock.patches import Patch
+    from stacklock.store import ArtifactStore
 
 __all__ = ["PackagePatches", "apply_to_generation", "patched_files_hold",
            "read_patches"]
@@ -64,12 +65,13 @@ class PackagePatches:
 
 
 def read_patches(lock: Lock, names: Iterable[str] | None = None,
-                 *, base: Path | None = None) -> tuple[PackagePatches, ...]:
+                 *, store: ArtifactStore | None = None) -> tuple[PackagePatches, ...]:
     """The patches of ``lock``'s packages (of ``names``, the ones the plan
-    installs, when given), their files read relative to ``base`` (default: the
-    lock's folder) and refused unless their bytes are the locked ones."""
+    installs, when given), their files read relative to the lock's folder, or,
+    where there is none, from ``store`` by sha256 (a pack put them there), and
+    refused unless their bytes are the locked ones."""
     wanted = None if names is None else {canonicalize_name(n) for n in names}
-    folder = base or Path(lock.path).resolve().parent
+    folder = Path(lock.path).resolve().parent
     out = []
     for package in lock.packages:
         if not package.tool.patches or (wanted is not None
@@ -77,14 +79,16 @@ def read_patches(lock: Lock, names: Iterable[str] | None = None,
             continue
         out.append(PackagePatches(
             name=package.name, version=str(package.version),
-            patches=tuple((_read(package, r, folder, lock.path), r)
+            patches=tuple((_read(package, r, folder, lock.path, store), r)
                           for r in package.tool.patches)))
     return tuple(out)
 
 
 def _read(package: LockedPackage, record: PatchRecord, folder: Path,
-          lock: str) -> Patch:
+          lock: str, store: ArtifactStore | None) -> Patch:
     path = folder / record.path
+    if not path.exists() and store is not None:
+        path = store.path_for(record.sha256) or path
     patch = load_patch(path, where=str(path))
     if patch.sha256 != record.sha256 or patch.size != record.size:
         raise PatchError(

@@ -55,8 +55,9 @@ __all__ = [
 
 FORMAT = 1
 MANIFEST = "manifest.json"
-KINDS = ("lock", "wheel", "tool", "runfile")
-FOLDERS = {"lock": "lock", "wheel": "wheels", "tool": "tools", "runfile": "toolkit"}
+KINDS = ("lock", "wheel", "tool", "runfile", "patch")
+FOLDERS = {"lock": "lock", "wheel": "wheels", "tool": "tools", "runfile": "toolkit",
+           "patch": "patches"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # a file name the pack may carry: no separator, no leading dot (so not . or ..)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,254}")
@@ -403,7 +404,8 @@ def render_listing(manifest: Manifest, pack: Path, total: int) -> str:
              f"target: Python {manifest.python}, {manifest.platform}{glibc}",
              f"lock: {manifest.lock.name} sha256 {manifest.lock_sha256}"]
     titles = {"wheel": "wheels of the lock", "tool": "stacklock and uv (bootstrap)",
-              "runfile": f"CUDA {manifest.toolkit} toolkit runfile"}
+              "runfile": f"CUDA {manifest.toolkit} toolkit runfile",
+              "patch": "patches of the lock ([[patches]])"}
     for kind, title in titles.items():
         members = manifest.of_kind(kind)
         if not members:

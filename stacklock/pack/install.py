@@ -70,8 +70,9 @@ class PackInstallResult:
 def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
                     lock_to: Path,
                     on_bytes: Callable[[int, int], None] | None = None) -> None:
-    """Every wheel and the runfile into ``store``, the lock to ``lock_to``; all
-    or nothing: one altered file and the store is left exactly as it was."""
+    """Every wheel, patch file and the runfile into ``store`` (install reads a
+    patch from there by its sha256), the lock to ``lock_to``; all or nothing:
+    one altered file and the store is left exactly as it was."""
     total = manifest.payload_size
     done = 0
 
@@ -85,7 +86,7 @@ def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
         copy_member(pack, manifest.lock, scratch / "lock", progress=count)
         ready = []
         for member in manifest.members:
-            if member.kind not in ("wheel", "runfile"):
+            if member.kind not in ("wheel", "runfile", "patch"):
                 continue
             if store.has(member.sha256):
                 copy_member(pack, member, None, progress=count)  # still checked
@@ -116,6 +117,12 @@ def check_carried(lock: Lock, manifest: Manifest, pack: Path, *,
                 "the pack does not carry it; nothing installed (a pack install "
                 "never downloads)",
                 hint="make the pack again with `stacklock pack` from this lock")
+        for patch in pkg.tool.patches:
+            if patch.sha256 not in carried:
+                raise PackError(
+                    f"{pack}: the lock patches {pkg.name} {pkg.version} with "
+                    f"{patch.path}, which the pack does not carry; nothing installed",
+                    hint="make the pack again with `stacklock pack` from this lock")
     cuda = lock.cuda
     if cuda is None or cuda.source != "runfile" or manifest.of_kind("runfile"):
         return

@@ -16,8 +16,8 @@ import re
 import tarfile
 import tempfile
 import zipfile
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from packaging.utils import parse_wheel_filename
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from stacklock.lock import Lock
+    from stacklock.lock import Lock, LockedPackage
     from stacklock.lockarchive import Archive
     from stacklock.target import Target
 
@@ -134,12 +134,32 @@ def plan_items(lock: Lock, target: Target, *, no_toolkit: bool) -> list[PackItem
                             hint="pack a lock whose wheels have URLs and hashes")
         items.append(PackItem(path=f"wheels/{wheel.filename}", kind="wheel",
                               url=wheel.url, sha256=sha256, size=wheel.size))
+        items += _patch_items(lock, pkg)
     cuda = lock.cuda
     if cuda is not None and cuda.source == "runfile" and not no_toolkit:
         assert cuda.runfile and cuda.sha256
         items.append(PackItem(path=f"toolkit/{cuda.runfile}", kind="runfile",
                               url=cuda.url, sha256=cuda.sha256, size=cuda.size,
                               md5=cuda.md5))
+    return items
+
+
+def _patch_items(lock: Lock, pkg: LockedPackage) -> list[PackItem]:
+    """The package's patch files (read relative to the lock and checked
+    against it, as install reads them); a node installs them from the pack by
+    their sha256."""
+    if not pkg.tool.patches:
+        return []
+    from stacklock.install.patching import read_patches
+
+    (read,) = read_patches(replace(lock, packages=(pkg,)))
+    items = []
+    for patch, record in read.patches:
+        data = (Path(lock.path).resolve().parent / record.path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == patch.sha256
+        name = f"{patch.sha256[:12]}-{PurePosixPath(record.path).name}"
+        items.append(PackItem(path=f"patches/{name}", kind="patch", data=data,
+                              sha256=patch.sha256, size=len(data)))
     return items
 
 

@@ -13,6 +13,7 @@ from stacklock.patches.apply import Applied, apply_file
 from stacklock.patches.model import FilePatch, Hunk, Patch
 from stacklock.patches.read import check_member_path, load_patch, parse_patch
 from stacklock.patches.record import apply_patches, record_digest
+from stacklock.patches.write import render_file_diff
 
 __all__ = [
     "Applied",
@@ -25,4 +26,5 @@ __all__ = [
     "load_patch",
     "parse_patch",
     "record_digest",
+    "render_file_diff",
 ]

@@ -107,6 +107,7 @@ def write_profile(folder: Path, index: str, *, patches: list[dict[str, str]],
     for patch in patches:
         lines.append("[[patches]]")
         lines.extend(f'{key} = "{value}"' for key, value in patch.items())
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.toml"
     path.write_text("\n".join(lines) + "\n", "utf-8")
     return path
@@ -120,3 +121,23 @@ def semicolon(folder: Path, **more: str) -> dict[str, str]:
     copy.write_bytes(SEMICOLON.read_bytes())
     return {"package": "iniconfig", "file": f"patches/{SEMICOLON.name}",
             "reason": "values with ';' (URLs, DSNs) were cut at it", **more}
+
+
+def resolve_lock(folder: Path, index: str, *, patches: list[dict[str, str]],
+                 packages: tuple[str, ...] = ("iniconfig==2.3.1",),
+                 name: str = "patched") -> Path:
+    """``stacklock resolve`` of :func:`write_profile`'s profile into
+    ``folder/locks/pylock.NAME.toml`` (no native check: pure wheels)."""
+    from stacklock.cli import main
+
+    profile = write_profile(folder, index, patches=patches, packages=packages,
+                            name=name)
+    out = folder / "locks" / f"pylock.{name}.toml"
+    code = main(["resolve", str(profile), "-o", str(out), "--no-check", "-q"])
+    assert code == 0, code
+    return out
+
+
+# iniconfig's answer for a value holding ';': "a" unpatched, "a;b" patched
+PARSE_SEMICOLON = ("import iniconfig, sys; print(iniconfig.IniConfig.parse('x', "
+                   "data='[s]\\nu = a;b\\n')['s']['u'])")

@@ -189,6 +189,7 @@ def test_cli_json_is_stable_and_sorted(capsys: pytest.CaptureFixture[str]) -> No
             "cuda",
             "hash",
             "detail",
+            "patches",
         }
     assert first == render_json(diff_lock_files(UV_128, UV_130))
     assert data["summary"]["differs"] is True

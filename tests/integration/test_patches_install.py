@@ -24,6 +24,7 @@ from stacklock.validate.run import validate
 from tests.helpers.install_server import tree_state
 from tests.helpers.patched import (
     INICONFIG,
+    PARSE_SEMICOLON,
     PATCHED_FILE,
     WHEELS,
     semicolon,
@@ -79,8 +80,7 @@ def test_install_applies_the_patch_and_validate_agrees(tmp_path, lock) -> None:
     assert hashlib.sha256(data).hexdigest() == declared
     assert b'COMMENTCHARS = "#"  # values keep' in data
     # the patch does what it says: ';' no longer cuts a value
-    assert _run(venv, "import iniconfig; print(iniconfig.IniConfig('x', "
-                "data='[s]\\nurl = a;b\\n')['s']['url'])") == "a;b"
+    assert _run(venv, PARSE_SEMICOLON) == "a;b"
     # RECORD is true again: importlib.metadata, as pip reads it, sees the bytes
     record = _run(venv, "import importlib.metadata as m; f = [p for p in "
                   "m.distribution('iniconfig').files if str(p) == "
