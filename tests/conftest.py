@@ -15,6 +15,7 @@ from tests.helpers.data import DATA
 from tests.helpers.install_server import Served, serve
 from tests.helpers.isolation import _offline, _process_state  # noqa: F401 (autouse)
 from tests.helpers.loopback import loopback
+from tests.helpers.patched import Index, serve_index
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -89,3 +90,20 @@ def sgl_derived(tmp_path: Path) -> Path:
 
     sha = hashlib.sha256(stand_in_wheel()).hexdigest()
     return Path(derived_index(tmp_path, sha))
+
+
+@pytest.fixture
+def patched_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stacklock's and uv's caches in ``tmp_path``, which is the working
+    directory (the patch tests: ``pytest.mark.usefixtures("patched_env")``)."""
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def patched_index() -> Iterator[Index]:
+    """A loopback simple index of the recorded iniconfig, six and idna wheels
+    (tests/helpers/patched.py), for one test."""
+    with serve_index() as running:
+        yield running

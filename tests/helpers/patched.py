@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 WHEELS = DATA / "install" / "wheels"
 PATCHES = DATA / "patches"
 INICONFIG = "iniconfig-2.3.1-py3-none-any.whl"
+SIX = "six-1.17.0-py2.py3-none-any.whl"
+IDNA = "idna-3.20-py3-none-any.whl"
 SEMICOLON = PATCHES / "iniconfig-semicolon.patch"
 PATCHED_FILE = "iniconfig/_parse.py"
 
@@ -46,7 +48,7 @@ class Index:
 
 
 @contextmanager
-def serve_index(names: tuple[str, ...] = (INICONFIG,)) -> Iterator[Index]:
+def serve_index(names: tuple[str, ...] = (INICONFIG, SIX, IDNA)) -> Iterator[Index]:
     """A simple index of the recorded wheels ``names`` on loopback."""
     files = {n: (WHEELS / n).read_bytes() for n in names}
     pages: dict[str, str] = {}
@@ -141,3 +143,4 @@ def resolve_lock(folder: Path, index: str, *, patches: list[dict[str, str]],
 # iniconfig's answer for a value holding ';': "a" unpatched, "a;b" patched
 PARSE_SEMICOLON = ("import iniconfig, sys; print(iniconfig.IniConfig.parse('x', "
                    "data='[s]\\nu = a;b\\n')['s']['u'])")
+

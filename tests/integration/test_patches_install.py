@@ -28,29 +28,18 @@ from tests.helpers.patched import (
     PATCHED_FILE,
     WHEELS,
     semicolon,
-    serve_index,
     write_profile,
 )
 
 PY = sys.executable
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("patched_env")
 
 
 @pytest.fixture
-def index():
-    with serve_index() as running:
-        yield running
-
-
-@pytest.fixture
-def lock(tmp_path: Path, index) -> Path:
-    profile = write_profile(tmp_path, index.url, patches=[semicolon(tmp_path)])
+def lock(tmp_path: Path, patched_index) -> Path:
+    profile = write_profile(tmp_path, patched_index.url, patches=[semicolon(tmp_path)])
     out = tmp_path / "locks" / "pylock.patched.toml"
     assert main(["resolve", str(profile), "-o", str(out), "--no-check", "-q"]) == 0
     return out
@@ -149,7 +138,7 @@ def test_a_patch_file_not_the_locks_is_refused_before_anything(tmp_path, lock,
 
 
 def test_a_patched_file_changed_under_uv_fails_the_new_generation(
-        tmp_path, lock, index) -> None:
+        tmp_path, lock, patched_index) -> None:
     """The bytes uv installs must be the wheel's (RECORD's) before patching; a
     failure leaves the old venv current and the new generation gone."""
     venv = tmp_path / "env"

@@ -20,32 +20,16 @@ from stacklock.pack.tools import make_self_wheel
 from stacklock.pack.writer import PackItem, _write, plan_items
 from tests.helpers.packs import HEAD
 from tests.helpers.patched import (
-    INICONFIG,
     PARSE_SEMICOLON,
     PATCHED_FILE,
     SEMICOLON,
     WHEELS,
     resolve_lock,
     semicolon,
-    serve_index,
 )
 
 PY = sys.executable
-SIX = "six-1.17.0-py2.py3-none-any.whl"
-IDNA = "idna-3.20-py3-none-any.whl"
-
-
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
-    monkeypatch.chdir(tmp_path)
-
-
-@pytest.fixture
-def index():
-    with serve_index((INICONFIG, SIX, IDNA)) as running:
-        yield running
+pytestmark = pytest.mark.usefixtures("patched_env")
 
 
 def _site(venv: Path) -> Path:
@@ -60,9 +44,11 @@ def _run(venv: Path, code: str) -> subprocess.CompletedProcess[str]:
 # -- diff ------------------------------------------------------------------------
 
 
-def test_diff_shows_patches_added_changed_removed(tmp_path, index, capsys) -> None:
-    plain = resolve_lock(tmp_path, index.url, patches=[], name="plain")
-    patched = resolve_lock(tmp_path, index.url, patches=[semicolon(tmp_path)])
+def test_diff_shows_patches_added_changed_removed(tmp_path, patched_index,
+                                                  capsys) -> None:
+    plain = resolve_lock(tmp_path, patched_index.url, patches=[], name="plain")
+    patched = resolve_lock(tmp_path, patched_index.url,
+                           patches=[semicolon(tmp_path)])
     capsys.readouterr()
     assert main(["diff", str(plain), str(patched), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -83,7 +69,7 @@ def test_diff_shows_patches_added_changed_removed(tmp_path, index, capsys) -> No
     table = semicolon(tmp_path, reason="values with ';' (URLs, DSN) were cut at it")
     edited = tmp_path / "patches" / SEMICOLON.name
     edited.write_bytes(edited.read_bytes().replace(b"DSNs", b"DSN"))
-    changed = resolve_lock(tmp_path, index.url, patches=[table], name="edited")
+    changed = resolve_lock(tmp_path, patched_index.url, patches=[table], name="edited")
     capsys.readouterr()
     assert main(["diff", str(patched), str(changed), "--exit-code", "-q"]) == 1
     assert main(["diff", str(patched), str(changed)]) == 0
@@ -121,28 +107,28 @@ def _pack(lock: Path, dest: Path, *, drop_patches: bool = False) -> Path:
     return dest
 
 
-def test_pack_carries_the_patch_and_installs_it_offline(tmp_path, index,
+def test_pack_carries_the_patch_and_installs_it_offline(tmp_path, patched_index,
                                                         capsys) -> None:
-    lock = resolve_lock(tmp_path, index.url, patches=[semicolon(tmp_path)])
+    lock = resolve_lock(tmp_path, patched_index.url, patches=[semicolon(tmp_path)])
     pack = _pack(lock, tmp_path / "patched.pack")
     capsys.readouterr()
     assert main(["pack", "--list", str(pack)]) == 0
     listing = capsys.readouterr().out
     assert "patches of the lock ([[patches]]): 1 file(s)" in listing
     shutil.rmtree(tmp_path / "patches")  # only the pack has it now
-    index.requests.clear()
+    patched_index.requests.clear()
     venv = tmp_path / "env"
     assert main(["install", str(pack), "--venv", str(venv), "--python", PY,
                  "--allow-no-gpu", "-q"]) == 0
-    assert index.requests == []  # offline: the pack alone
+    assert patched_index.requests == []  # offline: the pack alone
     assert _run(venv, PARSE_SEMICOLON).stdout.strip() == "a;b"
     declared = load_lock(lock).package("iniconfig").tool.patches[0].files[0].sha256
     assert hashlib.sha256((_site(venv) / PATCHED_FILE).read_bytes()).hexdigest() \
         == declared
 
 
-def test_pack_without_the_patch_is_refused(tmp_path, index, capsys) -> None:
-    lock = resolve_lock(tmp_path, index.url, patches=[semicolon(tmp_path)])
+def test_pack_without_the_patch_is_refused(tmp_path, patched_index, capsys) -> None:
+    lock = resolve_lock(tmp_path, patched_index.url, patches=[semicolon(tmp_path)])
     pack = _pack(lock, tmp_path / "patched.pack", drop_patches=True)
     shutil.rmtree(tmp_path / "patches")
     capsys.readouterr()
@@ -156,10 +142,10 @@ def test_pack_without_the_patch_is_refused(tmp_path, index, capsys) -> None:
 # -- bisect ----------------------------------------------------------------------
 
 
-def test_bisect_names_the_patch_as_the_culprit(tmp_path, index, capsys) -> None:
-    good = resolve_lock(tmp_path / "good", index.url, patches=[],
+def test_bisect_names_the_patch_as_the_culprit(tmp_path, patched_index, capsys) -> None:
+    good = resolve_lock(tmp_path / "good", patched_index.url, patches=[],
                         packages=("iniconfig==2.3.1", "six==1.17.0"), name="good")
-    bad = resolve_lock(tmp_path / "bad", index.url,
+    bad = resolve_lock(tmp_path / "bad", patched_index.url,
                        patches=[semicolon(tmp_path / "bad")],
                        packages=("iniconfig==2.3.1", "six==1.17.0", "idna==3.20"),
                        name="bad")
@@ -188,8 +174,8 @@ def _package_files(venv: Path) -> dict[str, str]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-def test_snapshot_patches_round_trip(tmp_path, index, capsys) -> None:
-    plain = resolve_lock(tmp_path, index.url, patches=[], name="plain")
+def test_snapshot_patches_round_trip(tmp_path, patched_index, capsys) -> None:
+    plain = resolve_lock(tmp_path, patched_index.url, patches=[], name="plain")
     edited = tmp_path / "edited"
     assert main(["install", str(plain), "--venv", str(edited), "--python", PY,
                  "--no-validate", "-q"]) == 0
