@@ -21,7 +21,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from stacklock.bounded import NotRegular, open_regular
+from stacklock.bounded import Malformed, read_regular
 from stacklock.errors import PatchError
 from stacklock.patches.model import ADDED, CONTEXT, REMOVED, FilePatch, Hunk, Patch
 
@@ -53,15 +53,15 @@ def load_patch(path: Path, *, where: str | None = None) -> Patch:
     :data:`MAX_PATCH_BYTES`); ``where`` names it in errors (default: ``path``)."""
     name = where or str(path)
     try:
-        with open(path, "rb", opener=open_regular) as fh:
-            data = fh.read(MAX_PATCH_BYTES + 1)
+        data = read_regular(path, limit=MAX_PATCH_BYTES)
     except FileNotFoundError:
         raise PatchError(f"{name}: no such patch file",
                          hint="the path is relative to the profile (or the lock)"
                          ) from None
-    except NotRegular as exc:
-        raise PatchError(f"{name}: not a regular file ({exc})",
-                         hint="name the patch file itself") from None
+    except Malformed as exc:
+        raise PatchError(f"{name}: {exc}: not a patch stacklock applies",
+                         hint="name the patch file itself; split a large one, one "
+                         "package's files a patch") from None
     except OSError as exc:
         raise PatchError(f"{name}: cannot read the patch: {exc.strerror or exc}",
                          hint="check the path and its permissions") from None
