@@ -34,7 +34,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BAD_DEFLATE",
     "Entry",
+    "data_start",
+    "guess_data_start",
     "iter_member",
+    "local_span",
     "pick_metadata",
     "prefetch_entries",
     "read_dist_info",
@@ -291,14 +294,14 @@ def iter_member(
     """The uncompressed bytes of ``entry`` in pieces, fetched ``chunk_size``
     compressed bytes at a time and never cached: a caller that stops early reads
     (and pays for) only the part of the member before the point it stopped."""
-    data_start = _data_start(reader, entry, prefetch=0)
+    start = data_start(reader, entry, prefetch=0)
     inflater = isal_zlib.decompressobj(-15) if entry.method == 8 else None
     if entry.method not in (0, 8):
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
     done = 0
     while done < entry.compressed_size:
         length = min(chunk_size, entry.compressed_size - done)
-        piece = reader.fetch(data_start + done, length)
+        piece = reader.fetch(start + done, length)
         done += length
         if inflater is None:
             yield piece
@@ -317,17 +320,32 @@ def iter_member(
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
 
 
-def _data_start(reader: RangeReader, entry: Entry, *, prefetch: int) -> int:
+def data_start(reader: RangeReader, entry: Entry, *, prefetch: int = 0) -> int:
     """Where ``entry``'s data begins, after its local header (read with
-    ``prefetch`` more bytes, so a small member usually comes in the same request)."""
+    ``prefetch`` more bytes, so a small member usually comes in the same request;
+    :func:`local_span` is what that read covers)."""
     if entry.flags & 0x1:
         raise ZipReadError(f"{entry.name} is encrypted")
-    guess = _LOCAL.size + len(entry.name.encode()) + entry.extra_len
-    head = reader.read_at(entry.header_offset, guess + prefetch + _SLACK)
+    head = reader.read_at(*local_span(entry, prefetch))
     if len(head) < _LOCAL.size or head[:4] != b"PK\x03\x04":
         raise ZipReadError(f"no local header for {entry.name}")
     local = _LOCAL.unpack_from(head)
     return int(entry.header_offset + _LOCAL.size + local[9] + local[10])
+
+
+def local_span(entry: Entry, prefetch: int = 0) -> tuple[int, int]:
+    """(offset, length) of what :func:`data_start` reads: the local header as
+    the central directory describes it, ``prefetch`` bytes of data and some
+    slack (a local extra field may be longer)."""
+    guess = guess_data_start(entry) - entry.header_offset
+    return entry.header_offset, guess + prefetch + _SLACK
+
+
+def guess_data_start(entry: Entry) -> int:
+    """Where ``entry``'s data begins if its local header has the extra field
+    its central one has (:func:`data_start` reads the real one)."""
+    return entry.header_offset + _LOCAL.size + len(entry.name.encode()) + \
+        entry.extra_len
 
 
 def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
@@ -355,8 +373,8 @@ def read_entry(reader: RangeReader, entry: Entry) -> bytes:
 
 
 def _read_member(reader: RangeReader, entry: Entry) -> bytes:
-    data_start = _data_start(reader, entry, prefetch=entry.compressed_size)
-    data = reader.read_at(data_start, entry.compressed_size)
+    start = data_start(reader, entry, prefetch=entry.compressed_size)
+    data = reader.read_at(start, entry.compressed_size)
     if len(data) != entry.compressed_size:
         raise ZipReadError(f"{entry.name} is cut short")
     if entry.method == 0:

@@ -27,8 +27,11 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["SHARED_OBJECT_MARK", "SharedObject", "is_shared_object_name",
-           "parse_shared_object"]
+__all__ = ["DT_GNU_HASH", "DT_HASH", "DT_NEEDED", "DT_PLTGOT", "DT_RPATH", "DT_RUNPATH",
+           "DT_SONAME", "DT_STRSZ", "DT_STRTAB", "DT_SYMTAB", "ET_DYN",
+           "SHARED_OBJECT_MARK", "Headers", "Section", "Segments", "SharedObject",
+           "is_shared_object_name", "parse_dynamic", "parse_headers", "parse_sections",
+           "parse_segments", "parse_shared_object"]
 
 _SONAME_LIKE = re.compile(r"[^/]+\.so(\.[0-9][0-9A-Za-z.]*)?")
 # in the bytes of every name is_shared_object_name takes (ASCII in the zip's
@@ -112,11 +115,11 @@ def _layout(ident: bytes) -> _Layout | None:
         word=4, wide=False)
 
 
-_ET_DYN = 3
+ET_DYN = 3
 _PT_LOAD, _PT_DYNAMIC = 1, 2
-_DT_NEEDED, _DT_HASH, _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ = 1, 4, 5, 6, 10
-_DT_SONAME, _DT_RPATH, _DT_RUNPATH = 14, 15, 29
-_DT_GNU_HASH = 0x6FFFFEF5
+DT_NEEDED, DT_PLTGOT, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ = 1, 3, 4, 5, 6, 10
+DT_SONAME, DT_RPATH, DT_RUNPATH = 14, 15, 29
+DT_GNU_HASH = 0x6FFFFEF5
 _CHAIN_BLOCK = 4096  # GNU hash chain words read at a time
 
 
@@ -146,10 +149,119 @@ class _Image:
         raise ValueError(f"{what} (address {address:#x}) is in no loaded segment")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Headers:
+    """What an ELF shared object's first bytes say of its layout: where its
+    program headers and section headers lie (offsets and sizes in bytes)."""
+
+    layout: _Layout
+    e_type: int
+    phoff: int
+    phentsize: int
+    phnum: int
+    shoff: int
+    shentsize: int
+    shnum: int
+    shstrndx: int
+
+    @property
+    def sections_end(self) -> int:
+        return self.shoff + self.shentsize * self.shnum
+
+    @property
+    def address(self) -> struct.Struct:
+        """An address (a GOT entry, ``d_val``) in this file's class and order."""
+        return struct.Struct(self.layout.dynamic.format[0] +
+                             ("Q" if self.layout.wide else "I"))
+
+    @property
+    def symbol_size(self) -> int:
+        return self.layout.symbol.size
+
+
+@dataclass(frozen=True, kw_only=True)
+class Segments:
+    """The program headers the loader uses: each ``PT_LOAD`` as (p_vaddr,
+    p_offset, p_filesz), and ``PT_DYNAMIC`` as (p_offset, p_filesz, p_vaddr)."""
+
+    loads: tuple[tuple[int, int, int], ...]
+    dynamic: tuple[int, int, int] | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    """One section header (the loader ignores them; a partial read checks what
+    it read against them: :mod:`stacklock.native.partial`)."""
+
+    type: int
+    flags: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+
+def parse_headers(head: bytes) -> Headers | None:
+    """The ELF header at the start of ``head``; None when it is not one."""
+    layout = _layout(head)
+    if layout is None or len(head) < 16 + layout.header.size:
+        return None
+    fields = layout.header.unpack_from(head, 16)
+    e_type, phoff, shoff, phentsize, phnum = (fields[0], fields[4], fields[5],
+                                              fields[8], fields[9])
+    # e_shentsize, e_shnum, e_shstrndx follow e_phnum
+    at = 16 + layout.header.size
+    tail = struct.unpack_from(layout.dynamic.format[0] + "HHH",
+                              head + bytes(6), at)
+    return Headers(layout=layout, e_type=e_type, phoff=phoff, phentsize=phentsize,
+                   phnum=phnum, shoff=shoff, shentsize=tail[0], shnum=tail[1],
+                   shstrndx=tail[2])
+
+
+def parse_segments(raw: bytes, headers: Headers) -> Segments:
+    """The program headers ``raw`` (``phentsize * phnum`` bytes at ``phoff``)."""
+    layout = headers.layout
+    if headers.phentsize < layout.program.size:
+        raise ValueError(f"program headers of {headers.phentsize} bytes")
+    loads: list[tuple[int, int, int]] = []
+    dynamic: tuple[int, int, int] | None = None
+    for at in range(0, len(raw), headers.phentsize):
+        fields = layout.program.unpack_from(raw, at)
+        if layout.wide:
+            kind, _flags, offset, vaddr, _paddr, filesz = fields[:6]
+        else:
+            kind, offset, vaddr, _paddr, filesz = fields[:5]
+        if kind == _PT_LOAD:
+            loads.append((vaddr, offset, filesz))
+        elif kind == _PT_DYNAMIC and dynamic is None:
+            dynamic = (offset, filesz, vaddr)
+    return Segments(loads=tuple(loads), dynamic=dynamic)
+
+
+def parse_sections(raw: bytes, headers: Headers) -> list[Section]:
+    """The section headers ``raw`` (``shentsize * shnum`` bytes at ``shoff``)."""
+    order = headers.layout.dynamic.format[0]
+    if headers.layout.wide:
+        record = struct.Struct(order + "IIQQQQIIQQ")
+    else:
+        record = struct.Struct(order + "IIIIIIIIII")
+    if headers.shentsize < record.size:
+        raise ValueError(f"section headers of {headers.shentsize} bytes")
+    out = []
+    for at in range(0, len(raw) - record.size + 1, headers.shentsize):
+        (_name, kind, flags, addr, offset, size, link, _info, _align,
+         entsize) = record.unpack_from(raw, at)
+        out.append(Section(type=kind, flags=flags, addr=addr, offset=offset,
+                           size=size, link=link, entsize=entsize))
+    return out
+
+
 def parse_shared_object(
     stream: IO[bytes] | io.RawIOBase, *, path: str,
     tables_before: Callable[[int], None] | None = None,
     tables_at: Callable[[list[int]], None] | None = None,
+    seen: Callable[[list[tuple[int, int]], int | None], None] | None = None,
 ) -> SharedObject | None:
     """The loader's view of the shared object in ``stream``; None when it is not
     one (not ELF, not ``ET_DYN``, no dynamic segment). Raises ``ValueError`` on a
@@ -161,44 +273,35 @@ def parse_shared_object(
     segment (moved there by patchelf), and a streamed reader need not keep
     what lies between. ``tables_at`` is told, once the dynamic segment is read,
     where each table the rest of the read begins at (libtorch_cpu's lie 92 MB
-    past its dynamic segment)."""
+    past its dynamic segment). ``seen`` is told the dynamic tags and how many
+    symbols the hash table counts (None without one), before the symbols are
+    made: a partial read checks them against the section headers."""
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
-    head = stream.read(64) or b""
-    layout = _layout(head)
-    if layout is None or len(head) < 16 + layout.header.size:
+    headers = parse_headers(stream.read(64) or b"")
+    if headers is None or headers.e_type != ET_DYN:
         return None
-    fields = layout.header.unpack_from(head, 16)
-    e_type, phoff, phentsize, phnum = fields[0], fields[4], fields[8], fields[9]
-    if e_type != _ET_DYN:
+    if headers.phentsize < headers.layout.program.size:
+        raise ValueError(f"program headers of {headers.phentsize} bytes")
+    raw = _Image(stream, size, []).read(headers.phoff,
+                                        headers.phentsize * headers.phnum,
+                                        "program headers")
+    segments = parse_segments(raw, headers)
+    if segments.dynamic is None:
         return None
-    if phentsize < layout.program.size:
-        raise ValueError(f"program headers of {phentsize} bytes")
-    raw = _Image(stream, size, []).read(phoff, phentsize * phnum, "program headers")
-    loads: list[tuple[int, int, int]] = []
-    dynamic: tuple[int, int] | None = None
-    for at in range(0, len(raw), phentsize):
-        fields = layout.program.unpack_from(raw, at)
-        if layout.wide:
-            kind, _flags, offset, vaddr, _paddr, filesz = fields[:6]
-        else:
-            kind, offset, vaddr, _paddr, filesz = fields[:5]
-        if kind == _PT_LOAD:
-            loads.append((vaddr, offset, filesz))
-        elif kind == _PT_DYNAMIC and dynamic is None:
-            dynamic = (offset, filesz)
-    if dynamic is None:
-        return None
+    loads = list(segments.loads)
     if tables_before is not None and loads:
         first = min(loads, key=lambda load: load[1])
         tables_before(first[1] + first[2])
     image = _Image(stream, size, loads)
-    tags = _tags(image.read(*dynamic, "the dynamic segment"), layout)
-    return _read_tables(image, layout, tags, path, tables_at)
+    tags = parse_dynamic(image.read(*segments.dynamic[:2], "the dynamic segment"),
+                         headers)
+    return _read_tables(image, headers.layout, tags, path, tables_at, seen)
 
 
-def _tags(data: bytes, layout: _Layout) -> list[tuple[int, int]]:
+def parse_dynamic(data: bytes, headers: Headers) -> list[tuple[int, int]]:
     """The dynamic segment's (d_tag, d_val) pairs up to DT_NULL."""
+    layout = headers.layout
     tags = []
     whole = len(data) - len(data) % layout.dynamic.size
     for tag, value in layout.dynamic.iter_unpack(data[:whole]):
@@ -209,7 +312,8 @@ def _tags(data: bytes, layout: _Layout) -> list[tuple[int, int]]:
 
 
 def _read_tables(image: _Image, layout: _Layout, tags: list[tuple[int, int]],
-                 path: str, tables_at: Callable[[list[int]], None] | None
+                 path: str, tables_at: Callable[[list[int]], None] | None,
+                 seen: Callable[[list[tuple[int, int]], int | None], None] | None,
                  ) -> SharedObject:
     first: dict[int, int] = {}
     for tag, value in tags:
@@ -219,31 +323,33 @@ def _read_tables(image: _Image, layout: _Layout, tags: list[tuple[int, int]],
     # the string and hash tables in file order (a streamed member is read
     # forwards), then the symbol table, whose length the hash table gives
     reads = []
-    if _DT_STRTAB in first:
-        reads.append((image.offset(first[_DT_STRTAB], "DT_STRTAB"), _DT_STRTAB))
-    hashed = next((t for t in (_DT_GNU_HASH, _DT_HASH) if t in first), None)
-    if hashed is not None and _DT_SYMTAB in first:
+    if DT_STRTAB in first:
+        reads.append((image.offset(first[DT_STRTAB], "DT_STRTAB"), DT_STRTAB))
+    hashed = next((t for t in (DT_GNU_HASH, DT_HASH) if t in first), None)
+    if hashed is not None and DT_SYMTAB in first:
         reads.append((image.offset(first[hashed], "the symbol hash table"), hashed))
     if tables_at is not None and reads:
-        symbols = [image.offset(first[_DT_SYMTAB], "DT_SYMTAB")] if \
-            hashed is not None and _DT_SYMTAB in first else []
+        symbols = [image.offset(first[DT_SYMTAB], "DT_SYMTAB")] if \
+            hashed is not None and DT_SYMTAB in first else []
         tables_at([at for at, _tag in reads] + symbols)
     for at, tag in sorted(reads):
-        if tag == _DT_STRTAB:
-            strings = image.read(at, first.get(_DT_STRSZ, 0), "the string table")
+        if tag == DT_STRTAB:
+            strings = image.read(at, first.get(DT_STRSZ, 0), "the string table")
         else:
             count = _symbol_count(image, layout, tag, at)
+    if seen is not None:
+        seen(tags, count)
     undefined: tuple[str, ...] = ()
     exported: tuple[str, ...] = ()
     if count is not None:
-        at = image.offset(first[_DT_SYMTAB], "DT_SYMTAB")
+        at = image.offset(first[DT_SYMTAB], "DT_SYMTAB")
         table = image.read(at, count * layout.symbol.size, "the symbol table")
         undefined, exported = _symbols(table, layout, strings)
     return SharedObject(
         path=path,
-        soname=_name(strings, first[_DT_SONAME]) if _DT_SONAME in first else None,
-        needed=tuple(_name(strings, v) for t, v in tags if t == _DT_NEEDED),
-        runpath=tuple(p for t, v in tags if t in (_DT_RUNPATH, _DT_RPATH)
+        soname=_name(strings, first[DT_SONAME]) if DT_SONAME in first else None,
+        needed=tuple(_name(strings, v) for t, v in tags if t == DT_NEEDED),
+        runpath=tuple(p for t, v in tags if t in (DT_RUNPATH, DT_RPATH)
                       for p in _name(strings, v).split(":") if p),
         undefined=undefined,
         exported=exported,
@@ -255,7 +361,7 @@ def _symbol_count(image: _Image, layout: _Layout, tag: int, at: int) -> int:
     does not say): DT_HASH's nchain, or one past the last symbol that DT_GNU_HASH
     chains (the chain's last word has its low bit set)."""
     order = layout.dynamic.format[0]
-    if tag == _DT_HASH:
+    if tag == DT_HASH:
         return int(struct.unpack(order + "II", image.read(at, 8, "DT_HASH"))[1])
     nbuckets, symoffset, bloom_size, _shift = struct.unpack(
         order + "IIII", image.read(at, 16, "DT_GNU_HASH"))
