@@ -122,7 +122,7 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
         inside = float(printed.get("seconds", 0.0))  # the command's own work
         check = float(native.get("seconds", 0.0)) if fresh else 0.0
         BYTES.append({"resolve": _cached_bytes(cache) - before,
-                      "check": int(native.get("bytes-read", 0)) if fresh else 0,
+                      "check": int(native.get("bytes_read", 0)) if fresh else 0,
                       "requests": int(native.get("requests", 0)) if fresh else 0,
                       # seconds per phase: the interpreter, imports and exit;
                       # the resolution and the lock; the native check

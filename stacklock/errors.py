@@ -14,6 +14,7 @@
      +-- OutputError        a file stacklock was asked to write cannot be written
      +-- CudaError          unknown toolkit, a driver that cannot run it
      |    +-- CudaMixError  wheels (or wheels and toolkit) of two CUDA majors
+     |    +-- NoDriverError no NVIDIA driver on this machine
      +-- InstallError       an install step failed
      |    +-- PreflightError  preflight found problems; nothing was changed
      |    +-- NoSpaceError  exit 1: the disk filled; the old environment stays
@@ -53,6 +54,7 @@ __all__ = [
     "MetadataError",
     "NativeCheckError",
     "NativeError",
+    "NoDriverError",
     "NoSpaceError",
     "OutputError",
     "PackError",
@@ -202,6 +204,17 @@ class OutputError(StacklockError):
 
 class CudaError(StacklockError):
     """A CUDA toolkit or driver problem."""
+
+
+class NoDriverError(CudaError):
+    """No NVIDIA driver on this machine: ``tried`` lists where it was looked
+    for. Exit 2 where a driver is needed to go on; ``cuda check-driver``
+    answers "no" (exit 1) instead."""
+
+    def __init__(self, message: str, *, tried: Sequence[str],
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.tried = tuple(tried)
 
 
 class CudaMixError(CudaError):

@@ -50,7 +50,8 @@ class Change:
     new: str | None
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "change": self.kind, "old": self.old,
+        return {"name": self.name, "change": self.kind.replace("-", "_"),
+                "old": self.old,
                 "new": self.new}
 
     def __str__(self) -> str:

@@ -81,7 +81,7 @@ class Culprit:
 
     def to_dict(self) -> dict[str, object]:
         return {"changes": [c.to_dict() for c in self.changes],
-                "moved-with-it": [c.to_dict() for c in self.moved],
+                "moved_with_it": [c.to_dict() for c in self.moved],
                 "verified": self.verified, "confirmed": self.confirmed,
                 "ambiguous": self.ambiguous}
 
@@ -108,11 +108,8 @@ class BisectResult:
         return bool(self.culprits) and self.stopped is None
 
     def to_dict(self) -> dict[str, object]:
-        first = self.culprits[0] if self.culprits else None
         return {
-            "good": self.good, "bad": self.bad,
-            "culprit": [c.to_dict() for c in first.changes + first.moved]
-            if first else [],
+            "good": self.good, "bad": self.bad, "found": self.found,
             "culprits": [c.to_dict() for c in self.culprits],
             "groups": [g.to_dict() for g in self.groups],
             "steps": [s.to_dict() for s in self.steps],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -180,8 +179,9 @@ def bisect(args: argparse.Namespace) -> int:
                               max_steps=args.max_steps, on_step=on_step,
                               on_groups=on_groups)
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2, sort_keys=True)
-        print()
+        from stacklock.cli.output import print_json
+
+        print_json("bisect", result.to_dict())
     elif not quiet:
         print(render_bisect(result, steps=False), end="")
     return 0 if result.found else 1

@@ -44,7 +44,7 @@ def check(args: argparse.Namespace) -> int:
         report = check_lock_file(args.lock, http=http, cache_dir=cache_dir(),
                                  offline=args.offline, on_wheel=on_wheel)
     if args.json:
-        print_json(report.to_dict())
+        print_json("check", {"lock": str(args.lock), **report.to_dict()})
         return 0 if report.ok else 1
     verdict = "passed" if report.ok else "failed"
     lines = [f"{args.lock}: native check {verdict}",

@@ -32,7 +32,8 @@ def cuda_list(args: argparse.Namespace) -> int:
     _platform(args)
     catalog = load_catalog()
     if args.json:
-        print_json([r.to_dict(args.platform) for r in catalog.releases])
+        print_json("cuda-list", {"platform": args.platform, "releases": [
+            r.to_dict(args.platform) for r in catalog.releases]})
     else:
         say(args, render_releases(catalog, args.platform))
     return 0
@@ -48,8 +49,8 @@ def cuda_show(args: argparse.Namespace) -> int:
               if r.major_minor == args.cuda_version]
     releases = series or [catalog.get(args.cuda_version)]
     if args.json:
-        found = [r.to_dict(args.platform) for r in releases]
-        print_json(found if series else found[0])
+        print_json("cuda-show", {"platform": args.platform, "releases": [
+            r.to_dict(args.platform) for r in releases]})
     else:
         say(args, "\n\n".join(render_release(r, args.platform) for r in releases))
     return 0
@@ -63,14 +64,19 @@ def cuda_check_driver(args: argparse.Namespace) -> int:
         read_driver,
         render_driver_report,
     )
+    from stacklock.errors import NoDriverError
     from stacklock.lock import load_lock
 
     toolkit, wheels = (lock_cuda(load_lock(Path(args.lock))) if args.lock
                        else (None, {}))
-    report = check_driver(load_catalog(), read_driver(),
+    try:
+        driver, missing = read_driver(), None
+    except NoDriverError as exc:  # the answer is "no": nothing here runs it
+        driver, missing = None, str(exc)
+    report = check_driver(load_catalog(), driver, missing=missing,
                           toolkit=args.cuda_version or toolkit, wheels=wheels)
     if args.json:
-        print_json(report.to_dict())
+        print_json("cuda-check-driver", report.to_dict())
     else:
         say(args, render_driver_report(report))
     return 0 if report.ok else 1
@@ -88,7 +94,7 @@ def cuda_refresh(args: argparse.Namespace) -> int:
         data = json.dumps(report.catalog.to_dict(), indent=1) + "\n"
         atomic_write_bytes(Path(args.write), data.encode())
     if args.json:
-        print_json(report.to_dict())
+        print_json("cuda-refresh", report.to_dict())
     else:
         say(args, render_refresh(report))
     return 0

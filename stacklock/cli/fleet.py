@@ -37,7 +37,7 @@ def fleet_install(args: argparse.Namespace) -> int:
                     forks=args.forks,
                     on_line=_echo if interactive(args) else None)
     if args.json:
-        print_json(run.fleet.to_dict())
+        print_json("fleet", run.fleet.to_dict())
     else:
         say(args, render_fleet_text(run.fleet))
         for name in (*run.files, str(run.log)):
@@ -52,7 +52,7 @@ def fleet_report(args: argparse.Namespace) -> int:
     fleet = load_fleet(folder)
     files = write_fleet(fleet, folder)
     if args.json:
-        print_json(fleet.to_dict())
+        print_json("fleet", fleet.to_dict())
     else:
         say(args, render_fleet_text(fleet))
         for name in files:

@@ -28,7 +28,10 @@ def install(args: argparse.Namespace) -> int:
         from stacklock.install.run import rollback_install
 
         back = rollback_install(Path(args.venv))
-        print_json(back.to_dict()) if args.json else say(args, render_rollback(back))
+        if args.json:
+            print_json("install-rollback", back.to_dict())
+        else:
+            say(args, render_rollback(back))
         return 0
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
@@ -87,7 +90,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             archive=args.archive,
         )
     if args.json:
-        print_json(result.to_dict())
+        print_json("install", result.to_dict())
     else:  # a dry run's plan is the answer: every line; an install's, by phase
         lines = render_install(result).split("\n")
         say(args, "\n".join(lines if args.dry_run or verbose(args)

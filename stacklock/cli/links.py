@@ -104,7 +104,7 @@ def links(args: argparse.Namespace) -> int:
         report = find_links(args.project, index, target, client=client,
                             exclude_newer=cutoff)
     if args.json:
-        print_json(report.to_dict())
+        print_json("links", report.to_dict())
     elif args.all:
         width = max(100, shutil.get_terminal_size((160, 24)).columns)
         say(args, render_links(report, width=width), end="")

@@ -4,17 +4,17 @@ line per phase, ``-v`` every line)."""
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from stacklock.errors import StacklockError
+from stacklock.jsonout import json_document
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 __all__ = ["brief", "interactive", "parse_index_option", "phase_lines", "piped",
            "print_json", "progress", "say", "verbose"]
@@ -43,8 +43,10 @@ _COUNTED = re.compile(r"^(\d+) ([^(:]+)")
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")
 
 
-def print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True, default=str))
+def print_json(kind: str, data: Mapping[str, Any]) -> None:
+    """The result as ``--json`` prints it: schema ``stacklock.<kind>/1`` first
+    (:mod:`stacklock.jsonout`; each one in docs/formats.md)."""
+    sys.stdout.write(json_document(kind, data))
 
 
 def say(args: argparse.Namespace, text: str, *, end: str = "\n") -> None:

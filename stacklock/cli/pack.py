@@ -23,7 +23,7 @@ def pack(args: argparse.Namespace) -> int:
         manifest = read_manifest(path)
         size = path.stat().st_size
         if args.json:
-            print_json({**manifest.to_dict(), "size": size})
+            print_json("pack-list", manifest.to_json(path=path, size=size))
         else:
             say(args, render_listing(manifest, path, size))
         return 0
@@ -40,7 +40,8 @@ def pack(args: argparse.Namespace) -> int:
                             on_status=on_status, on_download=on_download,
                             archive=Archive.from_options(
                                 args.archive, first=args.archive_first))
-    print_json(result.to_dict()) if args.json else say(args, render_pack(result))
+    print_json("pack", result.to_dict()) if args.json else \
+        say(args, render_pack(result))
     return 0
 
 
@@ -65,6 +66,8 @@ def install_from_pack(args: argparse.Namespace) -> int:
             allow_no_gpu=args.allow_no_gpu,
             report_dir=Path(args.report) if args.report else None,
             on_bytes=on_bytes)
-    print_json(result.to_dict()) if args.json else say(args,
-                                                        render_pack_install(result))
+    if args.json:
+        print_json("install-pack", result.to_dict())
+    else:
+        say(args, render_pack_install(result))
     return result.exit_code

@@ -9,6 +9,18 @@ import argparse
 from typing import TYPE_CHECKING, NoReturn
 
 from stacklock import __version__
+from stacklock.errors import StacklockError
+
+
+class UsageError(StacklockError):
+    """A command line argparse refuses: exit 2, one line (and with ``--json`` the
+    error document) like every other bad input."""
+
+    def __init__(self, message: str, *, prog: str) -> None:
+        super().__init__(message, hint=f"see '{prog} --help'")
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -16,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
     the help is (the usage block argparse prints first is left to ``--help``)."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"stacklock: error: {message} (see '{self.prog} --help')\n")
+        raise UsageError(message, prog=self.prog)
 
 
 class _CommandParser(_Parser):
@@ -42,7 +54,7 @@ if TYPE_CHECKING:
 
     _Sub = argparse._SubParsersAction[_Parser]
 
-__all__ = ["build_parser"]
+__all__ = ["UsageError", "build_parser"]
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -394,6 +406,8 @@ def _add_snapshot(sub: _Sub) -> None:
                    help="also write each package's hand edits as DIR/NAME-VERSION."
                    "patch and the [[patches]] stanza (DIR/patches.toml) that "
                    "reproduces them")
+    p.add_argument("--json", action="store_true",
+                   help="print what it found as JSON (the lock goes to -o PATH)")
     p.set_defaults(verb="snapshot:snapshot")
 
 

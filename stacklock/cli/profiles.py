@@ -21,7 +21,7 @@ def profiles(args: argparse.Namespace) -> int:
         rows.append({"name": found.name, "origin": found.origin,
                      "path": str(found.path), "description": profile.description})
     if args.json:
-        print_json(rows)
+        print_json("profiles", {"profiles": rows})
     else:
         width = max((len(r["name"]) for r in rows), default=0)
         for row in rows:

@@ -41,7 +41,7 @@ def resolve(args: argparse.Namespace) -> int:
                            upgrade_packages=args.upgrade_package)
     if replayed is not None:
         if args.json:
-            print_json(replayed.to_dict())
+            print_json("resolve", replayed.to_dict())
         else:
             _report(args, replayed.render())
         return 0
@@ -61,7 +61,7 @@ def resolve(args: argparse.Namespace) -> int:
                               check=not args.no_check, upgrade=args.upgrade,
                               upgrade_packages=args.upgrade_package)
     if args.json:
-        print_json(result.to_dict())
+        print_json("resolve", result.to_dict())
     else:
         _report(args, render_resolve(result))
     return 0
@@ -114,9 +114,10 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
             parse_lock(current, path=str(path)),
             parse_lock(text.encode("utf-8"), path=f"{path} (resolved now)"))
     if args.json:
-        print_json({"lock": str(path), "up-to-date": same,
-                    "seconds": round(seconds, 3),
-                    "diff": differences.to_dict() if differences else None})
+        print_json("resolve-check", {
+            "lock": str(path), "profile": args.profile, "up_to_date": same,
+            "exists": current is not None, "seconds": round(seconds, 3),
+            "diff": differences.to_dict() if differences else None})
     elif same:
         say(args, f"{path} is up to date with {args.profile} ({seconds:.1f} s)")
     elif current is None:

@@ -14,25 +14,34 @@ __all__ = ["snapshot"]
 def snapshot(args: argparse.Namespace) -> int:
     import sys
 
-    from stacklock.cli.output import say
-    from stacklock.lock.write import render_lock
-    from stacklock.snapshot import make_snapshot, write_snapshot
+    from stacklock.cli.output import print_json, say
+    from stacklock.lock.write import dump_lock, render_lock
+    from stacklock.snapshot import make_snapshot
 
     venv = Path(args.venv)
     if args.patches:  # first: a failure leaves no snapshot behind
         _patches(args, venv, Path(args.patches))
+    output = Path(args.output) if args.output else None
     warnings: list[str] = []
-    if args.output:
-        written = write_snapshot(venv, Path(args.output), warnings=warnings)
-    else:
-        text = render_lock(make_snapshot(venv, warnings=warnings))
-    if getattr(args, "verbosity", 0) >= 0:
+    lock = make_snapshot(venv, path=output or "", warnings=warnings)
+    if output is not None:
+        dump_lock(lock, output)
+    if getattr(args, "verbosity", 0) >= 0 and not args.json:
         for line in warnings:  # on stderr: the lock may be what stdout carries
             print(f"warning: {line}", file=sys.stderr)
-    if args.output:
-        say(args, str(written))
+    if args.json:
+        print_json("snapshot", {
+            "venv": str(venv), "lock": str(output) if output else None,
+            "requires_python": str(lock.requires_python) if lock.requires_python
+            else None,
+            "packages": [{"name": str(p.name),
+                          "version": str(p.version) if p.version else None}
+                         for p in lock.packages],
+            "warnings": warnings})
+    elif output is not None:
+        say(args, str(output))
     else:
-        print(text, end="")
+        print(render_lock(lock), end="")
     return 0
 
 

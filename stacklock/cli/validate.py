@@ -24,5 +24,6 @@ def validate_venv(args: argparse.Namespace) -> int:
         probes=not args.no_probes, report_dir=args.report,
         toolkit_prefix=args.toolkit_prefix, allow_no_gpu=args.allow_no_gpu,
     )
-    print_json(result.to_dict()) if args.json else say(args, render_text(result))
+    print_json("validate", result.to_dict()) if args.json else \
+        say(args, render_text(result))
     return result.exit_code

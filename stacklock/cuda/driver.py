@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from packaging.version import InvalidVersion, Version
 
 from stacklock.bounded import Malformed, parse_json
-from stacklock.errors import CudaError
+from stacklock.errors import CudaError, NoDriverError
 from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:
@@ -209,8 +209,8 @@ def read_driver(*, env: Mapping[str, str] | None = None, root: Path = Path("/"),
     rc, out = (runner or SubprocessRunner()).capture(NVIDIA_SMI_QUERY, timeout=30)
     if rc != 0:
         tried.append(f"nvidia-smi ({'not found' if rc == 127 else f'exit {rc}'})")
-        raise CudaError(
-            "no NVIDIA driver found: tried " + ", ".join(tried),
+        raise NoDriverError(
+            "no NVIDIA driver found: tried " + ", ".join(tried), tried=tried,
             hint=f"on a machine without a GPU set {DRIVER_ENV}=580.159.04",
         ) from None
     return DriverInfo(version=parse_nvidia_smi_csv(out), source="nvidia-smi")
@@ -222,7 +222,7 @@ class DriverCheck:
 
     subject: str                # "toolkit 13.1.0" or "torch (CUDA 13.0)"
     cuda: str                   # the release checked against
-    verdict: str                # pass | compat-only | too-old | unverified
+    verdict: str                # pass | compat-only | too-old | unverified | no-driver
     min_driver: str | None
     compat_floor: str | None
     reason: str
@@ -237,7 +237,9 @@ class DriverCheck:
                 "compat_floor": self.compat_floor, "reason": self.reason}
 
 
-def _verdict(driver: str, release: CudaRelease) -> tuple[str, str]:
+def _verdict(driver: str | None, release: CudaRelease) -> tuple[str, str]:
+    if driver is None:
+        return "no-driver", "no NVIDIA driver on this machine runs it"
     rf = release.runfile("linux-x86_64")
     bundled = rf.bundled_driver if rf is not None else None
     floor, minimum, version = release.compat_floor, release.min_driver, release.version
@@ -264,7 +266,7 @@ def _verdict(driver: str, release: CudaRelease) -> tuple[str, str]:
     return "unverified", f"no minimum driver known for CUDA {version}"
 
 
-def check_toolkit_driver(driver: str, release: CudaRelease, *,
+def check_toolkit_driver(driver: str | None, release: CudaRelease, *,
                          subject: str | None = None) -> DriverCheck:
     """Apply the module's rule to one ``CudaRelease``."""
     verdict, reason = _verdict(driver, release)
@@ -276,28 +278,35 @@ def check_toolkit_driver(driver: str, release: CudaRelease, *,
 
 @dataclass(frozen=True, kw_only=True)
 class DriverReport:
-    driver: DriverInfo
+    driver: DriverInfo | None  # None: no driver found (``missing`` says where)
     checks: tuple[DriverCheck, ...] = field(default_factory=tuple)
+    missing: str | None = None
 
     @property
     def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
+        return self.driver is not None and all(c.ok for c in self.checks)
 
     def to_dict(self) -> dict[str, object]:
-        return {"driver": self.driver.to_dict(), "ok": self.ok,
+        return {"driver": self.driver.to_dict() if self.driver else None,
+                "missing": self.missing, "ok": self.ok,
                 "checks": [c.to_dict() for c in self.checks]}
 
 
-def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = None,
-                 wheels: Mapping[str, str] | None = None) -> DriverReport:
+def check_driver(catalog: Catalog, driver: DriverInfo | None, *,
+                 toolkit: str | None = None,
+                 wheels: Mapping[str, str] | None = None,
+                 missing: str | None = None) -> DriverReport:
     """Check ``driver`` against a toolkit version and the CUDA ``X.Y`` each wheel
-    targets (``{"torch": "13.0"}``). Unknown versions raise CudaError."""
+    targets (``{"torch": "13.0"}``). Unknown versions raise CudaError. No
+    driver (``None``; ``missing`` says what was tried) runs none of them: each
+    check's verdict is ``no-driver``."""
+    have = driver.version if driver is not None else None
     checks = []
     if toolkit is not None:
         release = catalog.get(toolkit, series=True)
         subject = f"toolkit {release.version}" + (
             f" (for {toolkit}: its GA release)" if release.version != toolkit else "")
-        checks.append(check_toolkit_driver(driver.version, release, subject=subject))
+        checks.append(check_toolkit_driver(have, release, subject=subject))
     for name, cuda in sorted((wheels or {}).items()):
         # the oldest release of the series the wheel targets: "13.0" -> 13.0.0
         try:
@@ -306,12 +315,12 @@ def check_driver(catalog: Catalog, driver: DriverInfo, *, toolkit: str | None = 
             raise CudaError(f"{name} targets CUDA {cuda}, not in the catalog",
                             hint="stacklock cuda list shows the known releases"
                             ) from None
-        checks.append(check_toolkit_driver(driver.version, ga,
+        checks.append(check_toolkit_driver(have, ga,
                                            subject=f"{name} (CUDA {cuda})"))
     if not checks:
         raise CudaError("nothing to check the driver against",
                         hint="give a toolkit version or --lock with a CUDA entry")
-    return DriverReport(driver=driver, checks=tuple(checks))
+    return DriverReport(driver=driver, checks=tuple(checks), missing=missing)
 
 
 def lock_cuda(lock: Lock) -> tuple[str | None, dict[str, str]]:
@@ -366,10 +375,12 @@ def describe_inferred(inferred: Mapping[str, CudaTarget]) -> str:
 
 
 def render_driver_report(report: DriverReport) -> str:
-    lines = [f"driver {report.driver.version} (from {report.driver.source})"]
+    lines = [f"driver {report.driver.version} (from {report.driver.source})"
+             if report.driver else f"no driver: {report.missing}"]
     for c in report.checks:
         mark = "ok  " if c.ok else "FAIL"
         lines.append(f"  {mark} {c.subject}: {c.verdict} - {c.reason}")
     lines.append("verdict: " + ("the driver runs all of it" if report.ok
-                                else "the driver cannot run all of it"))
+                                else "the driver cannot run all of it"
+                                if report.driver else "no driver runs any of it"))
     return "\n".join(lines)

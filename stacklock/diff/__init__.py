@@ -45,33 +45,9 @@ side has no ``[tool.stacklock]`` (a lock uv, pip, pdm or pex wrote) only those P
 751 keys are compared and a note says so; when a side is a snapshot, keys found
 on one side only are skipped (a snapshot records what it found, not the profile).
 
-``LockDiff.to_dict()`` is stable and sorted, for scripts::
-
-    {"old": "path", "new": "path",
-     "packages": [                                  # sorted by name
-        {"name": "torch", "change": "upgraded",
-         "old": "2.9.1", "new": "2.11.0",           # versions; null when absent
-         "index": {"old": "pypi", "new": "pytorch-cu130"} | null,
-         "cuda": {"old": "12.8", "new": "13.0"} | null,
-         "hash": {"file": "x.whl", "old": "sha256:..", "new": "sha256:.."} | null,
-         "detail": "local cu128 -> cu130" | null,
-         "patches": [{"change": "added" | "removed" | "changed",
-                      "file": "x.patch", "old_sha256": ".." | null,
-                      "new_sha256": ".." | null, "reason": ".."}]}],
-     "toolkit": {"version": {"old": "12.8.1", "new": "13.0.1"}, ...},  # changed only
-     "stack": {"target.gpu-arch": {"old": [...], "new": [...]}, ...},  # changed only
-     "summary": {"added": 0, "removed": 0, "upgraded": 0, "downgraded": 0,
-                 "rebuilt": 0, "replaced": 0, "moved-index": 0, "hash-changed": 0,
-                 "marker-changed": 0, "patched": 0,
-                 "unchanged": 0, "index-moves": 0, "hash-changes": 0,
-                 "patch-changes": 0,
-                 "toolkit-changes": 0, "stack-changes": 0,
-                 "old-packages": 0, "new-packages": 0, "differs": false},
-     "notes": ["..."], "warnings": ["..."]}
-
-``summary`` counts each package once under its ``change``; ``index-moves`` and
-``hash-changes`` count every package with that aspect, whatever its kind, and
-``patch-changes`` every patch added, removed or changed.
+``LockDiff.to_dict()`` is ``--json``'s ``stacklock.diff/1``, stable and sorted:
+its fields are in docs/formats.md and ``docs/schemas/diff.schema.json`` (the
+change kinds there in snake_case, ``moved_index``; ``summary()`` is its counts).
 """
 
 from __future__ import annotations

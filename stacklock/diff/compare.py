@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
 
@@ -93,7 +93,7 @@ class PackageChange:
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
-            "change": self.change,
+            "change": self.change.replace("-", "_"),
             "old": self.old,
             "new": self.new,
             "index": _pair(self.index),
@@ -125,23 +125,24 @@ class LockDiff:
     def differs(self) -> bool:
         return bool(self.packages or self.toolkit or self.stack)
 
-    def summary(self) -> dict[str, int | bool]:
+    def summary(self) -> dict[str, Any]:
+        """The counts: ``changes`` each changed package once, by its ``change``
+        (snake_case, as in the JSON); ``aspects`` every package whose index,
+        CUDA or file hash changed, whatever its ``change`` says."""
         kinds = Counter(p.change for p in self.packages)
-        out: dict[str, int | bool] = {kind: kinds.get(kind, 0) for kind in CHANGE_KINDS}
-        out.update(
-            {
-                "unchanged": self.unchanged,
-                "index-moves": sum(p.index is not None for p in self.packages),
-                "hash-changes": sum(p.hash is not None for p in self.packages),
-                "patch-changes": sum(len(p.patches) for p in self.packages),
-                "toolkit-changes": len(self.toolkit),
-                "stack-changes": len(self.stack),
-                "old-packages": self.old_count,
-                "new-packages": self.new_count,
-                "differs": self.differs,
-            }
-        )
-        return out
+        return {
+            "changes": {k.replace("-", "_"): kinds.get(k, 0) for k in CHANGE_KINDS},
+            "aspects": {"index": sum(p.index is not None for p in self.packages),
+                        "cuda": sum(p.cuda is not None for p in self.packages),
+                        "hash": sum(p.hash is not None for p in self.packages),
+                        "patches": sum(bool(p.patches) for p in self.packages)},
+            "unchanged": self.unchanged,
+            "toolkit_fields": len(self.toolkit),
+            "stack_fields": len(self.stack),
+            "old_packages": self.old_count,
+            "new_packages": self.new_count,
+            "differs": self.differs,
+        }
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -3,14 +3,13 @@
 Text is for a terminal (rich tables, rendered into a string: the CLI prints it),
 Markdown fits a pull-request comment (a summary line, warnings, the toolkit and
 stack, then the package changes, folded when long), JSON is the stable, sorted
-``LockDiff.to_dict()`` documented in :mod:`stacklock.diff`. Text and Markdown list
-the most telling changes first (a changed hash, a rebuild, an index move, then
-upgrades, ..., additions and removals); JSON keeps the name order.
+``LockDiff.to_dict()`` (``stacklock.diff/1``, in docs/formats.md). Text and
+Markdown list the most telling changes first (a changed hash, a rebuild, an index
+move, then upgrades, ..., additions and removals); JSON keeps the name order.
 """
 
 from __future__ import annotations
 
-import json
 from io import StringIO
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from stacklock.jsonout import json_document
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -64,16 +65,18 @@ def render_diff(
 
 
 def render_json(diff: LockDiff) -> str:
-    return json.dumps(diff.to_dict(), indent=2, sort_keys=True) + "\n"
+    """``stacklock.diff/1`` (docs/formats.md)."""
+    return json_document("diff", diff.to_dict())
 
 
 def summary_line(diff: LockDiff) -> str:
     """``42 packages changed (8 upgraded, 16 added, ...), 127 unchanged; ...``"""
     if not diff.differs:
         return f"no differences: {diff.unchanged} packages unchanged"
-    counts = diff.summary()
+    summary = diff.summary()
+    counts = {k: summary["changes"][k.replace("-", "_")] for k in _REVIEW_ORDER}
     kinds = [f"{counts[k]} {k}" for k in _REVIEW_ORDER if counts[k]]
-    moves = counts["index-moves"] - counts["moved-index"]
+    moves = summary["aspects"]["index"] - counts["moved-index"]
     if moves:
         kinds.append(f"{moves} more moved index")
     parts = [

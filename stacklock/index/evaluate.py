@@ -71,10 +71,10 @@ class Evaluation:
             "reason": self.reason,
             "index": self.index,
             "build": list(self.build),
-            "tag-rank": self.tag_rank,
-            "requires-python": self.link.requires_python,
+            "tag_rank": self.tag_rank,
+            "requires_python": self.link.requires_python,
             "yanked": self.link.yanked,
-            "upload-time": (self.link.upload_time.isoformat()
+            "upload_time": (self.link.upload_time.isoformat()
                             if self.link.upload_time else None),
             "metadata": self.link.metadata,
             "note": self.note,

@@ -292,8 +292,16 @@ class LinksReport:
     target: Target
     evaluations: tuple[Evaluation, ...]
 
-    def to_dict(self) -> list[dict[str, Any]]:
-        return [ev.to_dict() for ev in self.evaluations]
+    def to_dict(self) -> dict[str, Any]:
+        """``stacklock links --json`` (``stacklock.links/1``)."""
+        target = self.target
+        return {"project": self.project,
+                "index": {"name": self.index.name, "url": redact_url(self.index.url),
+                          "kind": self.index.kind},
+                "target": {"python": target.python, "platform": target.platform,
+                           "manylinux": target.manylinux,
+                           "gpu_arch": list(target.gpu_arch)},
+                "links": [ev.to_dict() for ev in self.evaluations]}
 
 
 def find_links(

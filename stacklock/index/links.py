@@ -82,11 +82,11 @@ class Link:
             "filename": self.filename,
             "url": self.redacted_url,
             "sha256": self.sha256,
-            "requires-python": self.requires_python,
+            "requires_python": self.requires_python,
             "yanked": self.yanked,
             "metadata": self.metadata,
-            "metadata-sha256": self.metadata_sha256,
-            "upload-time": self.upload_time.isoformat() if self.upload_time else None,
+            "metadata_sha256": self.metadata_sha256,
+            "upload_time": self.upload_time.isoformat() if self.upload_time else None,
             "size": self.size,
         }
 

@@ -90,13 +90,13 @@ class NativeReport:
             "notes": [f.to_dict() for f in self.notes],
             "unloaded": [f.to_dict() for f in self.unloaded],
             "unread": list(self.unread),
-            "bytes-read": self.bytes_read,
-            "bytes-by-wheel": dict(sorted(self.bytes_by_wheel.items())),
+            "bytes_read": self.bytes_read,
+            "bytes_by_wheel": dict(sorted(self.bytes_by_wheel.items())),
             "requests": self.requests,
             "unlinked": self.unlinked,
             "seconds": round(self.seconds, 3),
-            "facts-shared": self.shared,
-            "facts-shared-failures": list(self.shared_failures),
+            "facts_shared": self.shared,
+            "facts_shared_failures": list(self.shared_failures),
         }
 
 

@@ -118,7 +118,7 @@ class Finding:
             out["demangled"] = self.demangled
         if self.counterpart:
             out["counterpart"] = self.counterpart
-            out["counterpart-has"] = list(self.counterpart_has)
+            out["counterpart_has"] = list(self.counterpart_has)
         out["blocking"] = self.blocking
         if self.unloaded:
             out["unloaded"] = self.unloaded

@@ -11,7 +11,6 @@ prints; nothing here imports beyond the standard library (see format.py).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -102,6 +101,14 @@ def _tool_venv(pack: Path, manifest: Manifest, scratch: Path,
     return venv / "bin" / "stacklock"
 
 
+def _report_option(p: argparse.ArgumentParser) -> None:
+    """``--report DIR`` as ``stacklock install`` and ``validate`` call it;
+    ``--report-dir`` is what packs made before took (and what the fleet
+    playbook passes, for a pack of any age)."""
+    p.add_argument("--report", "--report-dir", dest="report_dir", metavar="DIR",
+                   help="write report.json and report.md here")
+
+
 def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Install a locked stack from this pack, with no "
@@ -112,14 +119,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="install without a driver (e.g. to build an image)")
-    p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
+    _report_option(p)
     p = sub.add_parser("validate", help="validate an installed venv only")
     p.add_argument("--venv", required=True)
     p.add_argument("--toolkit-prefix", metavar="PATH",
                    help="the toolkit to check (default: the lock's prefix)")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="skip, with the reason, what needs a driver or a GPU")
-    p.add_argument("--report-dir", metavar="DIR", help="write report.json here")
+    _report_option(p)
     p = sub.add_parser("list", help="contents, sizes and target")
     p.add_argument("--json", action="store_true")
     return parser
@@ -154,7 +161,10 @@ def main(argv: Sequence[str] | None = None, *, pack: Path | None = None) -> int:
         if args.command == "list":
             total = pack.stat().st_size
             if args.json:
-                print(json.dumps({**manifest.to_dict(), "size": total}, indent=2))
+                from stacklock.jsonout import json_document
+
+                sys.stdout.write(json_document(
+                    "pack-list", manifest.to_json(path=pack, size=total)))
             else:
                 print(render_listing(manifest, pack, total))
             return 0

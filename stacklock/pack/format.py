@@ -157,6 +157,16 @@ class Manifest:
                 "toolkit": self.toolkit, "payload-size": self.payload_size,
                 "members": [m.to_dict() for m in self.members]}
 
+    def to_json(self, *, path: Path, size: int) -> dict[str, Any]:
+        """``pack --list --json`` (``stacklock.pack-list/1``): the manifest's
+        fields in the output's snake_case, with the pack's path and size."""
+        return {"pack": str(path), "size": size, "format": FORMAT,
+                "stacklock": self.stacklock, "lock_sha256": self.lock_sha256,
+                "python": self.python, "platform": self.platform,
+                "glibc": self.glibc, "toolkit": self.toolkit,
+                "payload_size": self.payload_size,
+                "members": [m.to_dict() for m in self.members]}
+
     @classmethod
     def from_dict(cls, data: Any) -> Manifest:
         """The manifest, every field checked (see :meth:`Member.from_dict`): one
@@ -414,5 +424,5 @@ def render_listing(manifest: Manifest, pack: Path, total: int) -> str:
         lines.append(f"{title}: {len(members)} file(s), {_size(size)}")
         lines += [f"  {m.name}  {_size(m.size)}  sha256 {m.sha256}" for m in members]
     lines.append(f"run: python3 {pack.name} install --venv PATH [--toolkit-prefix "
-                 "PATH] [--report-dir DIR]")
+                 "PATH] [--report DIR]")
     return "\n".join(lines)

@@ -54,7 +54,7 @@ class ResolveResult:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "lock": str(self.lock), "packages": len(self.resolution.packages),
-            "seconds": round(self.seconds, 3)}
+            "seconds": round(self.seconds, 3), "replayed": False}
         if self.native is not None:
             out["native"] = self.native.to_dict()
         return out

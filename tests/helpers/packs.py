@@ -39,9 +39,12 @@ def small_pack_items(*, drop: str | None = None
     return items
 
 
-def write_small_pack(path: Path, *, drop: str | None = None) -> Path:
-    """A pack of tests/data/install/pylock.small.toml at ``path``."""
+def write_small_pack(path: Path, *, drop: str | None = None,
+                     python: str = HEAD["python"]) -> Path:
+    """A pack of tests/data/install/pylock.small.toml at ``path``, for a node of
+    Python ``python`` (its wheels are pure Python)."""
     items = small_pack_items(drop=drop)
     with path.open("wb") as fh:
-        _write(fh, items, {**HEAD, "lock_sha256": items[0][0].sha256})
+        _write(fh, items, {**HEAD, "python": python,
+                           "lock_sha256": items[0][0].sha256})
     return path

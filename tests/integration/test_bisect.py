@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from stacklock.cli import main
 from stacklock.cli.bisect import _tools
 from stacklock.pack.writer import PackItem, _write
 from tests.helpers.install_server import Served
+from tests.helpers.jsonout import parse_output
 from tests.helpers.packs import HEAD
 from tests.helpers.wheelkit import build_wheel, sha256
 
@@ -111,11 +111,16 @@ def _bisect(locks: tuple[Path, Path], oracle: list[str], *options: str,
     code = main(["bisect", str(good), str(bad), "--python", sys.executable,
                  "--json", *options, "--", *oracle])
     out = capsys.readouterr().out
-    return code, json.loads(out)
+    return code, parse_output(out)
 
 
 def _culprit(report: dict) -> list[tuple[str, str | None, str | None]]:
-    return sorted((c["name"], c["old"], c["new"]) for c in report["culprit"])
+    """The first culprit's changes and what moved with them."""
+    if not report["culprits"]:
+        return []
+    first = report["culprits"][0]
+    return sorted((c["name"], c["old"], c["new"])
+                  for c in first["changes"] + first["moved_with_it"])
 
 
 def _packages(lock: str) -> dict[str, str]:
@@ -132,7 +137,7 @@ def test_one_culprit_with_its_pinned_partner_resumes_from_the_log(
 ) -> None:
     oracle = _oracle("int(v('delta') == '2.0')")
     code, first = _bisect(locks, oracle, "--max-steps", "3", capsys=capsys)
-    assert code == 1 and first["culprit"] == []
+    assert code == 1 and first["culprits"] == [] and first["found"] is False
     assert "--max-steps 3" in first["stopped"]
     assert first["oracle_runs"] == 3
 

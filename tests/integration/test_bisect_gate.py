@@ -9,7 +9,6 @@ from the venv's python, and measured ``--repeat`` times.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 
 from stacklock.cli import main
 from tests.helpers.install_server import Served
+from tests.helpers.jsonout import parse_output
 from tests.helpers.wheelkit import build_wheel, sha256
 
 FAKE = Path(__file__).resolve().parents[1] / "data" / "validate" / "fake_sglang"
@@ -79,9 +79,10 @@ def test_gate_bisect_names_the_throughput_regression(
                 ("1.1", "0.04"), "2.0")
     code = main(["bisect", str(good), str(bad), "--gate", "--repeat", "2",
                  "--python", sys.executable, "--json"])
-    report = json.loads(capsys.readouterr().out)
+    report = parse_output(capsys.readouterr().out)
     assert code == 0, report["stopped"]
-    assert [(c["name"], c["old"], c["new"]) for c in report["culprit"]] == [
+    assert [(c["name"], c["old"], c["new"]) for c in
+            report["culprits"][0]["changes"]] == [
         ("sglang", "1.0", "1.1")]
     steps = report["steps"]
     good_tps, bad_tps = steps[0]["samples"], steps[1]["samples"]

@@ -12,6 +12,7 @@ import pytest
 
 from stacklock.cli import main
 from stacklock.profile import list_profiles
+from tests.helpers.jsonout import parse_output
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def test_profiles_json_lists_every_builtin_profile(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["profiles", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = parse_output(capsys.readouterr().out, "profiles")["profiles"]
     assert [r["name"] for r in rows] == list_profiles()
     assert all(r["description"] for r in rows)
 
@@ -258,12 +259,12 @@ def test_the_command_writes_everything_and_exits_with_mains_code(
         done = subprocess.run([sys.executable, "-m", "stacklock.cli", "cuda", "list",
                                "--json"], cwd=ROOT, stdout=fh, timeout=120)
     assert done.returncode == 0
-    in_file = json.loads(out.read_text("utf-8"))
+    in_file = parse_output(out.read_text("utf-8"), "cuda-list")
     piped = subprocess.run([sys.executable, "-m", "stacklock", "cuda", "list",
                             "--json"], cwd=ROOT, capture_output=True, text=True,
                            timeout=120)
     assert piped.returncode == 0 and json.loads(piped.stdout) == in_file
-    assert len(in_file) > 10
+    assert len(in_file["releases"]) > 10
     bad = subprocess.run([sys.executable, "-m", "stacklock.cli", "diff", "nope.toml",
                           "nope.toml"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from stacklock.cli.parser import build_parser
-from tests.integration.test_resolve_cli import DATA, _fill_cache
+from tests.helpers.resolved import RESOLVE as DATA
+from tests.helpers.resolved import fill_cache
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -170,7 +171,7 @@ def test_quiet_default_and_verbose_line_counts(tmp_path: Path) -> None:
     nothing. The first run resolves, the later ones replay its record: both
     are cut the same way."""
     cache = tmp_path / "cache"
-    _fill_cache("override", cache)
+    fill_cache("override", cache)
     case = str(DATA / "cases" / "override.toml")
     argv = ("resolve", case, "-o", str(tmp_path / "out.toml"), "--offline",
             "--no-check")

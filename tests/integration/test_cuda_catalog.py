@@ -13,6 +13,7 @@ import pytest
 from stacklock.cli import main
 from stacklock.cuda.catalog import load_catalog, parse_catalog, render_releases
 from stacklock.errors import CudaError
+from tests.helpers.jsonout import parse_output
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT / "tests" / "data" / "real"
@@ -35,7 +36,7 @@ def _build_module() -> Any:
 
 def test_show_13_0_1_json_has_the_shared_data(capsys: pytest.CaptureFixture[str]):
     assert main(["cuda", "show", "13.0.1", "--json"]) == 0
-    shown = json.loads(capsys.readouterr().out)
+    [shown] = parse_output(capsys.readouterr().out, "cuda-show")["releases"]
     rwgk = next(r for r in _tsv("nvidia-runfile-md5-size-rwgk-catalog.tsv")
                 if r["VERSION"] == "13.0.1" and r["PLATFORM"] == "linux-amd64")
     assert shown["runfile"] == "cuda_13.0.1_580.82.07_linux.run"
@@ -115,7 +116,8 @@ def test_unknown_toolkit_lists_the_ones_that_exist():
 def test_show_a_series_shows_each_of_its_releases(
         capsys: pytest.CaptureFixture[str]):
     assert main(["cuda", "show", "13.0", "--json"]) == 0
-    shown = [r["version"] for r in json.loads(capsys.readouterr().out)]
+    shown = [r["version"] for r in
+             parse_output(capsys.readouterr().out, "cuda-show")["releases"]]
     series = [v for v in load_catalog().versions() if v.startswith("13.0.")]
     assert shown == series and len(series) >= 2
     assert main(["cuda", "show", "13.0"]) == 0
@@ -132,7 +134,7 @@ def test_cli_show_unknown_version_exits_2(capsys: pytest.CaptureFixture[str]):
 
 def test_list_json_and_text(capsys: pytest.CaptureFixture[str]):
     assert main(["cuda", "list", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = parse_output(capsys.readouterr().out, "cuda-list")["releases"]
     assert [r["version"] for r in rows] == load_catalog().versions()
     text = render_releases(load_catalog())
     line = next(ln for ln in text.splitlines() if ln.startswith("13.0.1 "))

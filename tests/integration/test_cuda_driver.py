@@ -27,6 +27,7 @@ from stacklock.cuda.driver import (
 from stacklock.errors import CudaError, LockError
 from stacklock.lock import load_lock
 from stacklock.runner import RecordingRunner
+from tests.helpers.jsonout import parse_output
 
 if TYPE_CHECKING:
     pass
@@ -207,7 +208,7 @@ def test_check_driver_cli_with_a_lock(tmp_path: Path, monkeypatch: pytest.Monkey
     out = capsys.readouterr().out
     assert "toolkit 12.8.1: pass" in out and "torch (CUDA 12.8): pass" in out
     assert main(["cuda", "check-driver", "13.1", "--json"]) == 1
-    data = json.loads(capsys.readouterr().out)
+    data = parse_output(capsys.readouterr().out)
     assert data["ok"] is False and data["checks"][0]["verdict"] == "compat-only"
     edited = tmp_path / "pylock.edited.toml"
     edited.write_text(text.replace('cuda = "12.8"', 'cuda = "13.1"', 1))

@@ -32,6 +32,7 @@ from stacklock.cuda.scrape import (
     redistrib_url,
 )
 from stacklock.errors import CudaError
+from tests.helpers.jsonout import parse_output
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"
 MANIFEST = (REAL / "redistrib_13.0.1.json").read_bytes()
@@ -233,7 +234,7 @@ def test_cli_refresh_writes_the_refreshed_catalog(
     out = tmp_path / "cuda_releases.json"
     assert main(["cuda", "refresh", "--version", "13.0.1", "--write", str(out),
                  "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = parse_output(capsys.readouterr().out)
     assert report["checked"] == ["13.0.1"]
     assert [c["version"] for c in report["changes"]] == ["13.4.1"]
     written = parse_catalog(json.loads(out.read_text()))

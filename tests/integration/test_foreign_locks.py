@@ -36,6 +36,7 @@ from stacklock.install.selection import Wanted, select_packages
 from stacklock.lock import load_lock
 from tests.helpers.data import DATA
 from tests.helpers.interpreters import target_interpreter
+from tests.helpers.jsonout import parse_output
 from tests.helpers.projects import commit_all, make_project
 from tests.helpers.wheelkit import build_wheel, sha256
 
@@ -104,7 +105,7 @@ def test_dry_run_chooses_what_select_chooses_on_this_host(
             assert why in err
         return
     assert rc == 0, err
-    assert _planned(json.loads(out)["plan"], lock) == reference
+    assert _planned(parse_output(out)["plan"], lock) == reference
 
 
 @pytest.mark.parametrize("python", ["3.12", "3.13"])

@@ -4,7 +4,6 @@ exactly its commands, stopped and removed otherwise."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from stacklock.cli import main
 from stacklock.install.early import head_start
 from stacklock.store import ArtifactStore
 from tests.helpers.install_server import DATA, Served, local_lock, sha256
+from tests.helpers.jsonout import parse_output
 
 PY = sys.executable
 
@@ -34,7 +34,7 @@ def _install(lock: Path, venv: Path, capsys: pytest.CaptureFixture[str]
     rc = main(["install", str(lock), "--venv", str(venv), "--python", PY,
                "--no-validate", "--json"])
     out, err = capsys.readouterr()
-    return rc, json.loads(out) if rc in (0, 1) else {}, err
+    return rc, parse_output(out) if rc in (0, 1) else {}, err
 
 
 def _runs(log: Path) -> list[str]:

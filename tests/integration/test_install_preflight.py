@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import tomllib
@@ -24,6 +23,7 @@ from stacklock.install.run import install_lock
 from stacklock.install.selection import Wanted
 from stacklock.runner import SubprocessRunner
 from tests.helpers.install_server import SMALL_LOCK, tree_state
+from tests.helpers.jsonout import parse_output
 
 PY = sys.executable
 
@@ -173,7 +173,7 @@ def test_cli_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     lock = edited_lock(tmp_path, lambda d: None)
     argv = ["install", str(lock), "--venv", str(tmp_path / "env"), "--python", PY]
     assert main([*argv, "--dry-run", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = parse_output(capsys.readouterr().out)
     assert out["dry_run"] is True
     assert [p["name"] for p in out["plan"]["packages"]] == ["idna", "iniconfig", "six"]
     sync = out["plan"]["commands"][1]

@@ -4,7 +4,6 @@ validate hashes the installed files against the RECORD uv wrote."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from stacklock.lock import load_lock
 from stacklock.validate.checks import check_wheel_hashes
 from stacklock.validate.run import read_distributions
 from tests.helpers.install_server import DATA, Served, local_lock, sha256, tree_state
+from tests.helpers.jsonout import parse_output
 
 PY = sys.executable
 SIX = "six-1.17.0-py2.py3-none-any.whl"
@@ -141,7 +141,7 @@ def test_install_whose_validation_cannot_run_exits_1(
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")
     code = main(["install", str(lock), "--venv", str(tmp_path / "env"),
                  "--python", PY, "--json"])
-    said = json.loads(capsys.readouterr().out)
+    said = parse_output(capsys.readouterr().out)
     assert code == 1
     assert said["validate_error"] == (
         "validate could not run: env/bin/python cannot list its distributions")

@@ -21,6 +21,7 @@ from stacklock.install.layout import (
 )
 from stacklock.install.run import install_lock
 from tests.helpers.install_server import SMALL_LOCK
+from tests.helpers.jsonout import parse_output
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +98,7 @@ def test_cli_rollback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     (layout.state_dir / "2.ok").unlink()  # 2 never completed: skipped
     swap_in(layout, 3)
     assert main(["install", "--rollback", "--venv", str(layout.venv), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["to_generation"] == 1
+    assert parse_output(capsys.readouterr().out)["to_generation"] == 1
     assert (layout.venv / "marker").read_text() == "1"
     assert main(["install", "--rollback", "--venv", str(layout.venv)]) == 2
     assert "no environment before generation 1" in capsys.readouterr().err

@@ -32,6 +32,7 @@ from tests.helpers.install_server import (
     sha256,
     tree_state,
 )
+from tests.helpers.jsonout import parse_output
 
 PY = sys.executable
 
@@ -350,7 +351,7 @@ def test_installing_the_live_lock_again_is_a_no_op(
     assert sorted(p.name for p in (tmp_path / "env.stacklock").iterdir()
                   if p.name.isdigit()) == ["1"]
     assert main([*argv, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["already_installed"] == 1
+    assert parse_output(capsys.readouterr().out)["already_installed"] == 1
     # --reinstall builds generation 2 all the same
     assert main([*argv, "--no-validate", "--reinstall"]) == 0
     assert venv.resolve().name == "2"

@@ -3,7 +3,6 @@ index, and an unreachable index."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -11,6 +10,7 @@ from packaging.version import Version
 
 from stacklock.cli import main
 from tests.helpers.data import SGL_PAGES
+from tests.helpers.jsonout import parse_output
 
 SGL_CU130 = SGL_PAGES / "cu130"
 
@@ -22,7 +22,7 @@ def _cache(tmp_path, monkeypatch):
 
 def _json_links(capsys, *argv):
     assert main(["links", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    return parse_output(capsys.readouterr().out, "links")["links"]
 
 
 @pytest.mark.parametrize("index", [str(SGL_CU130), SGL_CU130.as_uri()])

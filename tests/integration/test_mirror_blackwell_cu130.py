@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from stacklock.profile import load_profile
 from stacklock.resolve.locking import lock_profile
 from tests.helpers.data import REAL
+from tests.helpers.jsonout import parse_output
 from tests.helpers.mirror import (
     DATA,
     FLASHINFER_ROOT,
@@ -130,7 +131,7 @@ def test_blackwell_cu130_locks_end_to_end_on_the_mirror(monkeypatch, tmp_path,
     data = tomllib.loads(first.decode())
     Pylock.from_dict(data)  # a valid PEP 751 file
     packages = {p["name"]: p for p in data["packages"]}
-    assert json.loads(printed)["packages"] == len(packages) > 100
+    assert parse_output(printed)["packages"] == len(packages) > 100
     served = {f.filename: f for f in pytorch_files() if f.channel == "cu130"}
 
     def origin(name: str) -> tuple[str, str, str]:

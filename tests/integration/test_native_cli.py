@@ -12,6 +12,7 @@ from stacklock.cli import main
 from stacklock.errors import ProfileError
 from stacklock.native.wheel import WheelReader
 from stacklock.profile import parse_profile
+from tests.helpers.jsonout import parse_output
 from tests.helpers.native_facts import load_facts
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
@@ -56,8 +57,8 @@ def test_check_refuses_torchaudio_for_cuda_12_with_exit_1(tmp_path, cache, capsy
 def test_check_json_lists_findings_and_bytes(tmp_path, cache, capsys):
     lock = _lock(tmp_path, (*TORCH, "torchvision==0.27.0"))
     assert main(["check", str(lock), "--offline", "--json"]) == 1
-    report = json.loads(capsys.readouterr().out)
-    assert report["ok"] is False and report["bytes-read"] == 0
+    report = parse_output(capsys.readouterr().out)
+    assert report["ok"] is False and report["bytes_read"] == 0
     assert {f["kind"] for f in report["findings"]} == {"symbol"}
     assert {f["counterpart"] for f in report["findings"]} == {"torch 2.11.0"}
 

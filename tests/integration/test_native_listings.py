@@ -149,7 +149,7 @@ def _facts(cache: Path) -> dict[str, object]:
 
 def _verdict(report: object) -> dict[str, object]:
     out = dict(report.to_dict())  # type: ignore[attr-defined]
-    for counted in ("bytes-read", "bytes-by-wheel", "requests", "seconds"):
+    for counted in ("bytes_read", "bytes_by_wheel", "requests", "seconds"):
         out.pop(counted)
     return out
 

@@ -96,7 +96,7 @@ def test_a_second_machine_reads_no_wheel_member(tmp_path, index, monkeypatch, ho
     assert second.native.shared_failures == ()
     assert second.text == first.text
     assert _verdict(second.native) == {
-        **_verdict(first.native), "facts-shared": second.native.shared}
+        **_verdict(first.native), "facts_shared": second.native.shared}
     assert _facts(tmp_path / "second") == _facts(tmp_path / "first")  # kept here
     assert "facts of 6 wheels from STACKLOCK_NATIVE_FACTS" in \
         render_native(second.native)[0]

@@ -250,7 +250,7 @@ def test_a_full_temporary_folder_is_named_not_blamed_on_the_wheel(tmp_path):
         "except OSError as exc:\n"
         "    from stacklock.cli import _os_error\n"
         "    print(exc.errno, exc.filename)\n"
-        "    print(_os_error(exc))\n"
+        "    print('%s (try: %s)' % _os_error(exc))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(MARKUPSAFE)],
                           capture_output=True, text=True, check=True,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import subprocess
 import sys
 import tarfile
@@ -30,6 +29,7 @@ from stacklock.pack.tools import make_self_wheel
 from stacklock.pack.writer import glibc_floor
 from stacklock.store import ArtifactStore
 from tests.helpers.data import DATA, ROOT
+from tests.helpers.jsonout import parse_output
 from tests.helpers.packs import write_small_pack
 
 INSTALL = DATA / "install"
@@ -65,7 +65,7 @@ def test_python_runs_the_pack_and_lists_it(pack: Path):
     out = subprocess.run([sys.executable, str(pack), "list", "--json"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    listed = json.loads(out.stdout)
+    listed = parse_output(out.stdout)
     assert listed["size"] == pack.stat().st_size
     assert {m["path"] for m in listed["members"]} == {
         m.path for m in read_manifest(pack).members}

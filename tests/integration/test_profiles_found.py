@@ -4,7 +4,6 @@ wheel, as ``pipx install .`` makes, has no checkout beside it), and a
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 from tests.helpers.data import ROOT
+from tests.helpers.jsonout import parse_output
 
 
 def _installed_copy(site: Path) -> Path:
@@ -32,7 +32,7 @@ def _profiles(cwd: Path, site: Path) -> list[dict[str, str]]:
     result = subprocess.run([sys.executable, "-m", "stacklock.cli", "profiles",
                              "--json"], cwd=cwd, env=env, capture_output=True,
                             text=True, timeout=60, check=True)
-    return json.loads(result.stdout)  # type: ignore[no-any-return]
+    return parse_output(result.stdout, "profiles")["profiles"]  # type: ignore[no-any-return]
 
 
 def test_an_installed_package_finds_its_profiles_from_an_empty_directory(

@@ -3,7 +3,6 @@ traffic, and (``live``) against real PyPI."""
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
@@ -11,41 +10,25 @@ import pytest
 from packaging.pylock import Pylock
 
 from stacklock.cli import main
-from stacklock.errors import ResolutionError
-from stacklock.http import make_http_client
 from stacklock.lock import load_lock
-from stacklock.profile import load_profile
-from stacklock.resolve.resolution import resolve_profile
-from tests.helpers.cassette import ReplayTransport
+from tests.helpers.jsonout import parse_output
+from tests.helpers.resolved import fill_cache
 from tests.helpers.uv import uv_dry_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _fill_cache(profile: str, cache: Path) -> None:
-    """Resolve once over the cassette, which leaves the pages and METADATA in the
-    cache, so the CLI can run with --offline."""
-    case = DATA / "cases" / f"{profile}.toml"
-    loaded = load_profile(str(case) if case.exists() else profile)
-    transport = ReplayTransport(DATA / "cassettes" / loaded.name)
-    with make_http_client(transport=transport) as http:
-        try:
-            resolve_profile(loaded, http=http, cache_dir=cache)
-        except ResolutionError:
-            pass
-
-
 def test_cli_resolves_offline_from_the_cache(tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
-    _fill_cache("pypi-small", cache)
+    fill_cache("pypi-small", cache)
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
     out = tmp_path / "pylock.pypi-small.toml"
     # --no-check: the recorded cache holds pages and METADATA, not wheel bytes
     code = main(["resolve", "pypi-small", "-o", str(out), "--offline", "--json",
                  "--no-check"])
     assert code == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = parse_output(capsys.readouterr().out)
     assert summary["lock"] == str(out)
     assert summary["packages"] == len(load_lock(out).packages)
     assert isinstance(summary["seconds"], float)
@@ -54,7 +37,7 @@ def test_cli_resolves_offline_from_the_cache(tmp_path, monkeypatch, capsys):
 
 def test_cli_conflict_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
-    _fill_cache("conflict", cache)
+    fill_cache("conflict", cache)
     monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
     out = tmp_path / "pylock.conflict.toml"
     code = main(["resolve", str(DATA / "cases" / "conflict.toml"), "-o", str(out),
@@ -63,6 +46,39 @@ def test_cli_conflict_exits_1_and_writes_nothing(tmp_path, monkeypatch, capsys):
     assert code == 1
     assert "The conflict is caused by" in err and "urllib3" in err
     assert not out.exists()
+    # with --json the answer is on stdout too: the error document, exit 1
+    code = main(["resolve", str(DATA / "cases" / "conflict.toml"), "-o", str(out),
+                 "--offline", "--json"])
+    said = capsys.readouterr()
+    error = parse_output(said.out, "error")
+    assert code == error["exit_code"] == 1
+    assert error["error"]["type"] == "ResolutionError"
+    assert said.err.startswith(f"stacklock: error: {error['error']['message']}")
+    assert not out.exists()
+
+
+def test_cli_check_json_says_up_to_date_then_what_differs(tmp_path, monkeypatch,
+                                                          capsys):
+    """``resolve --check --json``: up to date against the lock it just wrote;
+    against an edited copy, exit 1 with the diff inside (stacklock.resolve-check)."""
+    cache = tmp_path / "cache"
+    fill_cache("pypi-small", cache)
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(cache))
+    out = tmp_path / "pylock.pypi-small.toml"
+    argv = ["resolve", "pypi-small", "-o", str(out), "--offline", "--no-check"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--check", "--json"]) == 0
+    same = parse_output(capsys.readouterr().out, "resolve-check")
+    assert (same["up_to_date"], same["exists"], same["diff"]) == (True, True, None)
+    first = load_lock(out).packages[0]
+    sha = first.wheels[0].hashes["sha256"]
+    out.write_text(out.read_text().replace(sha, "0" * 64))  # another file's bytes
+    assert main([*argv, "--check", "--upgrade", "--json"]) == 1
+    stale = parse_output(capsys.readouterr().out, "resolve-check")
+    assert stale["up_to_date"] is False
+    [changed] = stale["diff"]["packages"]
+    assert (changed["name"], changed["change"]) == (first.name, "hash_changed")
 
 
 def test_cli_bad_index_options_exit_2(tmp_path, monkeypatch, capsys):

@@ -3,7 +3,6 @@ PyPI traffic (tests/data/resolve/cassettes/)."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from stacklock.resolve import locking
 from stacklock.resolve.locking import lock_profile, render_resolve
 from stacklock.resolve.memo import memo_key, replay_lock, store_record
 from tests.helpers.cassette import ReplayTransport
+from tests.helpers.jsonout import parse_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +102,7 @@ def test_cli_second_run_is_a_replay_with_the_same_output(tmp_path, monkeypatch,
 
     monkeypatch.setattr(locking, "lock_profile", no_resolution)
     assert main(["resolve", str(SMALL), "-o", str(out), "--no-check", "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out)
+    summary = parse_output(capsys.readouterr().out)
     assert summary["lock"] == str(out) and isinstance(summary["seconds"], float)
     assert main(["resolve", str(SMALL), "-o", str(out), "--no-check"]) == 0
     assert capsys.readouterr().out.split("\n")[1:] == first.split("\n")[1:]

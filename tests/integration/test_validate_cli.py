@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
+from tests.helpers.jsonout import parse_output
 from tests.helpers.wheelkit import build_wheel, make_venv, uv_install, write_lock
 
 FAKE = Path(__file__).resolve().parents[1] / "data" / "validate" / "fake_sglang"
@@ -74,7 +75,7 @@ def test_failed_check_exits_1_json(venv: tuple[Path, Path], tmp_path: Path,
     other = build_wheel(tmp_path / "other", "tinypkg", "2.0", {"tinypkg/x.py": b""})
     lock = write_lock(tmp_path / "pylock.toml", [other])
     code = main(["validate", str(lock), "--venv", str(folder), "--no-gate", "--json"])
-    data = json.loads(capsys.readouterr().out)
+    data = parse_output(capsys.readouterr().out)
     assert code == 1
     assert data["verdict"] == "fail"
     failed = [c for c in data["checks"] if c["status"] == "fail"]
@@ -135,12 +136,12 @@ def test_allow_no_gpu_skips_the_driver_and_the_gate(
                       extra_tool=cuda)
     assert main(["validate", str(lock), "--venv", str(folder), "--no-gate",
                  "--json"]) == 1
-    failed = {c["name"] for c in json.loads(capsys.readouterr().out)["checks"]
+    failed = {c["name"] for c in parse_output(capsys.readouterr().out)["checks"]
               if c["status"] == "fail"}
     assert "driver" in failed
     code = main(["validate", str(lock), "--venv", str(folder), "--allow-no-gpu",
                  "--json"])
-    data = json.loads(capsys.readouterr().out)
+    data = parse_output(capsys.readouterr().out)
     assert code == 0, data
     status = {c["name"]: (c["status"], c["reason"]) for c in data["checks"]}
     assert status["driver"][0] == "skip"

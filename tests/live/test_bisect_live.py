@@ -6,7 +6,6 @@ included), and every step after the ends installs from the cache."""
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import tomllib
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
+from tests.helpers.jsonout import parse_output
 
 pytestmark = pytest.mark.live
 
@@ -52,7 +52,7 @@ def test_bisect_names_numpy_2_between_two_real_locks(
     capsys.readouterr()
     code = main(["bisect", str(good), str(bad), "--python", sys.executable,
                  "--json", "--", "python", "-c", FAILS_ON_NUMPY_2])
-    report = json.loads(capsys.readouterr().out)
+    report = parse_output(capsys.readouterr().out)
     assert code == 0, report["stopped"]
     changes = [c for g in report["groups"] for c in g["changes"]]
     assert len(changes) >= 10
@@ -61,7 +61,7 @@ def test_bisect_names_numpy_2_between_two_real_locks(
     numpy = culprit["changes"][0]
     assert numpy["old"].startswith("1.") and numpy["new"].startswith("2.")
     # what cannot stay behind with numpy 2 (scipy 1.11 caps numpy < 1.28)
-    assert "scipy" in {c["name"] for c in culprit["moved-with-it"]}
+    assert "scipy" in {c["name"] for c in culprit["moved_with_it"]}
     assert culprit["verified"] is True and culprit["confirmed"] is True
     budget = math.ceil(math.log2(len(report["groups"]))) + 4
     assert report["oracle_runs"] <= budget

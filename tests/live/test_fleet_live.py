@@ -21,6 +21,7 @@ from stacklock.lock import load_lock
 from stacklock.pack.writer import write_pack
 from stacklock.runner import find_uv
 from tests.helpers.data import DATA, ROOT
+from tests.helpers.jsonout import parse_output
 from tests.helpers.uv import python312
 
 pytestmark = pytest.mark.live
@@ -60,7 +61,7 @@ def _fleet(*args: str) -> tuple[int, dict[str, Any]]:
                            "--json"], capture_output=True, text=True, timeout=900,
                           check=False)
     assert proc.stdout, proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
+    return proc.returncode, parse_output(proc.stdout)
 
 
 def _versions(venv: Path, names: list[str]) -> dict[str, str]:
@@ -90,7 +91,8 @@ def test_three_hosts_one_broken(small_pack: Path, tmp_path: Path) -> None:
         gathered = json.loads((report / host / "report.json").read_text())
         assert gathered["verdict"] == "pass"
         assert (report / host / "report.md").is_file()
-    assert json.loads((report / "fleet.json").read_text()) == data
+    assert {"schema": data["schema"], **json.loads((report / "fleet.json").read_text())
+            } == data
     assert "| node3 | FAIL |" in (report / "fleet.md").read_text()
 
     # a package added to node1's venv since: node1 runs again, node2 is skipped

@@ -28,6 +28,7 @@ from stacklock.lock import load_lock
 from stacklock.pack.format import read_manifest
 from stacklock.pack.writer import PackPlan, PackResult, glibc_floor, write_pack
 from tests.helpers.data import ROOT
+from tests.helpers.jsonout import parse_output
 from tests.helpers.uv import python312 as find_python312
 
 pytestmark = pytest.mark.live
@@ -81,7 +82,7 @@ def _installed_versions(venv: Path, names: list[str]) -> dict[str, str]:
             "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
     out = subprocess.run([*UNSHARE, str(venv / "bin/python"), "-c", code, *names],
                          capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return parse_output(out.stdout)
 
 
 def _state(root: Path) -> list[str]:
@@ -93,7 +94,7 @@ def test_install_offline_with_only_python(small_pack: Path, python312: str,
     home = tmp_path / "node"
     venv, report = home / "env", home / "report"
     first = _node(python312, small_pack, ["install", "--venv", str(venv),
-                                          "--report-dir", str(report)], home=home)
+                                          "--report", str(report)], home=home)
     assert first.returncode == 0, first.stdout + first.stderr
     assert json.loads((report / "report.json").read_text())["verdict"] == "pass"
     lock = load_lock(LOCK)

@@ -13,7 +13,6 @@ the cache tests/live/test_native_live.py uses); warm, the install takes a few se
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.resolve.locking import lock_profile
+from tests.helpers.jsonout import parse_output
 from tests.helpers.uv import python312
 
 pytestmark = pytest.mark.live
@@ -52,7 +52,7 @@ def test_pypi_toolkit_installs_without_a_gpu(tmp_path: Path) -> None:
          "--python", python312(tmp_path), "--allow-no-gpu", "--json"],
         capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
+    result = parse_output(proc.stdout)
     checks = {c["name"]: c for c in result["validation"]["checks"]}
     toolkit = checks["toolkit"]
     assert toolkit["status"] == "pass", toolkit

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from stacklock.cli.parser import _leaves, build_parser
+from stacklock.cli.parser import UsageError, _leaves, build_parser
 
 
 def _verbs() -> list[tuple[str, argparse.ArgumentParser]]:
@@ -52,10 +52,16 @@ def test_quiet_and_verbose_exclude_each_other(capsys: pytest.CaptureFixture[str]
                                               ) -> None:
     assert build_parser().parse_args(["profiles", "-vv"]).verbosity == 2
     assert build_parser().parse_args(["profiles", "-q"]).verbosity == -1
-    with pytest.raises(SystemExit) as stopped:
+    with pytest.raises(UsageError) as refused:
         build_parser().parse_args(["profiles", "-q", "-v"])
-    assert stopped.value.code == 2
-    assert "not allowed with" in capsys.readouterr().err
+    assert refused.value.exit_code == 2
+    assert "not allowed with" in str(refused.value)
+    from stacklock.cli import main
+
+    assert main(["profiles", "-q", "-v"]) == 2
+    assert capsys.readouterr().err == (
+        "stacklock: error: argument -v/--verbose: not allowed with argument "
+        "-q/--quiet (see 'stacklock profiles --help')\n")
 
 
 def test_quiet_before_or_after_the_verb(capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,4 +73,4 @@ def test_quiet_before_or_after_the_verb(capsys: pytest.CaptureFixture[str]) -> N
         assert main(argv) == 0
         assert capsys.readouterr() == ("", "")
     assert main(["-q", "cuda", "list", "--json"]) == 0  # machine output stays
-    assert capsys.readouterr().out.startswith("[")
+    assert capsys.readouterr().out.startswith('{\n  "schema": "stacklock.cuda-list/1"')
