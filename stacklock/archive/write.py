@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["ArchiveResult", "ArchivedFile", "archive_lock", "lock_files",
            "render_archive"]
 
-SCHEMA = "stacklock.archive/1"
 # any absolute base: only each link's file name and sha256 are read back
 _PAGE_BASE = "https://archive.invalid/simple/"
 
@@ -63,7 +62,7 @@ class ArchiveResult:
         return sum(f.state == state for f in self.files)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "lock": str(self.lock), "archive": self.archive,
+        return {"lock": str(self.lock), "archive": self.archive,
                 "files": [f.to_dict() for f in self.files],
                 "copied": self.count("copied"), "present": self.count("present"),
                 "bytes_copied": sum(f.size or 0 for f in self.files

@@ -19,5 +19,8 @@ def archive(args: argparse.Namespace) -> int:
     with live:
         result = archive_lock(args.lock, args.dest, no_toolkit=args.no_toolkit,
                               on_download=on_download)
-    print_json(result.to_dict()) if args.json else say(args, render_archive(result))
+    if args.json:
+        print_json("archive", result.to_dict())
+    else:
+        say(args, render_archive(result))
     return 0

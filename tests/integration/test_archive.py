@@ -5,7 +5,6 @@ loopback), and the real uv installing from what comes back."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 from stacklock.cli import main
 from stacklock.runner import find_uv
 from tests.helpers.install_server import Served, local_lock, sha256
+from tests.helpers.jsonout import parse_output
 from tests.helpers.loopback import loopback
 
 PY = sys.executable
@@ -49,15 +49,13 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 def _archive(capsys, lock: Path, dest: str) -> dict:
     code, out, err = _run(capsys, "archive", str(lock), dest, "--json")
     assert code == 0, err
-    report = json.loads(out)
-    assert report["schema"] == "stacklock.archive/1"
-    return report
+    return parse_output(out, "archive")
 
 
 def _install(capsys, lock: Path, venv: Path, *options: str) -> tuple[int, dict | str]:
     code, out, err = _run(capsys, "install", str(lock), "--venv", str(venv),
                           "--python", PY, "--no-validate", "--json", *options)
-    return code, (json.loads(out) if code == 0 else err)
+    return code, (parse_output(out, "install") if code == 0 else err)
 
 
 def _versions(venv: Path) -> str:
