@@ -222,7 +222,7 @@ def update(args: argparse.Namespace) -> int:
                          summary=Path(args.summary) if args.summary else None,
                          released=released, render=render_summary)
     if args.json:
-        print_json(result.to_dict())
+        print_json("update", result.to_dict())
     else:
         say(args, render_update(result))
     return result.exit_code

@@ -20,23 +20,9 @@ changed, 4 the lock changed (and validated, where asked), 1 it changed and its
 validation failed (the culprit in the summary when bisect found one); 2 bad
 input, 3 the network, as every verb.
 
-``UpdateResult.to_dict()`` (``--json``)::
-
-    {"schema": "stacklock.update/1", "profile": "...", "lock": "path",
-     "state": "unchanged" | "changed" | "failing", "exit_code": 0,
-     "released": "all" | "prereleases" | ["torch", ...],
-     "resolve_seconds": 1.2, "seconds": 1.3,
-     "written": ["locks/pylock.x.toml", "summary.md"],       # nothing: []
-     "diff": {...stacklock diff --json...} | null,
-     "passed_over": [{"package": "...", "version": "...", "reason": "..."}],
-     "validation": {"ok": false, "verdict": "fail", "oracle": ["python", ...],
-                    "oracle_exit_code": 1, "error": null,
-                    "report": {...validate report.json...} | null,
-                    "committed": {...the committed lock's last report...} | null}
-                   | null,
-     "bisect": {...stacklock bisect --json...} | null,
-     "culprit": [{"name": "torchaudio", "change": "upgraded", "old": "...",
-                  "new": "..."}]}
+``UpdateResult.to_dict()`` is ``--json``'s ``stacklock.update/1``: its fields
+are in docs/formats.md and ``docs/schemas/update.schema.json`` (``culprit`` is
+bisect's first culprit's changes and what moved with them).
 """
 
 from __future__ import annotations

@@ -18,10 +18,9 @@ if TYPE_CHECKING:
 
     from stacklock.lock import Lock
 
-__all__ = ["CHANGED", "FAILING", "SCHEMA", "UNCHANGED", "UpdateResult",
+__all__ = ["CHANGED", "FAILING", "UNCHANGED", "UpdateResult",
            "UpdateTools", "Validation", "lock_digest", "update_lock"]
 
-SCHEMA = "stacklock.update/1"
 UNCHANGED, CHANGED, FAILING = 0, 4, 1  # exit codes (1: the answer is "no")
 
 
@@ -83,10 +82,14 @@ class UpdateResult:
 
     @property
     def culprit(self) -> list[Any]:
-        return list(self.bisect.get("culprit") or []) if self.bisect else []
+        """The changes of bisect's first culprit and what moved with it."""
+        culprits = list(self.bisect.get("culprits") or []) if self.bisect else []
+        if not culprits:
+            return []
+        return [*culprits[0].get("changes", []), *culprits[0].get("moved_with_it", [])]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "profile": self.profile, "lock": str(self.lock),
+        return {"profile": self.profile, "lock": str(self.lock),
                 "state": self.state, "exit_code": self.exit_code,
                 "released": (self.released if isinstance(self.released, str)
                              else list(self.released)),

@@ -31,7 +31,7 @@ VERBS = {
     "install": {"install", "install-rollback", "install-pack"},
     "pack": {"pack", "pack-list"}, "snapshot": {"snapshot"}, "diff": {"diff"},
     "validate": {"validate"}, "fleet install": {"fleet"}, "fleet report": {"fleet"},
-    "bisect": {"bisect"}, "archive": {"archive"},
+    "bisect": {"bisect"}, "archive": {"archive"}, "update": {"update"},
 }
 SMALL = DATA / "install" / "pylock.small.toml"
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"

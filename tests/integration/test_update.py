@@ -24,6 +24,7 @@ from packaging.utils import parse_wheel_filename
 
 from scripts.record_mirror import NIGHTLY_CUTOFF
 from stacklock.cli import main
+from tests.helpers.jsonout import parse_output
 from tests.helpers.loopback import loopback
 from tests.helpers.mirror import WheelHost, resolve_on_mirror, serve_mirror
 from tests.helpers.pytorch_index import render_pytorch_page
@@ -59,14 +60,14 @@ def test_update_writes_todays_lock_and_a_summary_naming_every_change(
             monkeypatch, today, PROFILE, urls, host, "-o", str(lock),
             "--summary", str(summary), "--json", verb="update")
         assert code == 4, err  # changed (not validated)
-        report = json.loads(out)
+        report = parse_output(out, "update")
         written = lock.read_bytes()
         summary.unlink()
         asked = len(mirror.requested)
         code, out, err = resolve_on_mirror(
             monkeypatch, today, PROFILE, urls, host, "-o", str(lock),
             "--summary", str(summary), "--json", verb="update")
-        again = json.loads(out)
+        again = parse_output(out, "update")
         # nothing changed: a replay, as a warm resolve --check (no page asked)
         assert len(mirror.requested) == asked
     assert host.refused == []
@@ -181,7 +182,7 @@ def test_validate_then_bisect_names_the_culprit_verified_both_ways(
                   "--json", "--no-check"]
         _derived(folder, base, NIGHTLY_CUTOFF)
         code = main(["update", *common, "--", *failing])
-        first = json.loads(capsys.readouterr().out)
+        first = parse_output(capsys.readouterr().out, "update")
         # last week's lock: new, validated, passing
         assert code == 4, json.dumps(first["validation"])[:3000]
         assert first["validation"]["ok"] is True
@@ -189,7 +190,7 @@ def test_validate_then_bisect_names_the_culprit_verified_both_ways(
         monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache2"))  # a
         # week later no page in the cache is fresh
         code = main(["update", *common, "--max-steps", "12", "--", *failing])
-        report = json.loads(capsys.readouterr().out)
+        report = parse_output(capsys.readouterr().out, "update")
     assert code == 1, report  # changed and failing, culprit named
     assert report["state"] == "failing"
     assert {c["name"] for c in report["diff"]["packages"]} == set(NIGHTLY)
