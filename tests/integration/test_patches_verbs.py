@@ -6,7 +6,6 @@ the same bytes), on the real iniconfig, six and idna wheels from a loopback inde
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from stacklock.cli import main
 from stacklock.lock import load_lock
 from stacklock.pack.tools import make_self_wheel
 from stacklock.pack.writer import PackItem, _write, plan_items
+from tests.helpers.jsonout import parse_output
 from tests.helpers.packs import HEAD
 from tests.helpers.patched import (
     PARSE_SEMICOLON,
@@ -51,7 +51,7 @@ def test_diff_shows_patches_added_changed_removed(tmp_path, patched_index,
                            patches=[semicolon(tmp_path)])
     capsys.readouterr()
     assert main(["diff", str(plain), str(patched), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = parse_output(capsys.readouterr().out, "diff")
     (change,) = data["packages"]
     sha = hashlib.sha256(SEMICOLON.read_bytes()).hexdigest()
     assert change["name"] == "iniconfig" and change["change"] == "patched"
@@ -59,7 +59,8 @@ def test_diff_shows_patches_added_changed_removed(tmp_path, patched_index,
                                   "old_sha256": None, "new_sha256": sha,
                                   "reason": "values with ';' (URLs, DSNs) were "
                                   "cut at it"}]
-    assert data["summary"]["patched"] == 1 and data["summary"]["patch-changes"] == 1
+    summary = data["summary"]
+    assert summary["changes"]["patched"] == summary["aspects"]["patches"] == 1
     assert main(["diff", str(plain), str(patched), "--format", "markdown"]) == 0
     markdown = capsys.readouterr().out
     assert "| `iniconfig` | patched | 2.3.1 | 2.3.1 | patch " \
@@ -80,7 +81,7 @@ def test_diff_shows_patches_added_changed_removed(tmp_path, patched_index,
     assert f"patch {SEMICOLON.name} changed ({sha[:12]} -> {new[:12]}): values " \
         "with ';' (URLs, DSN) were cut at it" in capsys.readouterr().out
     assert main(["diff", str(patched), str(plain), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    data = parse_output(capsys.readouterr().out, "diff")
     assert data["packages"][0]["patches"][0]["change"] == "removed"
 
 
@@ -155,9 +156,11 @@ def test_bisect_names_the_patch_as_the_culprit(tmp_path, patched_index, capsys) 
     code = main(["bisect", str(good), str(bad), "--python", PY, "--json",
                  "--dir", str(tmp_path / "bisect"), "--", "python", "-c", oracle])
     captured = capsys.readouterr()
-    report = json.loads(captured.out)
+    report = parse_output(captured.out, "bisect")
     assert code == 0, (captured.err, report["steps"])
-    assert [(c["name"], c["old"], c["new"]) for c in report["culprit"]] == [
+    first = report["culprits"][0]
+    assert [(c["name"], c["old"], c["new"]) for c in
+            first["changes"] + first["moved_with_it"]] == [
         ("iniconfig", "2.3.1", "2.3.1")]
     first_bad = load_lock(tmp_path / "bisect" / "pylock.first-bad.toml")
     assert first_bad.package("iniconfig").tool.patches  # the patch, applied
