@@ -48,25 +48,31 @@ class Runner(Protocol):
         argv: Sequence[str],
         *,
         log: Path,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: Path | None = None,
     ) -> int:
         """Run ``argv`` with stdout+stderr appended to ``log``; return the exit code."""
         ...
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
+        self, argv: Sequence[str], *, env: Mapping[str, str | None] | None = None,
+        timeout: float = 60.0, stderr: bool = False,
     ) -> tuple[int, str]:
         """Run a short query (``uv python find``) and return (rc, stdout); a
-        missing program or one past ``timeout`` is rc 127 with no output."""
+        missing program or one past ``timeout`` is rc 127 with no output.
+        ``stderr``: its stderr follows its stdout in the text (what it said when
+        it failed)."""
         ...
 
 
-def _merged_env(env: Mapping[str, str] | None) -> dict[str, str]:
+def _merged_env(env: Mapping[str, str | None] | None) -> dict[str, str]:
+    """``os.environ`` changed by ``env``: a value set, or None removed."""
     merged = dict(os.environ)
-    if env:
-        merged.update(env)
+    for key, value in (env or {}).items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
     return merged
 
 
@@ -78,7 +84,7 @@ class SubprocessRunner:
         argv: Sequence[str],
         *,
         log: Path,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: Path | None = None,
     ) -> int:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -102,8 +108,8 @@ class SubprocessRunner:
         return proc.returncode
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
+        self, argv: Sequence[str], *, env: Mapping[str, str | None] | None = None,
+        timeout: float = 60.0, stderr: bool = False,
     ) -> tuple[int, str]:
         try:
             proc = subprocess.run(
@@ -117,13 +123,13 @@ class SubprocessRunner:
             )
         except (OSError, subprocess.TimeoutExpired):
             return 127, ""
-        return proc.returncode, proc.stdout
+        return proc.returncode, proc.stdout + (proc.stderr if stderr else "")
 
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedCall:
     argv: tuple[str, ...]
-    env: dict[str, str]
+    env: dict[str, str | None]
     cwd: Path | None
 
 
@@ -144,7 +150,7 @@ class RecordingRunner:
         argv: Sequence[str],
         *,
         log: Path,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         cwd: Path | None = None,
     ) -> int:
         call = RecordedCall(argv=tuple(argv), env=dict(env or {}), cwd=cwd)
@@ -152,8 +158,8 @@ class RecordingRunner:
         return self.handler(call, log) if self.handler else 0
 
     def capture(
-        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-        timeout: float = 60.0,
+        self, argv: Sequence[str], *, env: Mapping[str, str | None] | None = None,
+        timeout: float = 60.0, stderr: bool = False,
     ) -> tuple[int, str]:
         call = RecordedCall(argv=tuple(argv), env=dict(env or {}), cwd=None)
         self.calls.append(call)

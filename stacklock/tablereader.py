@@ -15,6 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, NormalizedName, canonicalize_name
 
+from stacklock.bounded import shown
 from stacklock.errors import ProfileError, StacklockError
 
 __all__ = ["TableReader", "parse_rfc3339"]
@@ -51,7 +52,7 @@ class TableReader:
     def table(self, value: Any, key: str, allowed: set[str]) -> dict[str, Any]:
         """``value`` as a table holding only ``allowed`` keys."""
         if not isinstance(value, dict):
-            raise self.fail(key, f"expected a table, got {value!r}")
+            raise self.fail(key, f"expected a table, got {shown(value)}")
         unknown = sorted(set(value) - allowed)
         if unknown:
             raise self.fail(f"{key}.{unknown[0]}" if key else unknown[0],
@@ -64,32 +65,32 @@ class TableReader:
             if isinstance(value, float) and hint is None:
                 hint = ('quote it: unquoted, TOML reads a version as a number '
                         '(3.10 becomes 3.1)')
-            raise self.fail(key, f"expected a string, got {value!r}", hint=hint)
+            raise self.fail(key, f"expected a string, got {shown(value)}", hint=hint)
         return value
 
     def strings(self, value: Any, key: str) -> tuple[str, ...]:
         if not isinstance(value, list):
-            raise self.fail(key, f"expected a list of strings, got {value!r}")
+            raise self.fail(key, f"expected a list of strings, got {shown(value)}")
         for i, item in enumerate(value):
             if not isinstance(item, str):
-                raise self.fail(f"{key}[{i}]", f"expected a string, got {item!r}")
+                raise self.fail(f"{key}[{i}]", f"expected a string, got {shown(item)}")
         return tuple(value)
 
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
-            raise self.fail(key, f"expected true or false, got {value!r}")
+            raise self.fail(key, f"expected true or false, got {shown(value)}")
         return value
 
     def number(self, value: Any, key: str, *, positive: bool = True) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(key, f"expected a number, got {value!r}")
+            raise self.fail(key, f"expected a number, got {shown(value)}")
         if positive and value <= 0:
-            raise self.fail(key, f"expected a positive number, got {value!r}")
+            raise self.fail(key, f"expected a positive number, got {shown(value)}")
         return float(value)
 
     def integer(self, value: Any, key: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise self.fail(key, f"expected a positive integer, got {value!r}")
+            raise self.fail(key, f"expected a positive integer, got {shown(value)}")
         return value
 
     def names(self, value: Any, key: str) -> tuple[NormalizedName, ...]:
@@ -118,12 +119,12 @@ class TableReader:
     def date_time(self, value: Any, key: str) -> datetime:
         """A TOML date-time or an RFC 3339 string, with a time zone."""
         if not isinstance(value, datetime | str):
-            raise self.fail(key, f"expected a date-time, got {value!r}")
+            raise self.fail(key, f"expected a date-time, got {shown(value)}")
         parsed = value if isinstance(value, datetime) else parse_rfc3339(value)
         if parsed is None:
-            raise self.fail(key, f"{value!r} is not an RFC 3339 date-time",
+            raise self.fail(key, f"{shown(value)} is not an RFC 3339 date-time",
                             hint='write it as "2026-02-15T00:00:00Z"')
         if parsed.tzinfo is None:
-            raise self.fail(key, f"{value!r} has no time zone",
+            raise self.fail(key, f"{shown(value)} has no time zone",
                             hint="end it with Z for UTC")
         return parsed

@@ -9,6 +9,7 @@ mixes and their coherence, the oracle runs and their log, the search.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -194,8 +195,14 @@ class _Session:
         installed = time.monotonic() - started
         cuda = mix.cuda
         home = cuda.prefix if cuda is not None and cuda.source == "runfile" else None
-        env = venv_env(venv, str(home) if home else None)
-        verdict = self._judge(venv, env, folder / "oracle.log", path)
+        # the oracle's scratch state (TMPDIR) is the step's, gone when it ends
+        scratch = folder / "tmp"
+        scratch.mkdir(parents=True, exist_ok=True)
+        env = {**venv_env(venv, str(home) if home else None), "TMPDIR": str(scratch)}
+        try:
+            verdict = self._judge(venv, env, folder / "oracle.log", path)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return self._record(Step(
             number=number, applied=applied, state=verdict.state,
             exit_code=verdict.exit_code, seconds=verdict.seconds,

@@ -88,6 +88,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
                           no_build=args.no_build),
             reinstall=args.reinstall,
             archive=args.archive,
+            content=head.lock_bytes if head is not None else None,
         )
     if args.json:
         print_json("install", result.to_dict())

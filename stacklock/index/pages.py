@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 from packaging.utils import canonicalize_name
 
-from stacklock.bounded import Malformed, parse_json
+from stacklock.bounded import Malformed, check_json_nesting, parse_json
 from stacklock.index.json_scan import ScannedFiles, scan_files
 from stacklock.index.links import (
     Link,
@@ -283,7 +283,11 @@ def _json_metadata(value: Any) -> tuple[bool, str | None]:
 def rows_from_json(content: bytes, base_url: str) -> PageRows:
     """A PEP 691 project page (``application/vnd.pypi.simple.v1+json``)."""
     scanned = scan_files(content)
-    if scanned is not None:
+    if scanned is not None:  # decoded entry by entry: bounded as a whole first
+        try:
+            check_json_nesting(content)
+        except Malformed as exc:
+            return PageRows(problem=str(exc))
         return PageRows(files=scanned, base_url=base_url, anchors=len(scanned))
     try:
         data = parse_json(content)

@@ -59,7 +59,8 @@ class Decided:
     patches: tuple[PackagePatches, ...] = ()
 
 
-def _replayed(key: str, lock_path: Path, python: str, *, venv: Path, uv: str,
+def _replayed(key: str, lock_path: Path, content: bytes, python: str, *,
+              venv: Path, uv: str,
               store: ArtifactStore, cache: Path, generation: int | None,
               installer_log: Path) -> Decided | None:
     """The remembered plan of this lock and interpreter, checked against this
@@ -68,7 +69,8 @@ def _replayed(key: str, lock_path: Path, python: str, *, venv: Path, uv: str,
     if choices is None:
         return None
     generation, replaces, replaced = _place(venv, generation)
-    plan = assemble(choices, lock_path=lock_path, venv=venv, python=python, uv=uv,
+    plan = assemble(choices, lock_path=lock_path, lock_bytes=content, venv=venv,
+                    python=python, uv=uv,
                     generation=generation, replaces=replaces,
                     replaced_generation=replaced, local_wheels={})
     check_places(plan, cache=cache, installer_log=installer_log)
@@ -79,6 +81,7 @@ def decide(
     lock_path: Path,
     python: str | None,
     *,
+    content: bytes,
     venv: Path,
     uv: str,
     store: ArtifactStore,
@@ -93,24 +96,25 @@ def decide(
     replay: bool,
     wanted: Wanted | None = None,
 ) -> Decided:
-    """Plan and preflight: replayed when this lock and interpreter were planned
-    before (``replay``), else from the lock (read, probe, the lock-wide checks,
+    """Plan and preflight of the lock at ``lock_path`` whose bytes are
+    ``content`` (read once, checked): replayed when this lock and interpreter were
+    planned before (``replay``), else from the lock (parse, probe, the lock-wide checks,
     ``Pylock.select()`` with what is ``wanted``, plan, every other check). A
     plan with ``--extra``/``--group``/``--no-build`` is never replayed."""
     wanted = wanted or Wanted()
     replay = replay and wanted == Wanted()
     key = None
     if replay and python is not None:
-        key = replay_key(lock_path, python)
-        done = key and _replayed(key, lock_path, python, venv=venv, uv=uv,
+        key = replay_key(content, python)
+        done = key and _replayed(key, lock_path, content, python, venv=venv, uv=uv,
                                  store=store, cache=cache, generation=generation,
                                  installer_log=installer_log)
         if done:
             return done
-    lock = read_installable(lock_path)
+    lock = read_installable(lock_path, content)
     if python is None:
         python = find_base_python(python_request(lock), uv=uv, runner=runner)
-        key = replay_key(lock_path, python) if replay else None
+        key = replay_key(content, python) if replay else None
     interp = probe_interpreter(python, runner=runner, cache=cache)
     check_lock_fits(lock, interp)
     # packaging.pylock (~20 ms of imports) only when the plan is not replayed
@@ -126,7 +130,7 @@ def decide(
     refuse_unhashed(selected, lock)
     if wanted.no_build:
         refuse_builds(selected, lock.path)
-    plan, present = _plan(lock, interp, venv=venv, uv=uv, store=store,
+    plan, present = _plan(lock, interp, content, venv=venv, uv=uv, store=store,
                           toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
                           link_cuda_at=link_cuda_at, generation=generation,
                           selected=selected, wanted=wanted)
@@ -148,6 +152,7 @@ def decide(
 def _plan(
     lock: Lock,
     interp: Interpreter,
+    content: bytes,
     *,
     venv: Path,
     uv: str,
@@ -177,6 +182,7 @@ def _plan(
     }
     plan = make_plan(
         lock,
+        lock_bytes=content,
         venv=venv,
         interpreter=interp,
         uv=uv,

@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.errors import InstallError
+from stacklock.bounded import shorten
+from stacklock.errors import InstallError, LockError
 from stacklock.install.layout import (
     VenvLayout,
     discard_generation,
@@ -47,7 +48,13 @@ from stacklock.install.layout import (
     recover,
 )
 from stacklock.install.uvauth import lock_indexes, uv_credentials
-from stacklock.install.uvsteps import UV_LOCK_NAME, uv_commands
+from stacklock.install.uvsteps import (
+    NO_CONFIG,
+    UV_LOCK_NAME,
+    uv_commands,
+    uv_environment,
+)
+from stacklock.lockbytes import read_lock_bytes
 from stacklock.uvbin import find_uv
 
 if TYPE_CHECKING:
@@ -79,17 +86,19 @@ def log_namer(cache: Path) -> Callable[[str], Path]:
 
 def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
     """The interpreter a new venv is built from, found by uv's python discovery
-    (``uv python find <request>``)."""
-    argv = [uv, "python", "find", "--no-project", *([request] if request else [])]
-    rc, out = runner.capture(argv)
-    path = out.strip().splitlines()[-1] if out.strip() else ""
+    (``uv python find <request>``); when there is none, what uv said."""
+    argv = [uv, "python", "find", "--no-project", NO_CONFIG,
+            *([request] if request else [])]
+    rc, out = runner.capture(argv, env=uv_environment(), stderr=True)
+    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    path = next((line for line in reversed(lines) if line.startswith("/")), "")
     if rc != 0 or not path:
+        said = shorten(lines[-1]) if lines else f"exit {rc}, no output"
+        wanted = f" {shorten(request, 80)}" if request else ""
         raise InstallError(
-            f"no python {request or ''} found by `uv {' '.join(argv[1:])}`".replace(
-                "  ", " "
-            ),
-            hint=f"pass --python /path/to/python{request or ''} "
-            f"or run `uv python install {request or ''}`",
+            f"no python{wanted} found by `uv python find`: uv said: {said}",
+            hint=f"pass --python /path/to/python{shorten(request or '', 80)} "
+            f"or run `uv python install {shorten(request or '', 80)}`",
         )
     return path
 
@@ -115,7 +124,11 @@ class HeadStart:
         self.log_for = log_for  # the whole install's logs share its names
         self.logs = {step: log_for(step) for step in STEPS}
         self.notes = notes  # what recovering the venv's folder did
-        self.env = dict(env or {})  # uv's credentials (stacklock.install.uvauth)
+        # uv's environment: the user's, less its UV_* settings
+        # (stacklock.install.uvsteps), plus the index credentials
+        # (stacklock.install.uvauth)
+        self.env = {k: v for k, v in {**os.environ, **uv_environment(),
+                                      **(env or {})}.items() if v is not None}
         self.adopted = False
         self._guard = threading.Lock()
         self._stopping = False
@@ -148,7 +161,7 @@ class HeadStart:
             try:
                 self._proc = subprocess.Popen(
                     self.commands[i], stdout=fh, stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL, env={**os.environ, **self.env})
+                    stdin=subprocess.DEVNULL, env=self.env)
             except OSError as exc:
                 fh.write(f"{exc}\n".encode())
                 self._results.append((STEPS[i], 127))
@@ -171,17 +184,18 @@ class HeadStart:
             for fh in self._files:
                 fh.close()
 
+    @property
+    def lock_bytes(self) -> bytes:
+        """The lock's bytes as the head start read them (checked as install's
+        own read checks them), which uv installs."""
+        return self._copied
+
     def fits(self, plan: InstallPlan) -> bool:
         """Does ``plan`` run exactly what this head start runs, on a copy of the
-        same lock file, which still holds the bytes copied (the plan was made
-        from what the file holds now)?"""
-        if (plan.commands != self.commands
-                or Path(os.path.abspath(plan.lock_path)) != self.lock_path):
-            return False
-        try:
-            return self.lock_path.read_bytes() == self._copied
-        except OSError:
-            return False
+        same lock file's same bytes (the plan was made from these)?"""
+        return (plan.commands == self.commands
+                and Path(os.path.abspath(plan.lock_path)) == self.lock_path
+                and plan.lock_bytes == self._copied)
 
     def wait(self) -> list[tuple[str, int]]:
         """Adopt the run: wait for it to end; ``(step, exit code)`` of each step
@@ -212,15 +226,17 @@ class HeadStart:
         shutil.rmtree(self.layout.work_dir(self.generation), ignore_errors=True)
 
 
-def _lock_file(path: Path) -> bool:
-    """A regular file that is not a pack (whose zip directory ends the file)."""
+def _lock_bytes(path: Path) -> bytes | None:
+    """The lock's bytes, read once and checked as install's own read checks
+    them (:func:`~stacklock.lockbytes.read_lock_bytes`); None for what is not a
+    lock file (not a regular file, too large, a pack: a zip's directory ends it).
+    Install then reads it itself and says why."""
     try:
-        with path.open("rb") as fh:
-            size = fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, size - 65_557))  # the end record and its longest comment
-            return _ZIP_END not in fh.read()
-    except OSError:
-        return False
+        content = read_lock_bytes(path)
+    except LockError:  # install reads it itself and says why
+        return None
+    # the end record and its longest comment
+    return None if _ZIP_END in content[-65_557:] else content
 
 
 def _python_request(content: bytes) -> str | None:
@@ -247,13 +263,14 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
     Holds the venv's install lock until the block ends; stops uv on the way out
     unless install adopted it."""
     venv = Path(os.path.abspath(venv))
-    if (not _lock_file(lock_path) or not venv.parent.is_dir()
+    copied = _lock_bytes(lock_path)
+    if (copied is None or not venv.parent.is_dir()
             or (os.path.lexists(venv) and not venv.is_dir())):
         yield None  # install explains; a missing parent is made only once checked
         return
     layout = VenvLayout(venv=venv)
     try:
-        installed = holds_lock(layout, lock_path.read_bytes())
+        installed = holds_lock(layout, copied)
     except OSError:
         installed = None
     if installed is not None:
@@ -264,8 +281,8 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         from stacklock.runner import SubprocessRunner
 
         try:
-            python = find_base_python(_python_request(lock_path.read_bytes()),
-                                      uv=uv, runner=SubprocessRunner())
+            python = find_base_python(_python_request(copied), uv=uv,
+                                      runner=SubprocessRunner())
         except (InstallError, ValueError, OSError):  # ValueError: TOML, UTF-8
             yield None
             return
@@ -275,7 +292,6 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
         uv_lock = layout.work_dir(generation) / UV_LOCK_NAME
         try:
             uv_lock.parent.mkdir(parents=True, exist_ok=True)
-            copied = lock_path.read_bytes()
             uv_lock.write_bytes(copied)
             env = uv_credentials(lock_indexes(copied), uv_lock.parent)
         except OSError as exc:  # a full disk: leave nothing behind, say so

@@ -57,6 +57,9 @@ class Download:
 @dataclass(frozen=True, kw_only=True)
 class InstallPlan:
     lock_path: Path
+    # the lock's bytes as read once, checked, at the start: the plan, uv's copy
+    # and the generation's copy are all made from these, never from a re-read
+    lock_bytes: bytes = field(repr=False)
     venv: Path
     generation: int
     generation_dir: Path
@@ -290,6 +293,7 @@ def assemble(
     choices: Choices,
     *,
     lock_path: Path,
+    lock_bytes: bytes,
     venv: Path,
     python: str,
     uv: str,
@@ -310,6 +314,7 @@ def assemble(
     replaced = replaced_generation if replaces is not None else None
     return InstallPlan(
         lock_path=lock_path,
+        lock_bytes=lock_bytes,
         venv=venv,
         generation=generation,
         generation_dir=gen_dir,
@@ -335,6 +340,7 @@ def assemble(
 def make_plan(
     lock: Lock,
     *,
+    lock_bytes: bytes,
     venv: Path,
     interpreter: Interpreter,
     uv: str,
@@ -371,7 +377,8 @@ def make_plan(
     kit = _toolkit_plan(toolkit, toolkit_prefix=toolkit_prefix,
                         present=toolkit_present, runfile_cached=runfile_cached,
                         work=VenvLayout(venv=venv).work_dir(generation))
-    return assemble(choices, lock_path=Path(lock.path), venv=venv,
+    return assemble(choices, lock_path=Path(lock.path), lock_bytes=lock_bytes,
+                    venv=venv,
                     python=interpreter.path, uv=uv, generation=generation,
                     replaces=replaces, replaced_generation=replaced_generation,
                     local_wheels=local, toolkit=toolkit, kit=kit, link_cuda=link_cuda)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from stacklock.bounded import parse_json
+from stacklock.bounded import parse_json, shorten
 from stacklock.errors import CudaError, PreflightError
 
 if TYPE_CHECKING:
@@ -88,17 +88,22 @@ def check_lock_fits(lock: Lock, interp: Interpreter) -> None:
     problems = []
     version = _python(interp)
     if lock.requires_python and version and version not in lock.requires_python:
+        wanted = shorten(str(lock.requires_python))  # a lock may hold 20,000 clauses
         problems.append(Problem(
             check="python",
             message=f"{interp.path} is {interp.version}; the lock requires-python "
-            f"{lock.requires_python}",
-            hint=f"pass --python with a python {lock.requires_python}"))
+            f"{wanted}",
+            hint=f"pass --python with a python {wanted}" if wanted == str(
+                lock.requires_python) else f"pass --python with a python the "
+            f"lock's requires-python allows (see {lock.path})"))
     env = dict(interp.marker_env)
     if lock.environments and not any(m.evaluate(env) for m in lock.environments):
+        count = len(lock.environments)
+        listed = shorten("; ".join(str(m) for m in lock.environments))
         problems.append(Problem(
             check="target",
             message=f"python {interp.version} on {interp.machine} is none of the "
-            f"lock's environments ({'; '.join(str(m) for m in lock.environments)})",
+            f"lock's {count:,} environment(s) ({listed})",
             hint="install with --python matching the lock, or re-resolve for here"))
     if problems:
         raise PreflightError(problems)

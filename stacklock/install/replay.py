@@ -46,14 +46,10 @@ __all__ = ["recall", "remember", "replay_key"]
 FORMAT = 1
 
 
-def replay_key(lock_path: Path, python: str) -> str | None:
-    """The key of this lock's bytes with this interpreter; None when either
-    cannot be read (the normal path then reports it)."""
+def replay_key(content: bytes, python: str) -> str | None:
+    """The key of a lock's bytes (as install read them, checked) with this
+    interpreter; None when the interpreter cannot be stat'ed."""
     interp = interpreter_key(python)
-    try:
-        content = lock_path.read_bytes()
-    except OSError:
-        return None
     if interp is None:
         return None
     code = repr(code_stamp("packaging"))  # markers and tags decide the choices

@@ -41,6 +41,7 @@ from stacklock.install.toolkit import (
 )
 from stacklock.install.venv import build_generation
 from stacklock.install.verify import check_generation, out_of_space
+from stacklock.lockbytes import read_lock_bytes
 from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.store import ArtifactStore
 
@@ -189,7 +190,7 @@ def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
     from stacklock.bounded import parse_json
 
     try:
-        n = holds_lock(layout, plan.lock_path.read_bytes())
+        n = holds_lock(layout, plan.lock_bytes)
         if n is None or plan.runfile_command is not None or plan.link_cuda:
             return None
         record = parse_json((layout.state_dir / f"{n}.ok").read_bytes())
@@ -204,7 +205,7 @@ def _installed_already(plan: InstallPlan, layout: VenvLayout) -> int | None:
         dists = read_distributions(layout.generation_dir(n) / "bin" / "python")
     except StacklockError:
         return None
-    lock = _installed_part(read_installable(plan.lock_path), plan)
+    lock = _installed_part(read_installable(plan.lock_path, plan.lock_bytes), plan)
     if check_distributions(lock, dists).status != PASS:
         return None
     if any(p.tool.patches for p in lock.packages):
@@ -273,6 +274,7 @@ def install_lock(
     wanted: Wanted | None = None,
     reinstall: bool = False,
     archive: Archive | None = None,
+    content: bytes | None = None,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
@@ -297,7 +299,14 @@ def install_lock(
     lock's ``default-groups``), and ``--no-build``.
     ``archive``: where a file whose URL is gone is fetched from instead
     (``stacklock archive``); every file then goes through the store first.
+
+    The lock file is read once, first, and checked (a regular file, bounded:
+    :func:`~stacklock.lockbytes.read_lock_bytes`); ``content`` is that read when
+    the caller made it (the head start did). Everything after (the replay key,
+    the plan, uv's copy, the generation's copy, the validation) uses those bytes.
     """
+    if content is None:
+        content = read_lock_bytes(lock_path)
     if report_dir is not None:  # a bad --report fails now, not after the install
         check_writable(report_dir / "report.json", example="report.json")
     runner = runner or SubprocessRunner()
@@ -312,7 +321,7 @@ def install_lock(
     prefetch = prefetch or archive is not None
     decided = decide(
         lock_path, python or (head.python if head is not None else None),
-        venv=venv, uv=uv, store=store, cache=cache, runner=runner,
+        content=content, venv=venv, uv=uv, store=store, cache=cache, runner=runner,
         toolkit_prefix=toolkit_prefix, no_toolkit=no_toolkit,
         link_cuda_at=link_cuda_at, allow_no_gpu=allow_no_gpu,
         installer_log=installer_log,
@@ -358,7 +367,8 @@ def install_lock(
         if pruned:
             notes.append(f"removed old generation(s) {', '.join(map(str, pruned))} "
                          f"(the newest {KEEP_GENERATIONS} are kept)")
-    validation = (_validate(_installed_part(lock or read_installable(lock_path), plan),
+    validation = (_validate(_installed_part(
+        lock or read_installable(lock_path, plan.lock_bytes), plan),
                             venv, toolkit_prefix=toolkit_prefix,
                             allow_no_gpu=allow_no_gpu, report_dir=report_dir)
                   if validate else None)

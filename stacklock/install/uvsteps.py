@@ -1,16 +1,48 @@
-"""The two uv commands that build one generation, and the name of the lock copy
-they install from: shared by the install plan and uv's head start, which starts
-them before the plan is made (so this module imports next to nothing)."""
+"""The two uv commands that build one generation, the environment uv runs in,
+and the name of the lock copy they install from: shared by the install plan and
+uv's head start, which starts them before the plan is made (so this module imports
+next to nothing).
+
+uv installs exactly the lock's files whatever the user's uv configuration says:
+every uv command install runs has ``--no-config`` (no ``uv.toml`` or
+``pyproject.toml`` of the working directory, the user or the system is read: a
+``constraint-dependencies``, an ``index-url``, ``no-binary`` or a file that is not
+TOML changes nothing), and every ``UV_*`` variable but those of :data:`UV_KEPT`
+(where the cache is, how files are linked, timeouts, TLS, the keyring) is removed
+from its environment (``UV_CONSTRAINT``, ``UV_INDEX_URL``, ``UV_CONFIG_FILE``,
+``UV_NO_VERIFY_HASHES`` ...). uv reads no ``PIP_*`` variable.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
-__all__ = ["BUILD_CONFIG_NAME", "UV_LOCK_NAME", "uv_commands"]
+__all__ = ["BUILD_CONFIG_NAME", "UV_KEPT", "UV_LOCK_NAME", "uv_commands",
+           "uv_environment"]
+
+# uv settings that change how, never what, uv installs
+UV_KEPT = frozenset({
+    "UV_CACHE_DIR", "UV_NO_CACHE", "UV_LINK_MODE", "UV_COMPILE_BYTECODE",
+    "UV_CONCURRENT_DOWNLOADS", "UV_CONCURRENT_BUILDS", "UV_CONCURRENT_INSTALLS",
+    "UV_HTTP_TIMEOUT", "UV_REQUEST_TIMEOUT", "UV_HTTP_RETRIES", "UV_NATIVE_TLS",
+    "UV_KEYRING_PROVIDER", "UV_NO_PROGRESS", "UV_NO_COLOR", "UV_LOG_CONTEXT",
+    "UV_PYTHON_INSTALL_DIR", "UV_PYTHON_DOWNLOADS", "UV_PYTHON_INSTALL_MIRROR",
+    "UV_PYTHON_PREFERENCE", "UV_OFFLINE",
+})
+NO_CONFIG = "--no-config"
+
+
+def uv_environment(environ: Mapping[str, str] = os.environ
+                   ) -> dict[str, str | None]:
+    """The changes to ``environ`` a uv command of install runs with: every
+    ``UV_*`` variable not in :data:`UV_KEPT` removed (None)."""
+    return {key: None for key in environ
+            if key.startswith("UV_") and key not in UV_KEPT}
 
 UV_LOCK_NAME = "pylock.install.toml"  # the copy of the lock uv installs from
 BUILD_CONFIG_NAME = "uv-build.toml"  # beside it: uv's config for match-runtime builds
@@ -25,9 +57,10 @@ def uv_commands(uv: str, python: str, generation_dir: Path, uv_lock: Path,
     hash in PEP 751), where uv still checks every hash the lock gives."""
     hashes = ("--require-hashes",) if require_hashes else ()
     return (
-        (uv, "venv", "--python", python, str(generation_dir)),
+        (uv, "venv", NO_CONFIG, "--python", python, str(generation_dir)),
         (
-            uv, "pip", "sync", "--python", str(generation_dir / "bin" / "python"),
-            *hashes, *build, *options, "--preview-features", "pylock", str(uv_lock),
+            uv, "pip", "sync", NO_CONFIG, "--python",
+            str(generation_dir / "bin" / "python"), *hashes, *build, *options,
+            "--preview-features", "pylock", str(uv_lock),
         ),
     )  # fmt: skip

@@ -13,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from stacklock._fs import atomic_write_text
+from stacklock._fs import atomic_write_bytes, atomic_write_text
 from stacklock.errors import HashMismatchError, InstallError, StacklockError
 from stacklock.install.early import STEPS
 from stacklock.install.plan import build_config
 from stacklock.install.uvauth import lock_indexes, uv_credentials
-from stacklock.install.uvsteps import BUILD_CONFIG_NAME
+from stacklock.install.uvsteps import BUILD_CONFIG_NAME, uv_environment
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -99,7 +99,7 @@ def _write_uv_lock(plan: InstallPlan, lock: Lock | None) -> None:
         (plan.uv_lock_path.parent / BUILD_CONFIG_NAME).write_text(config, "utf-8")
     if not _rewrites(plan, lock):
         plan.uv_lock_path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(plan.lock_path, plan.uv_lock_path)
+        plan.uv_lock_path.write_bytes(plan.lock_bytes)  # the bytes planned from
         return
     assert lock is not None  # _rewrites said so
     wheel_dir = plan.uv_lock_path.parent / "wheels"
@@ -176,12 +176,14 @@ def _uv_steps(
     if head is not None:
         head.cancel()
     _write_uv_lock(plan, lock)
-    env = {**(env or {}), **uv_credentials(
-        lock_indexes(plan.uv_lock_path.read_bytes()), plan.uv_lock_path.parent)}
+    credentials = uv_credentials(lock_indexes(plan.lock_bytes),
+                                 plan.uv_lock_path.parent)
+    changes: dict[str, str | None] = {**uv_environment(), **(env or {}),
+                                      **credentials}
     results = []
     for step, argv in zip(STEPS, plan.commands, strict=True):
         logs[step] = log_for(step)
-        results.append((step, runner.run(argv, log=logs[step], env=env)))
+        results.append((step, runner.run(argv, log=logs[step], env=changes)))
         if results[-1][1] != 0:
             break
     return results
@@ -206,10 +208,8 @@ def build_generation(
             shutil.rmtree(plan.generation_dir, ignore_errors=True)
             raise _failed(plan, step, rc, logs[step])
     state = plan.generation_dir.parent
-    atomic_write_text(
-        state / f"pylock.generation-{plan.generation}.toml",
-        plan.lock_path.read_text("utf-8"),
-    )
+    atomic_write_bytes(state / f"pylock.generation-{plan.generation}.toml",
+                       plan.lock_bytes)
     atomic_write_text(
         state / f"{plan.generation}.ok",
         json.dumps({"lock": str(plan.lock_path), "replaces": plan.replaced_generation,

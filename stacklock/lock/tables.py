@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import shown
 from stacklock.errors import LockError, ProfileError
 from stacklock.lock.toml import LockTable, TomlValue, put
 from stacklock.patches.read import check_member_path
@@ -440,7 +441,7 @@ class PatchRecord:
 def _sha256(t: LockTable, key: str) -> str:
     value = t.str_(key)
     if not _SHA256.fullmatch(value):
-        raise t.reader.fail(f"{t.key}.{key}", f"{value!r} is not a sha256 (64 "
+        raise t.reader.fail(f"{t.key}.{key}", f"{shown(value)} is not a sha256 (64 "
                             "lower-case hex digits)")
     return value
 

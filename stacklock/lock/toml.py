@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from typing import TYPE_CHECKING
 
+from stacklock.bounded import shown
 from stacklock.errors import LockError
 from stacklock.tablereader import TableReader
 
@@ -91,7 +92,7 @@ class LockTable:
             return ()
         if not isinstance(value, list):
             raise self.reader.fail(self._k(key), f"expected an array of tables, "
-                                   f"got {value!r}")
+                                   f"got {shown(value)}")
         out = []
         for i, item in enumerate(value):
             where = f"{self._k(key)}[{i}]"

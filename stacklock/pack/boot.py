@@ -93,10 +93,12 @@ def _tool_venv(pack: Path, manifest: Manifest, scratch: Path,
         uv.write_bytes(zf.read(entry))
     uv.chmod(0o755)
     venv = scratch / "tool"
-    _run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)], env,
+    _run([str(uv), "venv", "--quiet", "--no-config", "--python", sys.executable,
+          str(venv)], env,
          "uv venv (the bootstrap's own venv)")
-    _run([str(uv), "pip", "install", "--quiet", "--python", str(venv / "bin/python"),
-          "--no-index", "--no-deps", "--offline", *map(str, files)], env,
+    _run([str(uv), "pip", "install", "--quiet", "--no-config", "--python",
+          str(venv / "bin/python"), "--no-index", "--no-deps", "--offline",
+          *map(str, files)], env,
          "uv pip install of stacklock (the bootstrap)")
     return venv / "bin" / "stacklock"
 

@@ -8,6 +8,7 @@ the last one checked out. A venv that already matches the lock is left as it is.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from stacklock.install.preflight import toolkit_installed
 from stacklock.install.read import read_installable
 from stacklock.install.run import InstallResult, install_lock
 from stacklock.lock import wheel_sha256
+from stacklock.lockbytes import read_lock_bytes
 from stacklock.pack.boot import node_needs
 from stacklock.pack.format import (
     Manifest,
@@ -179,7 +181,11 @@ def install_pack(
     store = ArtifactStore(cache / "artifacts")
     lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
     unpack_verified(pack, manifest, store, lock_to=lock, on_bytes=on_bytes)
-    locked = read_installable(lock)
+    content = read_lock_bytes(lock)  # once: what is checked is what installs
+    if hashlib.sha256(content).hexdigest() != manifest.lock_sha256:
+        raise PackError(f"{lock}: changed since it was unpacked from {pack}",
+                        hint="install the pack again")
+    locked = read_installable(lock, content)
     check_carried(locked, manifest, pack, toolkit_prefix=toolkit_prefix)
     skipped = venv_matches(locked, venv, toolkit_prefix=toolkit_prefix)
     installed = None
@@ -187,7 +193,7 @@ def install_pack(
         installed = install_lock(lock, venv=venv, python=python,
                                  toolkit_prefix=toolkit_prefix,
                                  allow_no_gpu=allow_no_gpu, validate=False,
-                                 cache=cache, prefetch=True)
+                                 cache=cache, prefetch=True, content=content)
     validation = None
     if validate:
         from stacklock.validate.run import validate as run_validate

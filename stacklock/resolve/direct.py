@@ -135,6 +135,13 @@ def parse_direct(req: Requirement, *, base: Path) -> DirectRef:
         if not at:
             path, revision = parts.path, ""
         repo = urlunsplit((inner, parts.netloc, path, parts.query, ""))
+        if repo.startswith("-") or parts.netloc.startswith("-") or (
+                parts.hostname or "").startswith("-"):
+            raise ProfileError(f"{text}: the repository URL starts with '-', which "
+                               "git would read as an option",
+                               key="requirements.packages",
+                               hint="give the repository's URL, e.g. "
+                               "git+https://host/org/repo@REV")
         return DirectRef(text=text, name=name, kind="vcs", url=repo,
                          revision=revision or None, subdirectory=sub)
     if parts.scheme in ("http", "https"):
@@ -387,7 +394,7 @@ def _git_checkout(ref: DirectRef, *, root: Path, runner: Runner
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         _git(runner, ["clone", "--quiet", "--no-checkout", "--filter=blob:none",
-                      ref.url, str(tmp)], ref=ref)
+                      "--", ref.url, str(tmp)], ref=ref)
         if commit is None:  # a short commit id: only the clone knows it
             rc, out = runner.capture(["git", "-C", str(tmp), "rev-parse", "--verify",
                                       f"{ref.revision}^{{commit}}"], env=_GIT_ENV)
@@ -435,8 +442,8 @@ def _git_commit(ref: DirectRef, runner: Runner) -> str | None:
     if rev and _FULL_SHA.fullmatch(rev):
         return rev.lower()
     patterns = [rev, f"refs/tags/{rev}^{{}}"] if rev else ["HEAD"]
-    rc, out = runner.capture(["git", "ls-remote", ref.url, *patterns], env=_GIT_ENV,
-                             timeout=120.0)
+    rc, out = runner.capture(["git", "ls-remote", "--", ref.url, *patterns],
+                             env=_GIT_ENV, timeout=120.0)
     if rc != 0:
         what = ("git is not installed, or did not answer in 120 s" if rc == 127
                 else f"git ls-remote exited {rc}")

@@ -40,16 +40,23 @@ def python312(tmp_path: Path) -> str:
 
 
 def uv_dry_run(lock: Path, tmp_path: Path, *, offline: bool) -> str:
-    """uv installs the lock for its own target (pypi-cu130 needs glibc 2.34)."""
+    """uv installs the lock for its own target (pypi-cu130 needs glibc 2.34), into
+    an empty venv of a CPython 3.12: what that interpreter has installed (a
+    ``pycparser`` of the machine's own) is not in the way, and no uv
+    configuration is read."""
     target = load_lock(lock).target
     assert target is not None, f"{lock} has no [tool.stacklock] target"
     platform = f"{target.machine}-manylinux_{target.manylinux}"
+    env = {**os.environ, "UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never"}
+    venv = tmp_path / "empty-py312"
+    subprocess.run([find_uv(), "venv", "-q", "--python", python312(tmp_path),
+                    str(venv)], check=True, capture_output=True, env=env)
     cmd = [find_uv(), "pip", "install", "--dry-run", "-r", str(lock),
-           "--python", python312(tmp_path), "--python-platform", platform,
+           "--python", str(venv / "bin" / "python"), "--python-platform", platform,
            "--cache-dir", str(tmp_path / "uv-cache")]
     if offline:
         cmd.append("--offline")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stderr + proc.stdout
 

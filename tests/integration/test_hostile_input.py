@@ -177,9 +177,17 @@ def _lock_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
         fh.truncate(65 << 20)  # sparse: 65 MiB of zeros, no disk used
     tar = tmp_path / "cut-pack.toml"
     tar.write_bytes(b"\0" * 257 + b"ustar\x0000" + b"\0" * 1024)
+    head = 'lock-version = "1.0"\ncreated-by = "hostile"\n'
+    deep = tmp_path / "deep-arrays.toml"  # 100,000 levels: a RecursionError before
+    deep.write_text(head + "environments = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    tables = tmp_path / "deep-tables.toml"  # 5,000 inline tables
+    tables.write_text(head + "[tool]\nx = " + "{a = " * 5_000 + "1" + "}" * 5_000
+                      + "\n")
     return {"fifo": (fifo, "a FIFO"), "folder": (folder, "a directory"),
             "huge": (huge, "larger than 64 MiB"),
-            "cut-pack": (tar, "pack whose end is missing")}
+            "cut-pack": (tar, "pack whose end is missing"),
+            "deep-arrays": (deep, "nested deeper than 64 levels"),
+            "deep-tables": (tables, "nested deeper than 64 levels")}
 
 
 @pytest.mark.parametrize("verb", [("diff", "{lock}", "{lock}"),

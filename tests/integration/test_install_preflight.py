@@ -147,13 +147,14 @@ def test_requires_python_is_checked_first_then_every_problem_at_once(
         tmp_path: Path) -> None:
     def python(data: dict[str, Any]) -> None:
         data["requires-python"] = "==3.99.*"
-        data["packages"][0]["wheels"][0]["size"] = 10**16  # 10 PB
+        data["packages"][0]["wheels"][0]["size"] = 1 << 40  # 1 TiB, the most a
+        # lock may say a file is
 
     assert problems(tmp_path, edited_lock(tmp_path, python)) == ["python"]
 
     def huge(data: dict[str, Any]) -> None:
-        data["packages"][0]["wheels"][0]["size"] = 10**16  # 10 PB
-        data["packages"][1]["wheels"][0]["size"] = 10**16
+        data["packages"][0]["wheels"][0]["size"] = 1 << 40  # 1 TiB each
+        data["packages"][1]["wheels"][0]["size"] = 1 << 40
 
     assert problems(tmp_path, edited_lock(tmp_path, huge)) == ["disk"]
 
@@ -177,7 +178,8 @@ def test_cli_dry_run_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert out["dry_run"] is True
     assert [p["name"] for p in out["plan"]["packages"]] == ["idna", "iniconfig", "six"]
     sync = out["plan"]["commands"][1]
-    assert sync[1:4] == ["pip", "sync", "--python"] and "--require-hashes" in sync
+    assert sync[1:5] == ["pip", "sync", "--no-config", "--python"]
+    assert "--require-hashes" in sync
     assert not (tmp_path / "env").exists()
 
 

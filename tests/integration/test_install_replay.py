@@ -137,7 +137,8 @@ def test_a_replayed_plan_is_the_plan_the_lock_gives(
     common = {"venv": tmp_path / "b", "uv": "uv", "store": store, "cache": cache,
               "runner": SubprocessRunner(), "toolkit_prefix": None,
               "no_toolkit": False, "link_cuda_at": None, "allow_no_gpu": True,
-              "installer_log": tmp_path / "installer.log", "generation": None}
+              "installer_log": tmp_path / "installer.log", "generation": None,
+              "content": lock.read_bytes()}
     replayed = decide(lock, PY, replay=True, **common)  # type: ignore[arg-type]
     planned = decide(lock, PY, replay=False, **common)  # type: ignore[arg-type]
     assert replayed.lock is None and planned.lock is not None
@@ -148,9 +149,11 @@ def test_only_plans_uv_carries_alone_are_remembered(tmp_path: Path) -> None:
     interp = probe_interpreter(PY, runner=SubprocessRunner())
     verdicts = {}
     for name in ("pypi-small", "pypi-cu130", "blackwell-cu128"):
-        lock = read_installable(ROOT / "locks" / f"pylock.{name}.toml")
+        path = ROOT / "locks" / f"pylock.{name}.toml"
+        lock = read_installable(path)
         assert lock.target is not None
-        plan = make_plan(lock, venv=tmp_path / "env", interpreter=interp, uv="uv",
+        plan = make_plan(lock, lock_bytes=path.read_bytes(), venv=tmp_path / "env",
+                         interpreter=interp, uv="uv",
                          generation=1, replaces=None, replaced_generation=None,
                          cached={}, toolkit_prefix=None, install_toolkit=True,
                          toolkit_present=False, link_cuda=None, runfile_cached=False,

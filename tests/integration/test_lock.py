@@ -46,6 +46,32 @@ def test_uv_accepts_committed_lock(path, tmp_path):
         assert f"+ {pkg.name}=={pkg.version}" in out
 
 
+def test_the_dry_run_ignores_what_the_interpreter_has_installed(
+        tmp_path, monkeypatch):
+    """uv_dry_run's CPython 3.12 already holds idna 3.20 (as a machine's own
+    python may hold pycparser): uv must still list it, so the dry run goes into
+    an empty venv of that interpreter."""
+    import subprocess
+
+    from stacklock.runner import find_uv
+    from tests.helpers import uv as uv_helper
+    from tests.helpers.install_server import DATA
+
+    python = uv_helper.python312(tmp_path)
+    holding = tmp_path / "holding"
+    subprocess.run([find_uv(), "venv", "-q", "--python", python, str(holding)],
+                   check=True, capture_output=True)
+    subprocess.run([find_uv(), "pip", "install", "-q", "--offline", "--no-deps",
+                    "--python", str(holding / "bin" / "python"),
+                    str(DATA / "wheels" / "idna-3.20-py3-none-any.whl")],
+                   check=True, capture_output=True)
+    monkeypatch.setattr(uv_helper, "python312",
+                        lambda _: str(holding / "bin" / "python"))
+    out = uv_helper.uv_dry_run(ROOT / "locks" / "pylock.pypi-small.toml",
+                               tmp_path / "run", offline=True)
+    assert "+ idna==3.20" in out
+
+
 def test_render_of_a_loaded_lock_keeps_every_value(tmp_path):
     src = ROOT / "locks" / "pylock.pypi-cu130.toml"
     lock = load_lock(src)
