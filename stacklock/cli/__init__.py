@@ -155,6 +155,7 @@ def run() -> NoReturn:
     the command (a child that exits 130 on its own is taken to have handled the
     interrupt, and the loop goes on), and worker threads still waiting on a
     server are not joined for their timeouts."""
+    _catch_stops()
     code = main()
     if code - 128 in _STOPPED:
         _end_by_signal(code - 128)

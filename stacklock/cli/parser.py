@@ -67,7 +67,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         epilog="exit codes:\n  0    ok\n  1    the answer is no: a conflict, a "
                "check that fails, locks that differ\n  2    bad input\n  3    an "
                "index or host that does not answer\n  4    update: the lock changed "
-               "(written)\n  130  interrupted\n\n"
+               "(written)\n  129  hung up (SIGHUP)\n  130  interrupted (Ctrl-C)\n"
+               "  143  terminated (SIGTERM)\n\n"
                "example:\n  stacklock resolve pypi-cu130 && stacklock install "
                "locks/pylock.pypi-cu130.toml",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -344,24 +344,33 @@ def install_lock(
             return InstallResult(plan=plan, dry_run=False, notes=tuple(notes),
                                  already_installed=already)
         snapshot = None
-        if plan.snapshot_path is not None:
-            from stacklock.snapshot import write_snapshot
+        # what this run writes before the swap goes again if it does not get there
+        # (an error, Ctrl-C, SIGTERM): the snapshot unless an earlier run made it
+        made = plan.snapshot_path is not None and not plan.snapshot_path.exists()
+        try:
+            if plan.snapshot_path is not None:
+                from stacklock.snapshot import write_snapshot
 
-            warnings: list[str] = []
-            snapshot = write_snapshot(venv, plan.snapshot_path, warnings=warnings)
-            notes += [f"snapshot: {line}" for line in warnings]
-        runfile = None
-        if lock is not None:  # a replayed plan has nothing only stacklock fetches
-            plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
-                                            on_download=on_download,
-                                            prefetch=prefetch)
-            notes += _archive_notes(store)
-        _build(lock, plan, runfile, runner=runner, logs=logs,
-               log_for=head.log_for if head else log_namer(cache),
-               installer_log=installer_log,
-               system_installer_log=system_installer_log,
-               cuda_link=link_cuda_at or cuda_link, notes=notes, head=head,
-               patches=decided.patches)
+                warnings: list[str] = []
+                snapshot = write_snapshot(venv, plan.snapshot_path,
+                                          warnings=warnings)
+                notes += [f"snapshot: {line}" for line in warnings]
+            runfile = None
+            if lock is not None:  # a replayed plan has nothing only stacklock fetches
+                plan, runfile = fetch_artifacts(lock, plan, store=store, http=http,
+                                                on_download=on_download,
+                                                prefetch=prefetch)
+                notes += _archive_notes(store)
+            _build(lock, plan, runfile, runner=runner, logs=logs,
+                   log_for=head.log_for if head else log_namer(cache),
+                   installer_log=installer_log,
+                   system_installer_log=system_installer_log,
+                   cuda_link=link_cuda_at or cuda_link, notes=notes, head=head,
+                   patches=decided.patches)
+        except BaseException:
+            if made and plan.snapshot_path is not None:
+                plan.snapshot_path.unlink(missing_ok=True)
+            raise
         replaced = _activate(plan)
         pruned = prune(layout)
         if pruned:

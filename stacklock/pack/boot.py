@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import zipfile
@@ -33,7 +34,7 @@ from stacklock.pack.format import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["main", "node_needs"]
+__all__ = ["main", "node_needs", "run_handing_on_stops"]
 
 # an installed venv takes about this many times its wheels' bytes (as install's
 # preflight counts), a tool venv likewise
@@ -155,7 +156,66 @@ def _command(args: argparse.Namespace, pack: Path, manifest: Manifest,
     return argv
 
 
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP before the stacklock that does the work started."""
+
+    def __init__(self, signo: int) -> None:
+        super().__init__(signo)
+        self.signo = signo
+
+
+def run_handing_on_stops(argv: Sequence[str], env: dict[str, str]) -> int:
+    """Run the stacklock that does the work and wait for it; a SIGTERM or
+    SIGHUP sent to the bootstrap (a cancelled job, a closed terminal) is handed
+    on to it, which stops uv and removes its new generation as Ctrl-C does,
+    and the bootstrap waits for that. Ctrl-C reaches both from the terminal:
+    the bootstrap waits too. Returns the exit code; -N: ended by signal N."""
+    proc = subprocess.Popen(list(argv), env=env)
+
+    def hand_on(signo: int, frame: object) -> None:
+        proc.send_signal(signo)
+
+    kept = {stop: signal.signal(stop, hand_on) for stop in _STOPS
+            if signal.getsignal(stop) is not signal.SIG_IGN}
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:  # the child has it too: let it unwind
+                continue
+    finally:
+        for stop, handler in kept.items():
+            signal.signal(stop, handler)
+
+
+_STOPS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_stopped(signo: int, frame: object) -> None:
+    raise _Stopped(signo)
+
+
+def _end_by(signo: int) -> None:
+    """End as the signal that stopped the work would have (128 + its number)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signo, signal.SIG_DFL)
+    os.kill(os.getpid(), signo)
+
+
 def main(argv: Sequence[str] | None = None, *, pack: Path | None = None) -> int:
+    """The bootstrap; a stop (Ctrl-C, SIGTERM, SIGHUP) leaves no scratch folder
+    and ends the process by that signal."""
+    for stop in _STOPS:
+        if signal.getsignal(stop) is not signal.SIG_IGN:
+            signal.signal(stop, _raise_stopped)
+    code = _main(argv, pack=pack)
+    if code > 128 and code - 128 in (signal.SIGINT, *_STOPS):
+        _end_by(code - 128)
+    return code
+
+
+def _main(argv: Sequence[str] | None, *, pack: Path | None) -> int:
     pack = Path(os.path.abspath(pack or sys.argv[0]))
     args = _parser(f"python3 {pack.name}").parse_args(argv)
     try:
@@ -180,10 +240,13 @@ def main(argv: Sequence[str] | None = None, *, pack: Path | None = None) -> int:
             env = _env(scratch, cache)
             tool = _tool_venv(pack, manifest, scratch, env)
             command = _command(args, pack, manifest, tool, scratch, cache)
-            return subprocess.run(command, env=env, check=False).returncode
+            code = run_handing_on_stops(command, env)
+        return 128 - code if code < 0 else code  # the child said why it stopped
     except StacklockError as exc:
         print(f"stacklock: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("stacklock: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signo = exc.signo if isinstance(exc, _Stopped) else signal.SIGINT
+        print(f"stacklock: stopped by {signal.Signals(signo).name}; nothing was "
+              "half-written", file=sys.stderr)
+        return 128 + signo

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from stacklock.cli.parser import build_parser
+from tests.helpers.jsonout import parse_output
 from tests.helpers.resolved import RESOLVE as DATA
 from tests.helpers.resolved import fill_cache
 
@@ -36,7 +37,9 @@ COVERED = {0: "test_quiet_default_and_verbose_line_counts",
            2: "test_a_typo_in_a_profile_exits_2_in_one_line",
            3: "test_every_dead_index_is_named_and_exits_3",
            4: "test_update_exits_4_when_it_wrote_a_new_lock_then_0",
-           130: "test_sigint_exits_130_without_a_traceback"}
+           130: "test_sigint_exits_130_without_a_traceback",
+           129: "test_sigterm_and_sighup_end_as_ctrl_c_does",
+           143: "test_sigterm_and_sighup_end_as_ctrl_c_does"}
 
 
 def _stacklock(*argv: str, cwd: Path, cache: Path,
@@ -212,4 +215,30 @@ def test_sigint_exits_130_without_a_traceback(tmp_path: Path,
         out, err = shell.communicate(timeout=60)
     assert shell.returncode == -signal.SIGINT and out == ""
     assert err == "stacklock: interrupted; nothing was half-written\n"
+    assert not (tmp_path / "locks").exists()
+
+
+@pytest.mark.parametrize(("signo", "said"), [(signal.SIGTERM, "terminated (SIGTERM)"),
+                                             (signal.SIGHUP, "hung up (SIGHUP)")])
+def test_sigterm_and_sighup_end_as_ctrl_c_does(signo: int, said: str, tmp_path: Path,
+                                               silent: Silent) -> None:
+    """A CI job cancelled (SIGTERM) or a terminal closed (SIGHUP) while a request
+    waits, sent to stacklock alone: one line, nothing written, and the command
+    ends by that signal (a shell shows 143 or 129); with --json the error
+    document says which signal. (An install stopped so: test_install_stopped.)"""
+    profile = _profile(tmp_path / "wait.toml", {"silent": silent.url})
+    env = {**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "c")}
+    with subprocess.Popen(
+            [sys.executable, "-m", "stacklock", "resolve", str(profile), "--json"],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=lambda: signal.signal(signo, signal.SIG_DFL)
+            ) as proc:
+        assert silent.accepted.wait(60), "stacklock never asked the index"
+        proc.send_signal(signo)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signo
+    assert err == f"stacklock: {said}; nothing was half-written\n"
+    error = parse_output(out, "error")
+    assert error["exit_code"] == 128 + signo
+    assert error["error"]["signal"] == signal.Signals(signo).name
     assert not (tmp_path / "locks").exists()

@@ -95,7 +95,7 @@ def test_wrong_sha256_in_the_lock_is_one_line_exit_2_and_changes_nothing(
     assert tree_state(tmp_path / "env.stacklock" / "1") | tree_state(venv) == before
     assert venv.resolve().name == "1"
     assert sorted(p.name for p in (tmp_path / "env.stacklock").iterdir()) == [
-        "1", "1.ok", "pylock.generation-1.toml", "pylock.snapshot-1.toml"]
+        "1", "1.ok", "pylock.generation-1.toml"]  # no snapshot: 1 was not replaced
 
 
 def test_validate_hashes_the_files_uv_installed(

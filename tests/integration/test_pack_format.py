@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import signal
 import subprocess
 import sys
 import tarfile
@@ -186,3 +187,50 @@ def test_allow_no_gpu_reaches_stacklock_on_the_node(pack: Path, tmp_path: Path,
     assert "--allow-no-gpu" not in _command(
         plain, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
         tmp_path / "scratch", tmp_path / "cache")
+
+
+@pytest.mark.parametrize("option", ["--report", "--report-dir"])
+def test_the_bootstrap_takes_report_as_install_does(pack: Path, tmp_path: Path,
+                                                    option: str):
+    from stacklock.pack.boot import _command, _parser
+
+    args = _parser("python3 small.pack").parse_args(
+        ["install", "--venv", "env", option, str(tmp_path / "out")])
+    (tmp_path / "scratch").mkdir()
+    argv = _command(args, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
+                    tmp_path / "scratch", tmp_path / "cache")
+    assert argv[-2:] == ["--report", str(tmp_path / "out")]
+
+
+_CHILD = """
+import os, pathlib, signal, sys, time
+def stop(signo, frame):  # as stacklock does: clean up, then end by the signal
+    pathlib.Path(sys.argv[1]).write_text(signal.Signals(signo).name)
+    signal.signal(signo, signal.SIG_DFL)
+    os.kill(os.getpid(), signo)
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGHUP, stop)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP])
+def test_the_bootstrap_hands_a_stop_on_and_waits(tmp_path: Path, signo: int):
+    """SIGTERM or SIGHUP sent to ``python3 PACK install`` alone (a cancelled Slurm
+    or CI job) reaches the stacklock it runs, which cleans up; the bootstrap
+    waits for it rather than dying with it still running."""
+    told = tmp_path / "told"
+    outer = ("import os, sys\n"
+             "from stacklock.pack.boot import run_handing_on_stops\n"
+             f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
+             f"{str(told)!r}], dict(os.environ)))\n")
+    with subprocess.Popen([sys.executable, "-c", outer], stdout=subprocess.PIPE,
+                          text=True, cwd=ROOT) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signo)
+        rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0
+    assert rest == f"{-signo}\n"  # the child ended by the signal it was handed
+    assert told.read_text() == signal.Signals(signo).name
