@@ -7,6 +7,7 @@ the arguments are parsed, and the rest of install loads and plans while it works
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +36,10 @@ def install(args: argparse.Namespace) -> int:
         return 0
     if args.lock is None:
         raise StacklockError("install needs a LOCK", hint="stacklock install LOCK")
+    from stacklock.install.layout import VenvLayout, refuse_running_environment
+
+    # before uv's head start makes anything
+    refuse_running_environment(VenvLayout(venv=Path(os.path.abspath(args.venv))))
     from stacklock._fs import cache_dir
     from stacklock.install.early import head_start
     from stacklock.lockarchive import Archive

@@ -70,7 +70,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                "(written)\n  129  hung up (SIGHUP)\n  130  interrupted (Ctrl-C)\n"
                "  143  terminated (SIGTERM)\n\n"
                "example:\n  stacklock resolve pypi-cu130 && stacklock install "
-               "locks/pylock.pypi-cu130.toml",
+               "locks/pylock.pypi-cu130.toml --venv /opt/ml-env",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -100,13 +100,13 @@ _EXAMPLES = {
     "cuda check-driver": "stacklock cuda check-driver --lock "
                          "locks/pylock.blackwell-cu130.toml",
     "cuda refresh": "stacklock cuda refresh --version 13.0.1",
-    "install": "stacklock install locks/pylock.pypi-small.toml --venv .venv "
+    "install": "stacklock install locks/pylock.pypi-small.toml --venv /opt/ml-env "
                "--dry-run",
     "pack": "stacklock pack locks/pylock.pypi-small.toml -o pypi-small.pack",
-    "snapshot": "stacklock snapshot --venv .venv -o pylock.snapshot.toml",
+    "snapshot": "stacklock snapshot --venv /opt/ml-env -o pylock.snapshot.toml",
     "diff": "stacklock diff locks/pylock.blackwell-cu128.toml "
             "locks/pylock.blackwell-cu130.toml --format markdown",
-    "validate": "stacklock validate locks/pylock.pypi-cu130.toml --venv .venv "
+    "validate": "stacklock validate locks/pylock.pypi-cu130.toml --venv /opt/ml-env "
                 "--report out/",
     "fleet install": "stacklock fleet install stack.pack -i hosts.ini --report "
                      "fleet/",
@@ -335,7 +335,9 @@ def _add_install(sub: _Sub) -> None:
     p = sub.add_parser("install", help="install a lock: wheels (uv) and toolkit")
     p.add_argument("lock", metavar="LOCK", nargs="?",
                    help="the pylock file, or a pack made by stacklock pack")
-    p.add_argument("--venv", default=".venv", help="the venv path (a symlink)")
+    p.add_argument("--venv", default=".venv",
+                   help="the venv path, a symlink to its current generation (default "
+                   ".venv; never the venv stacklock runs from)")
     p.add_argument("--python", help="interpreter to build the venv from")
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--no-toolkit", action="store_true", help="wheels only")

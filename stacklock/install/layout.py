@@ -42,6 +42,7 @@ __all__ = [
     "next_generation",
     "prune",
     "recover",
+    "refuse_running_environment",
     "rollback",
     "swap_in",
 ]
@@ -92,6 +93,39 @@ class VenvLayout:
     @property
     def journal(self) -> Path:
         return self.state_dir / "journal.json"
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def refuse_running_environment(layout: VenvLayout, *,
+                               prefix: str | None = None) -> None:
+    """Refuse to install into the environment this stacklock runs from
+    (``sys.prefix``, or ``prefix``): ``<venv>`` is it, holds it (it is one of
+    ``<venv>``'s generations, through the symlink or not), or lies inside it.
+    Swapping it would pull the running command's own files from under it (and
+    ``stacklock`` with them); pruning could delete them. Called before anything
+    is made, the head start included."""
+    import sys
+
+    running = os.path.realpath(prefix or sys.prefix)
+    venv = os.path.abspath(layout.venv)
+    targets = {venv, os.path.realpath(venv), os.path.realpath(layout.state_dir)}
+    inside = any(_within(running, t) for t in targets)
+    # a venv inside the running one (the interpreter itself, not a venv, is a
+    # system prefix such as /usr: a venv below it is no threat to it)
+    below = os.path.isfile(os.path.join(running, "pyvenv.cfg")) and any(
+        _within(t, running) for t in (venv, os.path.realpath(venv)))
+    if inside or below:
+        where = ("stacklock runs from this environment" if inside else
+                 "it lies inside the environment stacklock runs from")
+        harm = ("would replace the running command's own files" if inside else
+                "would write into the running command's own environment")
+        raise InstallError(
+            f"--venv {layout.venv}: {where} ({running}); installing there {harm}",
+            hint="pass --venv another path (e.g. --venv /opt/ml-env), or run "
+            "stacklock from another environment (pipx or uv tool install)")
 
 
 def current_generation(layout: VenvLayout) -> int | None:

@@ -24,6 +24,7 @@ from stacklock.install.layout import (
     locked_state,
     prune,
     recover,
+    refuse_running_environment,
     rollback,
     swap_in,
 )
@@ -312,6 +313,7 @@ def install_lock(
     runner = runner or SubprocessRunner()
     cache = cache or cache_dir()
     venv = Path(os.path.abspath(venv))
+    refuse_running_environment(VenvLayout(venv=venv))
     if os.path.lexists(venv) and not venv.is_dir():  # never adopt or replace it
         raise InstallError(f"{venv} is a file, not a venv",
                            hint="pass --venv a new path or an existing venv")
