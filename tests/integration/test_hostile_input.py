@@ -191,7 +191,8 @@ def _lock_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize("verb", [("diff", "{lock}", "{lock}"),
-                                  ("install", "{lock}", "--dry-run"),
+                                  ("install", "{lock}", "--dry-run", "--venv",
+                                   "{tmp}/env"),
                                   ("check", "{lock}", "--offline")],
                          ids=["diff", "install", "check"])
 def test_hostile_locks_are_refused_by_every_reader(verb: tuple[str, ...],
@@ -200,7 +201,8 @@ def test_hostile_locks_are_refused_by_every_reader(verb: tuple[str, ...],
     cases.update(_lock_cases(tmp_path))
     env = _env(tmp_path)
     for name, (lock, expect) in cases.items():
-        args = [a.replace("{lock}", str(lock)) for a in verb]
+        args = [a.replace("{lock}", str(lock)).replace("{tmp}", str(tmp_path))
+                for a in verb]
         line = _refused(_run(*args, env=env), expect)
         assert str(lock) in line, (name, line)
 
