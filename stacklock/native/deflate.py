@@ -184,6 +184,8 @@ class Inflated:
     out: bytes
     eof: bool
     left: int
+    # (compressed offset in the data, bytes out) as the decode went (``every``)
+    points: tuple[tuple[int, int], ...] = ()
 
 
 @functools.cache
@@ -192,12 +194,15 @@ def _window(fill: int) -> bytes:
 
 
 def inflate_from(data: bytes | memoryview, start: Start, *, fill: int = FILL,
-                 limit: int = 0, probe: bool = False) -> Inflated | None:
+                 limit: int = 0, probe: bool = False, every: int = 0,
+                 ) -> Inflated | None:
     """Decode ``data`` from ``start`` with a window of ``fill``; None when the
     bytes are not deflate from there. ``limit``: stop once this many bytes are
     out (0: to the end of the stream or of ``data``). ``probe``: only the first
     :data:`_PROBE` compressed bytes are tried, with zlib (strict about every
-    header and code; ISA-L, about twice as fast, decodes the rest)."""
+    header and code; ISA-L, about twice as fast, decodes the rest). ``every``:
+    feed that many compressed bytes at a time and note where the output stood
+    after each (:attr:`Inflated.points`)."""
     view = memoryview(data)
     at = start.bit // 8
     if start.stored:
@@ -209,32 +214,48 @@ def inflate_from(data: bytes | memoryview, start: Start, *, fill: int = FILL,
         if k:
             low = prefix[-1] & ((1 << k) - 1)
             prefix = prefix[:-1] + bytes([low | (view[at] & (0xFF << k) & 0xFF)])
-            rest = view[at + 1:]
-        else:
-            rest = view[at:]
+            at += 1
+    rest = view[at:]
     if probe:
         rest = rest[:_PROBE]
-    found = _decode(prefix, skip, rest, fill, limit, probe)
+    found = _decode(prefix, skip, rest, fill, limit, probe, every)
     if found is not None and start.stored and not found.eof and not probe and \
             not limit:
         # the stream's last block stored: its header said BFINAL 1
-        final = _decode(b"\x01", 0, rest, fill, limit, probe)
+        final = _decode(b"\x01", 0, rest, fill, limit, probe, every)
         if final is not None and final.eof and not final.left:
             found = final
+    if found is not None and every:
+        found = Inflated(out=found.out, eof=found.eof, left=found.left,
+                         points=tuple((at + c, u) for c, u in found.points))
     return found
 
 
 def _decode(prefix: bytes, skip: int, rest: memoryview, fill: int, limit: int,
-            probe: bool) -> Inflated | None:
+            probe: bool, every: int) -> Inflated | None:
     inflater = (zlib.decompressobj(-15, zdict=_window(fill)) if probe
                 else isal_zlib.decompressobj(-15, zdict=_window(fill)))
+    points: list[tuple[int, int]] = []
     try:
-        head = inflater.decompress(prefix)
-        if limit:
-            body = inflater.decompress(rest, max(limit + skip - len(head), 1))
-        else:
-            body = inflater.decompress(rest)
+        parts = [inflater.decompress(prefix)]
+        produced = len(parts[0])
+        step = every or len(rest) or 1
+        for at in range(0, len(rest), step):
+            room = limit + skip - produced if limit else 0
+            if limit and room <= 0:
+                break
+            piece = rest[at:at + step]
+            out = inflater.decompress(piece, room) if limit else \
+                inflater.decompress(piece)
+            parts.append(out)
+            produced += len(out)
+            if every:
+                used = at + len(piece) - len(inflater.unconsumed_tail) - \
+                    len(inflater.unused_data)
+                points.append((used, produced - skip))
+            if inflater.eof or (limit and inflater.unconsumed_tail):
+                break
     except BAD_DEFLATE:
         return None
-    return Inflated(out=(head + body)[skip:], eof=inflater.eof,
-                    left=len(inflater.unused_data))
+    return Inflated(out=b"".join(parts)[skip:], eof=inflater.eof,
+                    left=len(inflater.unused_data), points=tuple(points))

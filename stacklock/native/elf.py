@@ -193,6 +193,7 @@ class Section:
     """One section header (the loader ignores them; a partial read checks what
     it read against them: :mod:`stacklock.native.partial`)."""
 
+    name: int  # where in the section name table
     type: int
     flags: int
     addr: int
@@ -250,10 +251,10 @@ def parse_sections(raw: bytes, headers: Headers) -> list[Section]:
         raise ValueError(f"section headers of {headers.shentsize} bytes")
     out = []
     for at in range(0, len(raw) - record.size + 1, headers.shentsize):
-        (_name, kind, flags, addr, offset, size, link, _info, _align,
+        (name, kind, flags, addr, offset, size, link, _info, _align,
          entsize) = record.unpack_from(raw, at)
-        out.append(Section(type=kind, flags=flags, addr=addr, offset=offset,
-                           size=size, link=link, entsize=entsize))
+        out.append(Section(name=name, type=kind, flags=flags, addr=addr,
+                           offset=offset, size=size, link=link, entsize=entsize))
     return out
 
 

@@ -1,14 +1,16 @@
 """The shared objects of one wheel, read remotely as far as needed, cached by sha256.
 
 A wheel's file list comes from its central directory (one suffix read, none when
-the resolve's METADATA read held the whole directory). Each shared
-object is then inflated from its zip member, fetched by HTTP range requests in 8 MiB
-pieces, only as far as the loader's view reaches (:mod:`stacklock.native.elf`). The
-result is cached under ``<cache>/native/`` by the wheel's sha256, so each wheel is
-read once per machine; a wheel already in the artifact store is read from disk.
+the resolve's METADATA read held the whole directory). A shared object over
+:data:`~stacklock.native.partial.PARTIAL_MIN` compressed is read from its head,
+its tail and its dynamic segment (:mod:`stacklock.native.partial`: the compressed
+bytes of just those parts, fetched together for all of a wheel's members); the
+others, and those that cannot be read so, are inflated from their zip member,
+fetched by HTTP range requests in pieces, only as far as the loader's view reaches
+(:mod:`stacklock.native.elf`). The result is cached under ``<cache>/native/`` by
+the wheel's sha256, so each wheel is read once per machine; a wheel already in the
+artifact store is read from disk.
 
-The loader's view of a library ends with its dynamic section, and a deflate stream
-can only be read from its start: a library's facts cost its whole compressed size.
 Libraries (``lib*.so*``) over :data:`LARGE_MEMBER` compressed (cuDNN, cuBLAS,
 libtorch_cuda: 3 GB of a CUDA 13 stack) and extension modules over
 :data:`LARGE_EXTENSION` are listed in ``large`` and left unread; the check asks
@@ -48,6 +50,7 @@ from stacklock.native.elf import (
     parse_shared_object,
 )
 from stacklock.native.families import owned_families
+from stacklock.native.partial import PARTIAL_MIN, Unavailable, read_members
 from stacklock.native.shared import SharedFacts
 from stacklock.native.stream import Discarded, InflatedMember, SpillFailed
 from stacklock.store import ArtifactStore
@@ -157,6 +160,7 @@ class WheelReader:
         store: ArtifactStore | None = None,
         listings: Listings | None = None,
         shared: SharedFacts | None = None,
+        partial: bool = True,
     ) -> None:
         self._http = http
         # facts a team or fleet shares (STACKLOCK_NATIVE_FACTS), asked on a
@@ -170,6 +174,10 @@ class WheelReader:
                                               contains=SHARED_OBJECT_MARK)
         self._dir = Path(cache_dir) / "native"
         self._offline = offline
+        # larger members from their head, tail and dynamic segment
+        # (native.partial); False: every member whole (the benches' and live
+        # tests' comparison)
+        self._partial = partial
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
         self._lock = threading.Lock()
         self.bytes_read = 0
@@ -345,6 +353,15 @@ class WheelReader:
                      and e.name not in copies and _is_large(e.name, e.compressed_size)]
             large += [path for path, source in copies.items() if source in large]
             read = [e for e in todo if e.name not in large and e.name not in copies]
+            # the larger members from their head, tail and dynamic segment; those
+            # that cannot be read so, and the small ones, whole
+            parts = read_members(reader, [e for e in read if self._partial and
+                                          e.method == 8 and
+                                          e.compressed_size >= PARTIAL_MIN])
+            objects += [found for found in parts.values()
+                        if isinstance(found, SharedObject)]
+            read = [e for e in read if isinstance(parts.get(e.name, Unavailable()),
+                                                  Unavailable)]
             small = [e for e in read if e.compressed_size <= _SMALL]
             remote_zip.prefetch_entries(reader, small)  # few requests for many
             for entry in small:
