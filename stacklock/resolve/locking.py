@@ -121,9 +121,10 @@ def lock_profile(
             from stacklock.resolve.patching import apply_declared
             from stacklock.store import ArtifactStore
 
+            root = cache_dir or default_cache_dir()
             patched = apply_declared(
                 resolution, lock=path, http=client, offline=offline,
-                store=ArtifactStore((cache_dir or default_cache_dir()) / "artifacts"))
+                store=ArtifactStore(root / "artifacts"), cache=root)
             resolution, patch_lines = patched.resolution, patched.lines
     from stacklock.lock.write import render_lock
     from stacklock.resolve.lockfile import make_lock

@@ -13,12 +13,15 @@ or that does not apply, is a conflict (exit 1). Nothing is written either way.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stacklock._fs import atomic_write_bytes
 from stacklock.errors import PatchError, ResolutionError
 from stacklock.lock.tables import PatchedFile, PatchRecord
 from stacklock.patches.record import apply_patches, parse_record, sha256_of_digest
@@ -50,8 +53,10 @@ def record_path(patch: Path, lock: Path) -> str:
 
 
 def apply_declared(resolution: Resolution, *, lock: Path, http: httpx.Client,
-                   store: ArtifactStore, offline: bool) -> PatchedResolution:
-    """``resolution`` with each patched package's :class:`PatchRecord`\\ s."""
+                   store: ArtifactStore, offline: bool,
+                   cache: Path) -> PatchedResolution:
+    """``resolution`` with each patched package's :class:`PatchRecord`\\ s; what
+    a wheel and its patches give is kept under ``cache/patched/``."""
     specs = resolution.profile.patches
     by_name: dict[str, ResolvedPackage] = {p.name: p for p in resolution.packages}
     grouped: dict[str, list[tuple[int, PatchSpec]]] = {}
@@ -69,7 +74,8 @@ def apply_declared(resolution: Resolution, *, lock: Path, http: httpx.Client,
     for name, these in grouped.items():
         package, more, read = _patch_package(by_name[name], these, lock=lock,
                                              http=http, store=store,
-                                             offline=offline, profile=resolution)
+                                             offline=offline, profile=resolution,
+                                             cache=cache)
         done[name] = package
         lines.extend(more)
         total += read
@@ -81,9 +87,8 @@ def apply_declared(resolution: Resolution, *, lock: Path, http: httpx.Client,
 def _patch_package(package: ResolvedPackage,
                    specs: Sequence[tuple[int, PatchSpec]], *, lock: Path,
                    http: httpx.Client, store: ArtifactStore, offline: bool,
-                   profile: Resolution) -> tuple[ResolvedPackage, list[str], int]:
-    from stacklock.metadata.members import read_wheel_files
-
+                   profile: Resolution, cache: Path
+                   ) -> tuple[ResolvedPackage, list[str], int]:
     version = str(package.version)
     where = profile.profile.path
     for i, spec in specs:
@@ -101,6 +106,42 @@ def _patch_package(package: ResolvedPackage,
             "a direct reference or a source to build, and patches apply to the "
             "files of a wheel from an index",
             hint="lock a wheel of it from an index (no sdist, no direct reference)")
+    key = _outcome_key(wheel.sha256, specs)
+    outcome = _remembered(cache, key)
+    read = 0
+    if outcome is None:
+        outcome, read = _apply(package, specs, http=http, store=store,
+                               offline=offline, where=where)
+        _remember(cache, key, outcome)
+    records = []
+    lines = []
+    for (_i, spec), (files, notes) in zip(specs, outcome, strict=True):
+        patch = _patch(spec)
+        records.append(PatchRecord(
+            path=record_path(spec.path, lock), sha256=patch.sha256,
+            size=patch.size, reason=spec.reason,
+            files=tuple(PatchedFile(path=p, sha256=h) for p, h in files)))
+        lines.append(f"  patch: {package.name} {version}: {spec.file} "
+                     f"({len(files)} file{'s' if len(files) != 1 else ''}): "
+                     f"{spec.reason}")
+        lines.extend(f"  patch note: {note}" for note in notes)
+    return replace(package, patches=tuple(records)), lines, read
+
+
+# per patch: the (path, sha256) of each file it leaves changed, and its notes
+Outcome = list[tuple[list[tuple[str, str]], list[str]]]
+_FORMAT = 1
+
+
+def _apply(package: ResolvedPackage, specs: Sequence[tuple[int, PatchSpec]], *,
+           http: httpx.Client, store: ArtifactStore, offline: bool,
+           where: str | None) -> tuple[Outcome, int]:
+    """The wheel's RECORD and patched files read, checked, patched in order."""
+    from stacklock.metadata.members import read_wheel_files
+
+    wheel = package.wheel
+    assert wheel is not None
+    version = str(package.version)
     paths = sorted({f.path for _, s in specs for f in _patch(s).files})
     found = read_wheel_files(
         http, filename=wheel.filename, url=wheel.url or None, sha256=wheel.sha256,
@@ -112,23 +153,55 @@ def _patch_package(package: ResolvedPackage,
                           what=f"{package.name} {version}: {spec.file}",
                           where=f"{where}: patches[{i}]")
     current = dict(found.files)
-    records = []
-    lines = []
+    outcome: Outcome = []
     for _i, spec in specs:
-        patch = _patch(spec)
-        changed, notes = apply_patches(current, [(patch, spec.file)],
+        changed, notes = apply_patches(current, [(_patch(spec), spec.file)],
                                        package=str(package.name), version=version)
         current.update(changed)
-        records.append(PatchRecord(
-            path=record_path(spec.path, lock), sha256=patch.sha256,
-            size=patch.size, reason=spec.reason,
-            files=tuple(PatchedFile(path=p, sha256=hashlib.sha256(d).hexdigest())
-                        for p, d in sorted(changed.items()))))
-        lines.append(f"  patch: {package.name} {version}: {spec.file} "
-                     f"({len(changed)} file{'s' if len(changed) != 1 else ''}): "
-                     f"{spec.reason}")
-        lines.extend(f"  patch note: {note}" for note in notes)
-    return replace(package, patches=tuple(records)), lines, found.bytes_read
+        outcome.append(([(p, hashlib.sha256(d).hexdigest())
+                         for p, d in sorted(changed.items())], notes))
+    return outcome, found.bytes_read
+
+
+def _outcome_key(wheel: str, specs: Sequence[tuple[int, PatchSpec]]) -> str:
+    """What an outcome depends on: the wheel's and each patch's bytes (in
+    order), their names in notes, and the code that applies them."""
+    from stacklock.codestamp import code_stamp
+
+    parts = [_FORMAT, wheel, [(_patch(s).sha256, s.file) for _, s in specs],
+             repr(code_stamp())]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _entry(cache: Path, key: str) -> Path:
+    return cache / "patched" / f"{key}.json"
+
+
+def _remembered(cache: Path, key: str) -> Outcome | None:
+    """The outcome kept under ``key`` (a warm or --offline resolve reads no
+    wheel again); None when there is none or it does not read as one."""
+    from stacklock.bounded import Malformed, parse_json, read_regular
+
+    try:
+        data = parse_json(read_regular(_entry(cache, key), limit=1 << 20))
+    except (OSError, Malformed):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    found = data.get("outcome")
+    if not isinstance(found, list):
+        return None
+    try:
+        return [([(str(p), str(h)) for p, h in files], [str(n) for n in notes])
+                for files, notes in found]
+    except (TypeError, ValueError):
+        return None
+
+
+def _remember(cache: Path, key: str, outcome: Outcome) -> None:
+    with contextlib.suppress(OSError):  # a cache that cannot be written: read again
+        atomic_write_bytes(_entry(cache, key), json.dumps(
+            {"key": key, "outcome": outcome}).encode(), durable=False)
 
 
 def _patch(spec: PatchSpec) -> Patch:

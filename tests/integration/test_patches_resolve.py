@@ -219,3 +219,33 @@ def test_lock_reader_is_strict_about_patches(change, expected) -> None:
         parse_lock(text.encode(), path="pylock.toml")
     assert expected in str(err.value), str(err.value)
     assert str(err.value).startswith("pylock.toml: packages[0].tool.stacklock.")
+
+
+def test_second_resolve_reads_no_wheel_and_works_offline(tmp_path, cache) -> None:
+    """What a wheel and its patches give is kept (cache/patched/): another
+    resolve of an edited profile reads no wheel again, and --offline works."""
+    out = tmp_path / "pylock.toml"
+    with serve_index() as index:
+        profile = write_profile(tmp_path, index.url, patches=[semicolon(tmp_path)])
+        assert _resolve(profile, out) == 0
+        first = load_lock(out).package("iniconfig").tool.patches
+        assert list((cache / "patched").glob("*.json"))
+        index.requests.clear()
+        profile.write_text(profile.read_text().replace('"patched"', '"edited"', 1))
+        assert _resolve(profile, out) == 0  # another profile: not a replay
+        assert index.fetched(INICONFIG) == []
+    assert load_lock(out).package("iniconfig").tool.patches == first
+    # the index is gone now; another profile again, so no replay either
+    profile.write_text(profile.read_text().replace('"edited"', '"offline"', 1))
+    assert _resolve(profile, out, "--offline") == 0
+    assert load_lock(out).package("iniconfig").tool.patches == first
+
+
+def test_edited_patch_is_applied_again_not_remembered(tmp_path, cache) -> None:
+    out = tmp_path / "pylock.toml"
+    with serve_index() as index:
+        profile = write_profile(tmp_path, index.url, patches=[semicolon(tmp_path)])
+        assert _resolve(profile, out) == 0
+        patch = tmp_path / "patches" / SEMICOLON.name
+        patch.write_bytes(patch.read_bytes().replace(b'"#;"', b'"#;!"'))
+        assert _resolve(profile, out) == 1  # the edited patch no longer applies

@@ -66,7 +66,7 @@ def test_shipped_sm120_patch_applies_to_the_real_wheel_and_installs(
         patched = apply_declared(
             Resolution(profile=profile, packages=(package,)), lock=lock_path,
             http=http, store=ArtifactStore(tmp_path / "cache" / "artifacts"),
-            offline=False)
+            offline=False, cache=tmp_path / "cache")
     (record,) = patched.resolution.packages[0].patches
     assert [f.path for f in record.files] == [TABLE]
     assert patched.bytes_read < size / 10  # the member and RECORD, not the wheel
