@@ -1,6 +1,6 @@
 """Record the real data the hermetic native-check tests read (tests/data/native/).
 
-    .venv/bin/python scripts/record_native.py
+    .venv/bin/python scripts/record_native.py [--add PROFILE ...]
 
 Resolves the profiles in tests/data/native/profiles/ against PyPI (without the
 native check), reads every wheel of each lock with stacklock's own reader (the
@@ -14,6 +14,13 @@ are dropped (not under test). The hermetic resolve of
 ``torch211-newest-audio-vision`` finds every wheel of its lock here.
 Also downloads one small real wheel with an extension module (markupsafe) for
 the reader's own tests. Nothing here is typed by hand.
+
+``--add PROFILE`` records only the wheels of those profiles that facts.json.gz
+lacks, into it, leaving every other record as it is (a new consumer's wheel is
+read, not the 8 GB of the rest). Either way ``imports.json.gz`` is written:
+what each consumer's Python modules import (``stacklock.native.sources``),
+read from its ``.py`` members, for the check's question whether an import of
+the package loads the object a finding is in.
 """
 
 from __future__ import annotations
@@ -32,12 +39,13 @@ sys.path.insert(0, str(ROOT))
 from stacklock._fs import cache_dir  # noqa: E402
 from stacklock.http import make_http_client  # noqa: E402
 from stacklock.native.check import symbol_family  # noqa: E402
+from stacklock.native.sources import SourceReader  # noqa: E402
 from stacklock.native.wheel import NativeWheel, WheelReader  # noqa: E402
 from stacklock.resolve.locking import lock_profile  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "native"
 CONSUMERS = {"torchaudio", "torchvision", "xformers", "bitsandbytes",
-             "torch-memory-saver", "torch-c-dlpack-ext"}
+             "torch-memory-saver", "torch-c-dlpack-ext", "cupy-cuda12x"}
 SMALL_WHEEL = "markupsafe"
 
 
@@ -64,7 +72,59 @@ def _trim(natives: dict, needed: set[str]) -> dict:
     return natives
 
 
+def _locked(profiles: list[Path], tmp: str) -> dict[str, NativeWheel]:
+    wanted: dict[str, NativeWheel] = {}
+    for profile in profiles:
+        lock = Path(tmp) / f"pylock.{profile.stem}.toml"
+        lock_profile(str(profile), output=lock, check=False)
+        for wheel in _wheels(lock):
+            wanted[wheel.filename] = wheel
+    return wanted
+
+
+def _write_imports(http: object, records: list[dict]) -> int:
+    """imports.json.gz: the import facts of every consumer's wheel."""
+    sources = SourceReader(http, cache_dir=cache_dir())  # type: ignore[arg-type]
+    facts = []
+    for record in records:
+        wheel = NativeWheel(**record["wheel"])
+        if wheel.package in CONSUMERS:
+            found = sources.facts(wheel)
+            assert found is not None, wheel.filename
+            facts.append(found.to_dict())
+    blob = json.dumps({"wheels": facts}, indent=0, sort_keys=True).encode()
+    (OUT / "imports.json.gz").write_bytes(gzip.compress(blob, mtime=0))
+    return len(facts)
+
+
+def add(profiles: list[Path]) -> int:
+    """Merge the wheels of ``profiles`` that facts.json.gz lacks into it."""
+    data = json.loads(gzip.decompress((OUT / "facts.json.gz").read_bytes()))
+    records: list[dict] = data["wheels"]
+    have = {r["wheel"]["filename"] for r in records}
+    with tempfile.TemporaryDirectory() as tmp, make_http_client() as http:
+        wanted = {n: w for n, w in _locked(profiles, tmp).items() if n not in have}
+        reader = WheelReader(http, cache_dir=cache_dir())
+        facts = {name: reader.read(w).to_dict() for name, w in sorted(wanted.items())}
+        needed = {s for name, f in facts.items()
+                  if wanted[name].package in CONSUMERS
+                  for o in f["objects"] for s in o["undefined"]}
+        for name, natives in facts.items():
+            wheel = wanted[name]
+            if wheel.package not in CONSUMERS:
+                natives = _trim(natives, needed)
+            records.append({"wheel": wheel.__dict__, "natives": natives})
+        records.sort(key=lambda r: r["wheel"]["filename"])
+        blob = json.dumps({"wheels": records}, indent=0, sort_keys=True).encode()
+        (OUT / "facts.json.gz").write_bytes(gzip.compress(blob, mtime=0))
+        imports = _write_imports(http, records)
+    print(f"added {len(facts)} wheels' facts; import facts of {imports} wheels")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--add"]:
+        return add([Path(p) for p in sys.argv[2:]])
     wanted: dict[str, NativeWheel] = {}
     small = None
     with tempfile.TemporaryDirectory() as tmp, make_http_client() as http:
@@ -88,6 +148,7 @@ def main() -> int:
             records.append({"wheel": wheel.__dict__, "natives": natives})
         blob = json.dumps({"wheels": records}, indent=0, sort_keys=True).encode()
         (OUT / "facts.json.gz").write_bytes(gzip.compress(blob, mtime=0))
+        _write_imports(http, records)
         if small is not None:
             body = http.get(small.url).content
             assert hashlib.sha256(body).hexdigest() == small.sha256

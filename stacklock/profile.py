@@ -79,7 +79,7 @@ _KEYS = {
         "match-runtime",
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
-    "check": {"allow"},
+    "check": {"allow", "strict"},
     "patches": {"package", "versions", "file", "reason"},
 }
 _CUDA_SOURCES = ("runfile", "pypi", "none")
@@ -143,9 +143,12 @@ class CudaSpec:
 @dataclass(frozen=True, kw_only=True)
 class CheckSpec:
     """``[check]``: packages whose native findings a reviewer accepted
-    (:mod:`stacklock.native`); recorded in the lock."""
+    (:mod:`stacklock.native`); ``strict``: a finding in a module no import of
+    its package loads blocks too, instead of being a warning. Recorded in
+    the lock."""
 
     allow: tuple[NormalizedName, ...] = ()
+    strict: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -407,7 +410,8 @@ def parse_profile(
         requirements=requirements,
         cuda=cuda,
         gpu_variants=parse_gpu_variants(data.get("gpu-variants"), path),
-        check=CheckSpec(allow=r.names(check.get("allow", []), "check.allow")),
+        check=CheckSpec(allow=r.names(check.get("allow", []), "check.allow"),
+                        strict=r.boolean(check.get("strict", False), "check.strict")),
         validate=dict(validate),
         patches=_parse_patches(data.get("patches"), r,
                                Path(path).parent if path else Path()),

@@ -37,7 +37,8 @@ _DETAIL = (
     ("skipped ", "skipped", False),
 )
 _PHASE = "native check:"  # a line that starts a phase of its own
-_KEEP = ("report:",)  # detail lines shown all the same: where the result is
+# detail lines shown all the same: where the result is, what will not import
+_KEEP = ("report:", "native warning:")
 
 _COUNTED = re.compile(r"^(\d+) ([^(:]+)")
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)=(.+)$")

@@ -194,6 +194,10 @@ class StackInfo:
     check_allow: tuple[str, ...] = ()  # [check] allow: reviewed native findings
     # candidates the native check passed over: {package, version, reason}
     check_passed_over: tuple[Mapping[str, str], ...] = ()
+    # modules no import of their package loads that would not load:
+    # {package, version, module, reason}
+    check_warnings: tuple[Mapping[str, str], ...] = ()
+    check_strict: bool = False  # [check] strict: every finding blocked
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
 
@@ -206,7 +210,7 @@ class StackInfo:
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
         cuda = t.table("cuda", CudaEntry.KEYS)
-        check = t.table("check", ("allow", "passed-over"))
+        check = t.table("check", ("allow", "passed-over", "warnings", "strict"))
         validate = t.data.get("validate")
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
@@ -245,6 +249,11 @@ class StackInfo:
                 {k: p.str_(k) for k in _PASSED_OVER_KEYS}
                 for p in check.tables("passed-over", _PASSED_OVER_KEYS))
             if check is not None else (),
+            check_warnings=tuple(
+                {k: w.str_(k) for k in _WARNING_KEYS}
+                for w in check.tables("warnings", _WARNING_KEYS))
+            if check is not None else (),
+            check_strict=check.bool_("strict") if check is not None else False,
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
             validate=validate if isinstance(validate, dict) else None)
 
@@ -279,6 +288,10 @@ class StackInfo:
             check["allow"] = list(self.check_allow)
         if self.check_passed_over:
             check["passed-over"] = [dict(p) for p in self.check_passed_over]
+        if self.check_warnings:
+            check["warnings"] = [dict(w) for w in self.check_warnings]
+        if self.check_strict:
+            check["strict"] = True
         if check:
             out["check"] = check
         if self.cuda is not None:
@@ -290,6 +303,7 @@ class StackInfo:
 
 _TARGET_KEYS = ("python", "platform", "manylinux", "gpu-arch")
 _PASSED_OVER_KEYS = ("package", "version", "reason")
+_WARNING_KEYS = ("package", "version", "module", "reason")
 
 
 def _overrides_applied(t: LockTable) -> tuple[AppliedOverride, ...]:

@@ -30,7 +30,7 @@ from stacklock.metadata.ranges import RangeReader
 from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
-    from collections.abc import Collection
+    from collections.abc import Callable, Collection
 
     from stacklock.store import ArtifactStore
 
@@ -54,16 +54,19 @@ class WheelFiles:
 
 
 def read_wheel_files(http: httpx.Client, *, filename: str, url: str | None,
-                     sha256: str, size: int | None, wanted: Collection[str],
+                     sha256: str, size: int | None,
+                     wanted: Collection[str] | Callable[[str], bool],
                      store: ArtifactStore, offline: bool,
                      path: Path | None = None) -> WheelFiles:
     """The RECORD and the ``wanted`` members of the wheel ``filename`` (see
-    the module docstring); ``path`` is a local copy the lock names."""
+    the module docstring): names, or a test of a name; ``path`` is a local copy
+    the lock names."""
+    want = wanted if callable(wanted) else wanted.__contains__
     local = path or store.path_for(sha256)
     if local is None and url is not None and url.startswith("file://"):
         local = Path(url2pathname(urlsplit(url).path))
     if local is not None:
-        return _from_file(local, filename, wanted)
+        return _from_file(local, filename, want)
     if offline or url is None:
         raise MetadataError(f"{filename}: not in the artifact cache, and "
                             + ("--offline" if offline else "the lock names no URL"),
@@ -78,14 +81,14 @@ def read_wheel_files(http: httpx.Client, *, filename: str, url: str | None,
         reader = RangeReader(http, url, on_bytes=count)
         if not reader.open_tail(_TAIL, size_hint=size):
             local, _sha = store.fetch(http, url, expected_sha256=sha256, size=size)
-            found = _from_file(local, filename, wanted)
+            found = _from_file(local, filename, want)
             return WheelFiles(names=found.names, record_name=found.record_name,
                               record=found.record, files=found.files,
                               bytes_read=local.stat().st_size)
         entries = remote_zip.read_entries(reader)
         names = frozenset(e.name for e in entries)
         record_name = _record_name(names, filename)
-        chosen = [e for e in entries if e.name in wanted or e.name == record_name]
+        chosen = [e for e in entries if want(e.name) or e.name == record_name]
         remote_zip.prefetch_entries(reader, chosen)
         read = {e.name: remote_zip.read_entry(reader, e) for e in chosen}
     except httpx.HTTPError as exc:
@@ -117,13 +120,14 @@ def _text(data: bytes, filename: str) -> str:
         raise MetadataError(f"{filename}: its RECORD is not UTF-8 ({exc})") from None
 
 
-def _from_file(path: Path, filename: str, wanted: Collection[str]) -> WheelFiles:
+def _from_file(path: Path, filename: str,
+               want: Callable[[str], bool]) -> WheelFiles:
     try:
         with zipfile.ZipFile(path) as archive:
             names = frozenset(archive.namelist())
             record_name = _record_name(names, filename)
-            files = {name: archive.read(name) for name in sorted(wanted)
-                     if name in names and not name.endswith("/")}
+            files = {name: archive.read(name) for name in sorted(names)
+                     if want(name) and not name.endswith("/")}
             record = archive.read(record_name)
     except BROKEN_ARCHIVE as exc:
         raise MetadataError(f"{path}: cannot read {filename}: {exc}",

@@ -27,6 +27,8 @@ from stacklock.native.check import (
     large_members_needed,
 )
 from stacklock.native.demangle import demangle
+from stacklock.native.imports import loaded_objects, module_name
+from stacklock.native.sources import SourceReader
 from stacklock.native.wheel import (
     NativeWheel,
     WheelNatives,
@@ -34,18 +36,22 @@ from stacklock.native.wheel import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 __all__ = [
     "Finding",
     "NativeReport",
     "NativeWheel",
+    "SourceReader",
     "WheelReader",
     "check_native",
     "judge_natives",
     "raise_for_findings",
     "shared_counts",
+    "split_by_import",
     "summarize",
+    "warning_line",
+    "warning_records",
 ]
 
 _SHOWN = 3  # symbols shown per shared object in a message
@@ -55,7 +61,10 @@ _SHOWN = 3  # symbols shown per shared object in a message
 class NativeReport:
     """``findings`` block; ``allowed`` would, but the profile allows their
     package; ``notes`` are sonames the system is to provide; ``unloaded`` are
-    findings of run-time alternatives this lock never loads."""
+    findings of run-time alternatives this lock never loads; ``warnings``
+    would block, but their objects are loaded by no import of their package's
+    top-level modules nor of ``[validate] imports`` (:mod:`.imports`), so they
+    break only a module nobody imports (all of them block with ``strict``)."""
 
     wheels: int
     objects: int
@@ -74,6 +83,8 @@ class NativeReport:
     seconds: float = 0.0  # wall time of the check's reads and judging
     shared: int = 0  # wheels whose facts came from STACKLOCK_NATIVE_FACTS
     shared_failures: tuple[str, ...] = ()  # entries that source could not give
+    warnings: tuple[Finding, ...] = ()
+    strict: bool = False  # [check] strict: warnings were not told apart
 
     @property
     def ok(self) -> bool:
@@ -86,6 +97,8 @@ class NativeReport:
             "objects": self.objects,
             "allow": list(self.allow),
             "findings": [f.to_dict() for f in self.findings],
+            "warnings": [f.to_dict() for f in self.warnings],
+            "strict": self.strict,
             "allowed": [f.to_dict() for f in self.allowed],
             "notes": [f.to_dict() for f in self.notes],
             "unloaded": [f.to_dict() for f in self.unloaded],
@@ -110,13 +123,22 @@ def check_native(
     allow: Iterable[str] = (),
     threads: int = 8,
     on_wheel: Callable[[NativeWheel], None] | None = None,
+    sources: SourceReader | None = None,
+    imports: Sequence[str] = (),
+    strict: bool = False,
 ) -> NativeReport:
     """Read the wheels of ``wheels`` through ``reader`` and check them. A wheel
     is judged by what it holds, not by its tag: ``py3-none-any`` wheels carry
     native libraries too (bitsandbytes 0.39.0), and their central directory
     (usually seen by the resolve already) says whether they do. Its shared
     objects are read only when a finding could join it to another wheel
-    (:func:`~stacklock.native.check.link_plan`)."""
+    (:func:`~stacklock.native.check.link_plan`).
+
+    ``sources`` reads the Python sources of a package with blocking findings,
+    to tell a finding that breaks an import of it from one in a module
+    nobody imports (a warning; ``imports``: the profile's ``[validate]
+    imports``, imported too); ``strict``, or no ``sources``: every finding
+    blocks."""
     before, asked = reader.bytes_read, reader.requests
     hits, failed = shared_counts(reader)
     started = time.monotonic()
@@ -139,6 +161,10 @@ def check_native(
     native = [w for w, _ in kept]
     report = judge_natives(native, [n for _, n in kept], manylinux=manylinux,
                            platform=platform, python=python, allow=allow)
+    if strict:
+        report = replace(report, strict=True)
+    elif sources is not None and report.findings:
+        report = split_by_import(report, kept, sources, imports)
     hits_now, failed_now = shared_counts(reader)
     return replace(
         report, unlinked=sum(bool(f) and w.sha256.lower() not in ahead.read
@@ -151,6 +177,34 @@ def check_native(
         shared=hits_now - hits,
         shared_failures=failed_now[len(failed):],
     )
+
+
+def split_by_import(report: NativeReport,
+                    wheels: Sequence[tuple[NativeWheel, WheelNatives]],
+                    sources: SourceReader, imports: Sequence[str]) -> NativeReport:
+    """``report`` with each blocking finding whose object no import of its
+    package loads moved to ``warnings`` (:mod:`.imports`)."""
+    by_package: dict[str, tuple[NativeWheel, WheelNatives]] = {
+        canonicalize_name(w.package): (w, n) for w, n in wheels}
+    loaded: dict[str, set[str] | None] = {}
+    for package in sorted({f.package for f in report.findings}):
+        found = by_package.get(package)
+        facts = sources.facts(found[0]) if found is not None else None
+        if found is None or facts is None:
+            loaded[package] = None  # not known: every finding blocks
+            continue
+        objects = {o.path: o.needed for o in found[1].objects}
+        ours = (*facts.top_level, *facts.modules)
+        start = [*facts.top_level, *(m for m in imports if any(
+            m == t or m.startswith(f"{t}.") for t in ours))]
+        sonames = {o.soname: o.path for o in found[1].objects if o.soname}
+        loaded[package] = loaded_objects(facts.modules, start, objects, sonames)
+    keep: list[Finding] = []
+    warn: list[Finding] = []
+    for finding in report.findings:
+        paths = loaded.get(finding.package)
+        (keep if paths is None or finding.object in paths else warn).append(finding)
+    return replace(report, findings=tuple(keep), warnings=tuple(warn))
 
 
 def shared_counts(reader: WheelReader) -> tuple[int, tuple[str, ...]]:
@@ -221,6 +275,37 @@ def summarize(findings: Iterable[Finding]) -> list[str]:
                 line += f"; also {shown}" + (f" and {more} more" if more > 0 else "")
             lines.append(line)
     return lines
+
+
+def warning_records(findings: Iterable[Finding]) -> list[dict[str, str]]:
+    """One record per module that will not import (a finding outside every
+    import of its package), as the lock keeps it: package, version, module
+    (``cupy_backends.cuda.libs.cudnn``, or the library's path) and reason
+    (``needs libcudnn.so.8 (nvidia-cudnn-cu12 9.10.2.21 ships
+    libcudnn.so.9)``)."""
+    grouped: dict[tuple[str, str, str], list[Finding]] = defaultdict(list)
+    for f in findings:
+        grouped[(f.package, f.version, f.object)].append(f)
+    out = []
+    for (package, version, path), group in sorted(grouped.items()):
+        needs = ", ".join(dict.fromkeys(f.demangled or f.missing for f in group))
+        first = group[0]
+        why = (f" ({first.counterpart} ships {', '.join(first.counterpart_has)})"
+               if first.kind == "soname" and first.counterpart else
+               f" (not exported by {first.counterpart})" if first.counterpart
+               else "")
+        out.append({"package": package, "version": version,
+                    "module": module_name(path) or path,
+                    "reason": f"needs {needs}{why}"})
+    return out
+
+
+def warning_line(record: Mapping[str, str]) -> str:
+    """``cupy_backends.cuda.libs.cudnn (cupy-cuda12x 13.4.1) will not import:
+    needs ...``; a library that is no module "will not load"."""
+    verb = "load" if "/" in record["module"] else "import"
+    return (f"{record['module']} ({record['package']} {record['version']}) will "
+            f"not {verb}: {record['reason']}")
 
 
 def raise_for_findings(report: NativeReport) -> None:

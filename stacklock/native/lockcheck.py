@@ -1,8 +1,10 @@
 """``stacklock check LOCK``: the native check of a written lock.
 
-Reads any PEP 751 lock through the one lock reader; the target and the reviewed
-``allow`` list come from its ``[tool.stacklock]`` table (a lock without one is
-checked for the default target, manylinux_2_28 x86_64, CPython 3.12).
+Reads any PEP 751 lock through the one lock reader; the target, the reviewed
+``allow`` list, ``strict`` and the ``[validate] imports`` (imported too, when a
+finding's module is judged) come from its ``[tool.stacklock]`` table (a lock
+without one is checked for the default target, manylinux_2_28 x86_64, CPython
+3.12).
 """
 
 from __future__ import annotations
@@ -10,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stacklock.lock import Lock, load_lock, wheel_sha256
-from stacklock.native import NativeReport, NativeWheel, WheelReader, check_native
+from stacklock.native import (
+    NativeReport,
+    NativeWheel,
+    SourceReader,
+    WheelReader,
+    check_native,
+)
 from stacklock.target import Target
 
 if TYPE_CHECKING:
@@ -48,10 +56,16 @@ def check_lock_file(
 ) -> NativeReport:
     lock = load_lock(path)
     target = lock.target or Target()
-    allow = lock.stack.check_allow if lock.stack is not None else ()
+    stack = lock.stack
+    allow = stack.check_allow if stack is not None else ()
+    validate = stack.validate if stack is not None and stack.validate else {}
+    imports = validate.get("imports", ())
     reader = WheelReader(http, cache_dir=cache_dir, offline=offline)
     return check_native(
         wheels_of(lock), reader=reader, manylinux=target.manylinux,
         platform=target.platform, python=target.python, allow=allow,
         on_wheel=on_wheel,
+        sources=SourceReader(http, cache_dir=cache_dir, offline=offline),
+        imports=tuple(str(m) for m in imports) if isinstance(imports, list | tuple)
+        else (), strict=stack.check_strict if stack is not None else False,
     )

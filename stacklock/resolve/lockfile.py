@@ -159,6 +159,8 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
         check_passed_over=tuple(
             {"package": p.name, "version": str(p.version), "reason": p.reason}
             for p in resolution.passed_over),
+        check_warnings=tuple(dict(w) for w in resolution.native_warnings),
+        check_strict=profile.check.strict,
         cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
 
 

@@ -112,6 +112,8 @@ def lock_profile(
                                      on_download=on_download, gate=gate,
                                      listings=listings)
         native = gate.report if gate is not None else None
+        if gate is not None and gate.warnings:
+            resolution = replace(resolution, native_warnings=tuple(gate.warnings))
         if native is not None:
             from stacklock.native import raise_for_findings
 
@@ -178,7 +180,10 @@ class NativeGate:
     def __init__(self, profile: Profile, *, http: httpx.Client, offline: bool,
                  cache_dir: Path | None,
                  on_status: Callable[[str], None] | None = None) -> None:
-        from stacklock.native import WheelReader  # ELF readers
+        from stacklock.native import (
+            SourceReader,
+            WheelReader,  # ELF readers
+        )
         from stacklock.native.elf import SHARED_OBJECT_MARK, is_shared_object_name
 
         self._profile = profile
@@ -186,6 +191,12 @@ class NativeGate:
                                  contains=SHARED_OBJECT_MARK)
         self._reader = WheelReader(http, cache_dir=cache_dir or default_cache_dir(),
                                    offline=offline, listings=self.listings)
+        self._sources = SourceReader(http, cache_dir=cache_dir or default_cache_dir(),
+                                     offline=offline)
+        # a warning (a module nobody imports would not load) passes its
+        # candidate over too, until no combination is left without one
+        self._warnings_pass_over = not profile.check.strict
+        self._passed_for_warnings = False
         self._on_status = on_status
         self.report: NativeReport | None = None
         self._seconds = 0.0  # every round's, a passed-over candidate's included
@@ -234,7 +245,9 @@ class NativeGate:
         report = check_native(
             wheels, reader=self._reader, manylinux=target.manylinux,
             platform=target.platform, python=target.python,
-            allow=self._profile.check.allow, on_wheel=on_wheel)
+            allow=self._profile.check.allow, on_wheel=on_wheel,
+            sources=self._sources, strict=self._profile.check.strict,
+            imports=tuple(self._profile.validate.get("imports", ())))
         # bytes and time of every round, a passed-over candidate's included
         self._seconds += report.seconds
         shared, failures = shared_counts(self._reader)
@@ -245,9 +258,30 @@ class NativeGate:
         found: dict[str, list[Finding]] = {}
         for finding in report.findings:  # finding.package is canonical
             found.setdefault(finding.package, []).append(finding)
+        if self._warnings_pass_over:
+            for finding in report.warnings:
+                found.setdefault(finding.package, []).append(finding)
+            self._passed_for_warnings |= any(
+                f.package not in {b.package for b in report.findings}
+                for f in report.warnings)
         return [PassedOver(name=canonicalize_name(name), version=versions[name],
                            reason=these[0].reason(), findings=tuple(these))
                 for name, these in sorted(found.items()) if name in versions]
+
+    def accept_warnings(self) -> bool:
+        """No combination was left without a warning: from now on a warning
+        passes nothing over. Whether that changes anything (a candidate was
+        passed over for warnings alone)."""
+        changed = self._warnings_pass_over and self._passed_for_warnings
+        self._warnings_pass_over = False
+        return changed
+
+    @property
+    def warnings(self) -> list[dict[str, str]]:
+        """The last check's warnings, as the lock records them."""
+        from stacklock.native import warning_records
+
+        return warning_records(self.report.warnings) if self.report else []
 
 
 def check_resolution(
@@ -276,7 +310,7 @@ def check_resolution(
 
 def render_native(report: NativeReport) -> list[str]:
     """The lines ``resolve`` and ``check`` print about a passing check."""
-    from stacklock.native import summarize
+    from stacklock.native import summarize, warning_line, warning_records
 
     lines = [f"  native check: {report.wheels} wheels, {report.objects} shared "
              f"objects, {report.bytes_read / 1e6:.1f} MB read"]
@@ -291,6 +325,9 @@ def render_native(report: NativeReport) -> list[str]:
                      f"instead (first: {report.shared_failures[0]})")
     lines.extend(f"  allowed by [check] allow: {line}"
                  for line in summarize(report.allowed))
+    lines.extend(f"  native warning: {warning_line(record)}; no import of "
+                 f"{record['package']} loads it" for record in
+                 warning_records(report.warnings))
     if report.unread:
         owners = sorted({u.split(":", 1)[0] for u in report.unread})
         lines.append(f"  {len(report.unread)} large libraries known by name only "

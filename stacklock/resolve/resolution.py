@@ -421,6 +421,9 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
                 source, rules, profile.name,
                 on_pin=None if gate is None else _pin_to(gate, preferences))
         except ResolutionError as exc:
+            if passed and gate is not None and gate.accept_warnings():
+                passed = []  # none loads whole: take one with warnings
+                continue
             if passed:
                 raise _nothing_loads(passed, exc) from None
             raise
@@ -441,6 +444,9 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         if not rejected:
             return packages, passed, chosen, extras, metas, list(coherence)
         if len(passed) + len(rejected) > MAX_PASSED_OVER:
+            if gate is not None and gate.accept_warnings():
+                passed = []  # none loads whole: take one with warnings
+                continue
             raise _nothing_loads([*passed, *rejected], None)
         passed.extend(rejected)
 

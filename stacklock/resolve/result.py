@@ -49,6 +49,11 @@ class Gate(Protocol):
                wheel: LockedWheel) -> None:
         ...
 
+    def accept_warnings(self) -> bool:
+        """Stop passing over candidates for warnings alone (findings in modules
+        no import loads); whether that changes anything."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ResolvedPackage:
@@ -89,6 +94,9 @@ class Resolution:
     pages_read: Mapping[str, str | None] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # what the lock honours differently than asked
     passed_over: tuple[PassedOver, ...] = ()  # dropped by the native check
+    # the native check's warnings: {package, version, module, reason}, a module
+    # no import of its package loads that would not load
+    native_warnings: tuple[Mapping[str, str], ...] = ()
 
     def pins(self) -> dict[str, str]:
         return {p.name: str(p.version) for p in self.packages}

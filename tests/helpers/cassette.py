@@ -42,7 +42,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-__all__ = ["CassetteMiss", "RecordingTransport", "ReplayTransport", "request_key"]
+__all__ = ["CassetteMiss", "RecordingTransport", "ReplayTransport", "request_key",
+           "seed_metadata"]
 
 VERSION = 1
 COMPRESS_OVER = 32 * 1024
@@ -205,3 +206,15 @@ class Layered(httpx.BaseTransport):
             except CassetteMiss:
                 continue
         return self.layers[-1].handle_request(request)
+
+
+def seed_metadata(cassette: str | os.PathLike[str], cache: Path) -> None:
+    """Put the METADATA files a ``--metadata`` recording kept
+    (``metadata.json.gz``, see scripts/record_resolution.py) into the
+    metadata cache of ``cache``, as the recorded resolution left them."""
+    files = json.loads(gzip.decompress(
+        (Path(cassette) / "metadata.json.gz").read_bytes()))
+    folder = cache / "metadata"
+    folder.mkdir(parents=True, exist_ok=True)
+    for key, text in files.items():
+        (folder / f"{key}.metadata").write_text(text, "utf-8")

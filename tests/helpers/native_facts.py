@@ -1,4 +1,5 @@
-"""The recorded real facts of tests/data/native/facts.json.gz, as checker types."""
+"""The recorded real facts of tests/data/native/ (facts.json.gz, imports.json.gz),
+as checker types."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+from stacklock.native.sources import ImportFacts
 from stacklock.native.wheel import NativeWheel, WheelNatives
 
 NATIVE = Path(__file__).resolve().parent.parent / "data" / "native"
@@ -27,3 +29,9 @@ def pick(*keys: str) -> tuple[list[NativeWheel], list[WheelNatives]]:
     facts = load_facts()
     chosen = [facts[k] for k in keys]
     return [w for w, _ in chosen], [n for _, n in chosen]
+
+
+def load_import_facts() -> list[ImportFacts]:
+    """What each consumer's Python modules import (imports.json.gz)."""
+    data = json.loads(gzip.decompress((NATIVE / "imports.json.gz").read_bytes()))
+    return [ImportFacts.from_dict(record) for record in data["wheels"]]

@@ -11,14 +11,16 @@ import tomllib
 
 import pytest
 
+from stacklock.cli import main
 from stacklock.errors import NativeCheckError
 from stacklock.http import make_http_client
 from stacklock.lock import load_lock
+from stacklock.native.sources import SourceReader
 from stacklock.native.wheel import WheelReader
 from stacklock.resolve.locking import lock_profile, render_resolve
-from tests.helpers.cassette import Layered, ReplayTransport
+from tests.helpers.cassette import Layered, ReplayTransport, seed_metadata
 from tests.helpers.data import DATA
-from tests.helpers.native_facts import NATIVE, load_facts
+from tests.helpers.native_facts import NATIVE, load_facts, load_import_facts
 
 PROFILES = NATIVE / "profiles"
 CASSETTES = DATA / "resolve" / "cassettes"
@@ -26,12 +28,16 @@ CASSETTES = DATA / "resolve" / "cassettes"
 
 @pytest.fixture
 def facts_cache(tmp_path):
-    """A cache that holds the recorded facts of every wheel, so no wheel is read."""
+    """A cache that holds the recorded facts of every wheel, and what each
+    consumer's modules import, so no wheel is read."""
     cache = tmp_path / "cache"
     with make_http_client() as http:
         reader = WheelReader(http, cache_dir=cache, offline=True)
         for _wheel, natives in load_facts().values():
             reader.remember(natives)
+        sources = SourceReader(http, cache_dir=cache, offline=True)
+        for facts in load_import_facts():
+            sources.remember(facts)
     return cache
 
 
@@ -79,3 +85,50 @@ def test_when_no_version_loads_the_refusal_names_what_was_tried(tmp_path,
     assert "no combination of versions loads" in text
     assert "xformers 0.0.35: xformers/_C.so needs libcudart.so.12" in text
     assert "nvidia-cuda-runtime 13.0.96 ships libcudart.so.13" in text
+
+
+CUDNN_WARNING = {
+    "package": "cupy-cuda12x", "version": "13.4.1",
+    "module": "cupy_backends.cuda.libs.cudnn",
+    "reason": "needs libcudnn.so.8 (nvidia-cudnn-cu12 9.10.2.21 ships libcudnn.so.9)"}
+
+
+def test_a_module_no_import_loads_is_a_warning_the_lock_and_check_show(
+        tmp_path, facts_cache, capsys, monkeypatch):
+    """cupy's cuDNN module needs cuDNN 8 beside cuDNN 9; ``import cupy`` never
+    imports it. No other combination exists (both pinned): the lock is
+    written, with the warning, and ``stacklock check`` prints it and passes."""
+    out = tmp_path / "pylock.toml"
+    seed_metadata(CASSETTES / "cupy134-cudnn9", facts_cache)
+    result = _lock("cupy134-cudnn9", out, facts_cache, "cupy134-cudnn9")
+    assert result.native is not None and result.native.ok
+    assert result.resolution.passed_over == ()
+    assert [f.object for f in result.native.warnings] == [
+        "cupy_backends/cuda/libs/cudnn.cpython-312-x86_64-linux-gnu.so"]
+    written = tomllib.loads(out.read_text())["tool"]["stacklock"]["check"]
+    assert written["warnings"] == [CUDNN_WARNING]
+    stack = load_lock(out).stack
+    assert stack is not None and stack.check_warnings == (CUDNN_WARNING,)
+    line = ("native warning: cupy_backends.cuda.libs.cudnn (cupy-cuda12x 13.4.1) "
+            "will not import: needs libcudnn.so.8 (nvidia-cudnn-cu12 9.10.2.21 "
+            "ships libcudnn.so.9); no import of cupy-cuda12x loads it")
+    assert line in render_resolve(result)
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(facts_cache))
+    assert main(["check", str(out), "--offline"]) == 0
+    shown = capsys.readouterr().out
+    assert "native check passed" in shown and line in shown
+
+
+def test_strict_makes_a_module_no_import_loads_block(tmp_path, facts_cache):
+    profile = tmp_path / "cupy134-cudnn9.toml"
+    profile.write_text((PROFILES / "cupy134-cudnn9.toml").read_text()
+                       + "[check]\nstrict = true\n")
+    seed_metadata(CASSETTES / "cupy134-cudnn9", facts_cache)
+    with make_http_client(transport=ReplayTransport(
+            CASSETTES / "cupy134-cudnn9")) as http, \
+            pytest.raises(NativeCheckError) as caught:
+        lock_profile(str(profile), output=tmp_path / "pylock.toml", http=http,
+                     cache_dir=facts_cache)
+    assert ("cupy-cuda12x 13.4.1: cupy_backends/cuda/libs/cudnn.cpython-312-"
+            "x86_64-linux-gnu.so needs libcudnn.so.8") in str(caught.value)
+    assert not (tmp_path / "pylock.toml").exists()

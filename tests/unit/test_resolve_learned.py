@@ -12,7 +12,6 @@ chose (tests/data/resolve/derived-range.uv.txt).
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from stacklock.resolve.resolution import resolve_profile
 from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource
 from stacklock.target import Target
-from tests.helpers.cassette import ReplayTransport
+from tests.helpers.cassette import ReplayTransport, seed_metadata
 from tests.helpers.data import PYPI_PAGES, read_fixture
 from tests.helpers.uv import parse_pins
 
@@ -45,10 +44,7 @@ CASSETTE = DATA / "cassettes" / "derived-range"
 def _resolve(tmp_path: Path):
     """The case over its recorded pages, its METADATA files in the cache."""
     cache = tmp_path / "cache"
-    files = json.loads(gzip.decompress((CASSETTE / "metadata.json.gz").read_bytes()))
-    (cache / "metadata").mkdir(parents=True)
-    for key, text in files.items():
-        (cache / "metadata" / f"{key}.metadata").write_text(text, "utf-8")
+    seed_metadata(CASSETTE, cache)
     profile = load_profile(str(DATA / "cases" / "derived-range.toml"))
     with make_http_client(transport=ReplayTransport(CASSETTE)) as http:
         return resolve_profile(profile, http=http, cache_dir=cache, prefetch=False)
