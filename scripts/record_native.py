@@ -45,7 +45,7 @@ from stacklock.resolve.locking import lock_profile  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "native"
 CONSUMERS = {"torchaudio", "torchvision", "xformers", "bitsandbytes",
-             "torch-memory-saver", "torch-c-dlpack-ext", "cupy-cuda12x"}
+             "torch-memory-saver", "torch-c-dlpack-ext", "cupy-cuda12x", "torchao"}
 SMALL_WHEEL = "markupsafe"
 
 

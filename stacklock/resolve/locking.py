@@ -352,8 +352,9 @@ def render_resolve(result: ResolveResult) -> str:
     lines = [headline(len(res.packages), res.profile.name, result.seconds,
                       result.lock)]
     for passed in res.passed_over:
-        lines.append(f"  passed over {passed.name} {passed.version} (it would not "
-                     f"load): {passed.reason}")
+        why = "for what needs another" if passed.moved else "it would not load"
+        lines.append(f"  passed over {passed.name} {passed.version} ({why}): "
+                     f"{passed.reason}")
     for applied in res.overrides:
         lines.append(f"  override: {applied.package or 'profile'} {applied.original}"
                      f" -> {applied.override}")

@@ -49,6 +49,7 @@ from stacklock.resolve.direct import (
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, known_wheel, settle_wheel
 from stacklock.resolve.model import holds_on
+from stacklock.resolve.moves import newness, provider_move, with_choice
 from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import Restart, StackProvider
 from stacklock.resolve.result import Gate, PassedOver, Resolution, ResolvedPackage
@@ -409,24 +410,29 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
     """Resolve until ``gate`` (the native check) passes over nothing: the
     packages with their hashes settled, what was passed over, the chosen
     candidates, the extras asked of each, their metadata, the CUDA notes."""
-    passed: list[PassedOver] = []
+    roots = [rules.make(r, parent=None) for r in top]
+    names = [canonicalize_name(r.name) for r in top]
+    on_pin = None if gate is None else _pin_to(gate, preferences)
+
+    def attempt(excluded: set[tuple[NormalizedName, Any]]) -> Any:
+        provider = StackProvider(source, rules, excluded=excluded,
+                                 preferences=preferences, roots=roots)
+        return _run(provider, roots, source, rules, profile.name, on_pin=on_pin)
+
+    passed: list[PassedOver] = []  # consumers, and providers moved
+    excluded: set[tuple[NormalizedName, Any]] = set()
+    found: Any = None  # a resolution already made for ``excluded``
     while True:  # again without what the gate passed over, if anything
-        roots = [rules.make(r, parent=None) for r in top]
-        provider = StackProvider(source, rules, excluded={
-            (p.name, p.version) for p in passed}, preferences=preferences,
-            roots=roots)
         try:
-            chosen, graph, extras = _run(
-                provider, roots,
-                source, rules, profile.name,
-                on_pin=None if gate is None else _pin_to(gate, preferences))
+            chosen, graph, extras = found or attempt(excluded)
         except ResolutionError as exc:
             if passed and gate is not None and gate.accept_warnings():
-                passed = []  # none loads whole: take one with warnings
+                passed, excluded = [], set()  # none loads whole: with warnings
                 continue
             if passed:
                 raise _nothing_loads(passed, exc) from None
             raise
+        found = None
         metas = {c.name: source.metadata(c) for c in chosen}
         ordered = sorted(chosen, key=lambda c: c.name)
         pending = [_package(c, profile, graph, metas[c.name], source, sdists)
@@ -442,13 +448,46 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
             packages.append(pkg)
         rejected = list(gate(packages)) if gate is not None else []
         if not rejected:
-            return packages, passed, chosen, extras, metas, list(coherence)
+            return (packages, with_choice(passed, packages), chosen, extras, metas,
+                    list(coherence))
         if len(passed) + len(rejected) > MAX_PASSED_OVER:
             if gate is not None and gate.accept_warnings():
-                passed = []  # none loads whole: take one with warnings
+                passed, excluded = [], set()  # none loads whole: with warnings
                 continue
             raise _nothing_loads([*passed, *rejected], None)
-        passed.extend(rejected)
+        # the consumers passed over, or their providers moved: whichever
+        # leaves the profile's requirements newest (stacklock.resolve.moves)
+        consumers = excluded | {(p.name, p.version) for p in rejected}
+        move = provider_move(rejected, chosen, graph, source, names)
+        step, found = _newest(
+            [(consumers, rejected)] + ([(excluded | move.excluded, list(move.passed))]
+                                       if move is not None else []),
+            attempt, names, source)
+        excluded, passed = step[0], [*passed, *step[1]]
+
+
+def _newest(steps: list[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]]],
+            attempt: Callable[[set[tuple[NormalizedName, Any]]], Any],
+            names: Sequence[NormalizedName], source: PackageSource,
+            ) -> tuple[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]], Any]:
+    """Of the ``steps`` (exclusions, and what they pass over), the one whose
+    resolution leaves the profile's requirements newest (``moves.newness``),
+    with that resolution; the first when none resolves (it fails again, with
+    its own message)."""
+    if len(steps) == 1:
+        return steps[0], None
+    best: tuple[Any, int, Any] | None = None
+    for at, (excluded, _) in enumerate(steps):
+        try:
+            found = attempt(excluded)
+        except ResolutionError:
+            continue
+        key = newness(found[0], names, source)
+        if best is None or key < best[0]:
+            best = (key, at, found)
+    if best is None:
+        return steps[0], None
+    return steps[best[1]], best[2]
 
 
 def _pin_to(gate: Gate, preferences: Preferences) -> Callable[[Candidate], None]:

@@ -28,12 +28,16 @@ __all__ = ["Gate", "PassedOver", "Resolution", "ResolvedPackage"]
 @dataclass(frozen=True, kw_only=True)
 class PassedOver:
     """A candidate the resolution dropped because the native check found that it
-    would not load beside the rest (``reason``: the first finding, one line)."""
+    would not load beside the rest (``reason``: the first finding, one line), or
+    a provider moved so that a consumer loads (``moved``)."""
 
     name: NormalizedName
     version: Version
     reason: str
     findings: tuple[Any, ...] = field(default=(), compare=False)  # the check's
+    # a provider moved for a consumer's sake (torch for torchao), not a
+    # candidate that would not load itself (stacklock.resolve.moves)
+    moved: bool = False
 
 
 class Gate(Protocol):

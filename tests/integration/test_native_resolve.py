@@ -132,3 +132,27 @@ def test_strict_makes_a_module_no_import_loads_block(tmp_path, facts_cache):
     assert ("cupy-cuda12x 13.4.1: cupy_backends/cuda/libs/cudnn.cpython-312-"
             "x86_64-linux-gnu.so needs libcudnn.so.8") in str(caught.value)
     assert not (tmp_path / "pylock.toml").exists()
+
+
+def test_the_provider_moves_when_the_consumer_has_no_other_release(tmp_path,
+                                                                  facts_cache):
+    """torchao==0.15.* has one release, built for CUDA 12 and torch 2.9; the
+    newest torch is a CUDA 13 build. torch moves back (with its nvidia-*
+    pins) to the newest release that loads torchao, and the lock says so."""
+    out = tmp_path / "pylock.toml"
+    seed_metadata(CASSETTES / "torchao015-torch", facts_cache)
+    result = _lock("torchao015-torch", out, facts_cache, "torchao015-torch")
+    pins = result.resolution.pins()
+    assert (pins["torch"], pins["torchao"]) == ("2.10.0", "0.15.0")
+    assert "nvidia-cuda-runtime-cu12" in pins and "nvidia-cuda-runtime" not in pins
+    assert result.native is not None and result.native.ok
+    assert not result.native.warnings
+    [moved] = result.resolution.passed_over
+    assert (moved.name, str(moved.version), moved.moved) == ("torch", "2.15.0", True)
+    assert moved.reason == ("torchao 0.15.0 needs libcudart.so.12; chose torch "
+                            "2.10.0 (CUDA 12.8)")
+    written = tomllib.loads(out.read_text())["tool"]["stacklock"]["check"]
+    assert written["passed-over"] == [{"package": "torch", "version": "2.15.0",
+                                       "reason": moved.reason}]
+    assert ("passed over torch 2.15.0 (for what needs another): torchao 0.15.0 "
+            "needs libcudart.so.12") in render_resolve(result)

@@ -1,0 +1,175 @@
+"""Moving the provider, not only the consumer, when a candidate set does not load.
+
+A native finding joins two packages: the *consumer* whose object needs a soname
+or symbols (torchao 0.15.0's ``_C.abi3.so`` needs ``libcudart.so.12``) and the
+*counterpart* that ships another major of it or lacks the symbols
+(nvidia-cuda-runtime 13.2.86, torch 2.15.0). Passing over the consumer is one
+way out; moving what brought the counterpart is the other: torch back to a
+release built for CUDA 12, with its ``nvidia-*`` pins. Neither is right by
+itself: torchao==0.15.* has no other consumer to take, a pinned torch has no
+other provider.
+
+:func:`provider_move` turns a check's findings into exclusions that move the
+provider: for a soname shipped in another major by a wheel whose own version
+has that major (NVIDIA's wheels: ``nvidia-cuda-runtime 13.2.86`` ships
+``libcudart.so.13``), every version of that project in that major, so the
+resolver goes straight to a provider that brings the major needed instead of
+one release at a time. A symbol moves nothing: which torch a consumer was built
+against is written nowhere, and walking torch back a release at a time costs a
+check of another torch's libraries each (torchtext 0.18.0 beside torch 2.15.0
+went back through 2.14 ... 2.4.1 and ran out of tries, where passing torchtext
+over locks at once); the consumer is passed over, as before. The lock names
+the provider the user sees (the package that requires the counterpart, torch)
+with the version passed over, why, and (:func:`with_choice`) what was chosen.
+:func:`newness` orders alternatives the way a resolver prefers them: the
+profile's own requirements as new as they can be, counted in releases back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from stacklock.resolve.result import PassedOver
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable, Mapping, Sequence
+
+    from packaging.utils import NormalizedName
+
+    from stacklock.resolve.model import Candidate
+    from stacklock.resolve.result import ResolvedPackage
+    from stacklock.resolve.source import PackageSource
+
+__all__ = ["Move", "newness", "provider_move", "with_choice"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Move:
+    """Versions to exclude so that the providers move, and the lock's entries
+    for them (``PassedOver`` with ``moved`` set)."""
+
+    excluded: frozenset[tuple[NormalizedName, Version]]
+    passed: tuple[PassedOver, ...]
+
+
+def provider_move(rejected: Sequence[PassedOver], chosen: Sequence[Candidate],
+                  graph: Mapping[str, set[NormalizedName]],
+                  source: PackageSource,
+                  direct: Collection[NormalizedName] = ()) -> Move | None:
+    """The exclusions that move the counterparts of ``rejected``'s findings
+    (see the module docstring); None when no finding is a soname the
+    counterpart ships in the major of its own version. ``direct``: the
+    profile's requirements, preferred as the provider named."""
+    versions = {c.name: c.version for c in chosen}
+    excluded: set[tuple[NormalizedName, Version]] = set()
+    passed: dict[NormalizedName, PassedOver] = {}
+    for consumer in rejected:
+        for finding in consumer.findings:
+            counterpart = _counterpart(finding, versions)
+            if counterpart is None or counterpart[0] == consumer.name:
+                continue
+            name, version = counterpart
+            major = _moved_major(finding, version)
+            if major is None:
+                continue
+            excluded.update((name, c.version) for c in source.candidates(name)
+                            if c.version.major == major)
+            shown = _provider_of(name, graph, versions, direct)
+            what = finding.demangled or finding.missing
+            passed.setdefault(shown, PassedOver(
+                name=shown, version=versions[shown], moved=True,
+                reason=f"{consumer.name} {consumer.version} needs {what}",
+                findings=(finding,)))
+    if not excluded:
+        return None
+    return Move(excluded=frozenset(excluded), passed=tuple(passed.values()))
+
+
+def with_choice(passed: Iterable[PassedOver],
+                packages: Sequence[ResolvedPackage]) -> list[PassedOver]:
+    """``passed`` with each moved provider's entry saying what was chosen
+    instead: ``; chose torch 2.9.1 (CUDA 12.8)``."""
+    by_name = {p.name: p for p in packages}
+    out = []
+    for entry in passed:
+        now = by_name.get(entry.name) if entry.moved else None
+        if now is not None and now.version != entry.version:
+            cuda = f" (CUDA {now.cuda})" if now.cuda else ""
+            entry = replace(entry, reason=f"{entry.reason}; chose {now.name} "
+                            f"{now.version}{cuda}")
+        out.append(entry)
+    return out
+
+
+def newness(chosen: Sequence[Candidate], names: Sequence[NormalizedName],
+            source: PackageSource) -> tuple[int, tuple[int, ...]]:
+    """How far back from their newest versions the profile's requirements
+    ``names`` are in ``chosen`` (releases with a fitting wheel, newest first):
+    the total, then each in the profile's order. Smaller is newer."""
+    versions = {c.name: c.version for c in chosen}
+    back = []
+    for name in names:
+        found = [c.version for c in source.compatible(name)]
+        version = versions.get(name)
+        back.append(found.index(version) if version in found else len(found))
+    return sum(back), tuple(back)
+
+
+def _counterpart(finding: object, versions: Mapping[NormalizedName, Version]
+                 ) -> tuple[NormalizedName, Version] | None:
+    """The locked package a finding names on the other side, if locked."""
+    text = getattr(finding, "counterpart", None)
+    if not text:
+        return None
+    name = canonicalize_name(str(text).rsplit(" ", 1)[0])
+    version = versions.get(name)
+    return None if version is None else (name, version)
+
+
+def _moved_major(finding: object, version: Version) -> int | None:
+    """The major to move away from: the one of the soname the counterpart
+    ships, when its own version is of that major (nvidia-cuda-runtime 13.2.86
+    and ``libcudart.so.13``); None for anything else."""
+    has = getattr(finding, "counterpart_has", ())
+    if getattr(finding, "kind", "") != "soname" or not has:
+        return None
+    major = _soname_major(has[0])
+    return major if major == version.major else None
+
+
+def _soname_major(soname: str) -> int | None:
+    """13 for ``libcudart.so.13``; None without a number."""
+    tail = soname.split(".so", 1)[1].lstrip(".").split(".")[0]
+    try:
+        return Version(tail).major if tail else None
+    except InvalidVersion:
+        return None
+
+
+def _provider_of(name: NormalizedName, graph: Mapping[str, set[NormalizedName]],
+                 versions: Mapping[NormalizedName, Version],
+                 direct: Collection[NormalizedName]) -> NormalizedName:
+    """The package a user sees as the provider of ``name``: among those that
+    require it, directly or through others (torch, through cuda-toolkit, for
+    nvidia-cuda-runtime), one the profile requires, else one nothing requires;
+    itself when nothing requires it."""
+    parents: dict[NormalizedName, list[NormalizedName]] = {}
+    for owner, deps in graph.items():
+        for dep in deps:
+            parents.setdefault(dep, []).append(canonicalize_name(owner))
+    seen: list[NormalizedName] = []
+    todo = [name]
+    while todo:
+        for parent in sorted(parents.get(todo.pop(0), ())):
+            if parent not in seen and parent in versions:
+                seen.append(parent)
+                todo.append(parent)
+    for pick in ([n for n in seen if n in direct],
+                 [n for n in seen if not parents.get(n)], seen):
+        if pick:
+            return pick[0]
+    return name
