@@ -45,6 +45,7 @@ from stacklock import __version__
 from stacklock.errors import StacklockError
 from stacklock.hostlookup import LookupOnceBackend
 from stacklock.urls import redact_text
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Iterable, Mapping
@@ -141,7 +142,7 @@ class RetriesExhausted(httpx.HTTPError):
 
     def __init__(self, problem: str, *, attempts: int,
                  response: httpx.Response | None = None) -> None:
-        super().__init__(f"{problem} (after {attempts} attempt(s))")
+        super().__init__(f"{problem} (after {counted(attempts, 'attempt')})")
         self.problem = problem
         self.attempts = attempts
         self.response = response

@@ -62,6 +62,7 @@ class ArtifactStore:
         self.retry = retry
         self.archive = archive
         self.from_archive: list[tuple[str, str]] = []
+        self.bytes_fetched = 0  # received over the network by this store's fetches
         self._unknown_hosts: set[str] = set()  # asked once a run, then skipped
 
     def _blob(self, sha256: str) -> Path:
@@ -144,6 +145,8 @@ class ArtifactStore:
             if done is not None:
                 return done
             part = tmp / f"{key}.part"
+            # what an earlier run left to resume is not fetched by this one
+            before = (part, part.stat().st_size if part.is_file() else 0)
             shown = redact_url(url)
             if self.archive is not None and expected is not None:
                 part, sha, shown = self._with_archive(
@@ -159,6 +162,8 @@ class ArtifactStore:
                 raise HashMismatchError(url=shown, expected=expected, actual=sha)
             blob = self._blob(sha)
             blob.parent.mkdir(parents=True, exist_ok=True)
+            had = before[1] if part == before[0] else 0
+            self.bytes_fetched += max(part.stat().st_size - had, 0)
             os.replace(part, blob)
             _seal(blob)
             self._remember(url, sha)

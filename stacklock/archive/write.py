@@ -14,6 +14,7 @@ from stacklock.errors import HashMismatchError, LockError
 from stacklock.lockarchive import file_key, filename_of
 from stacklock.objectstore import open_object_store
 from stacklock.store import ArtifactStore
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -237,9 +238,9 @@ def render_archive(result: ArchiveResult) -> str:
     copied = [f for f in result.files if f.state == "copied"]
     size = sum(f.size or 0 for f in copied)
     lines = [f"archived {result.lock.name} into {result.archive}: "
-             f"{len(copied)} file(s) copied ({size / 1e6:.1f} MB), "
+             f"{counted(len(copied), 'file')} copied ({size / 1e6:.1f} MB), "
              f"{result.count('present')} already there; index: "
-             f"{result.archive}/simple/ ({len(result.projects)} project(s))"]
+             f"{result.archive}/simple/ ({counted(len(result.projects), 'project')})"]
     lines += [f"  copied {f.filename}" for f in copied]
     lines += [f"  skipped {s}" for s in result.skipped]
     return "\n".join(lines)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stacklock.words import counted
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -26,7 +28,7 @@ def _size(n: int) -> str:
 
 def render_groups(groups: Sequence[Group]) -> str:
     """The groups, numbered in search order, each with what ties it."""
-    lines = [f"{len(groups)} group(s) of changes, from the packages' own "
+    lines = [f"{counted(len(groups), 'group')} of changes, from the packages' own "
              "requirements:"]
     for i, group in enumerate(groups, start=1):
         lines.append(f"  {i:>3}. " + "; ".join(map(str, group.changes)))
@@ -98,7 +100,8 @@ def render_bisect(result: BisectResult, *, steps: bool = True) -> str:
         lines.append(f"first bad: {result.first_bad}")
     lines += [f"note: {n}" for n in result.notes]
     fetched = sum(s.bytes_fetched for s in result.steps)
-    lines.append(f"{result.oracle_runs} oracle run(s), {len(result.groups)} "
-                 f"group(s), {_size(fetched)} fetched by the steps, "
+    lines.append(f"{counted(result.oracle_runs, 'oracle run')}, "
+                 f"{counted(len(result.groups), 'group')}, {_size(fetched)} fetched "
+                 "by the steps, "
                  f"{_size(result.metadata_bytes)} read for METADATA")
     return "\n".join(lines) + "\n"

@@ -49,7 +49,8 @@ def _changes(good: Lock, bad: Lock) -> list[Change]:
 
 def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
     """Install a lock into the scratch venv, every wheel through the artifact
-    store (fetched once for the whole bisect); returns the bytes fetched."""
+    store (fetched once for the whole bisect); returns the bytes it fetched,
+    as install measured them (its store's, and uv's of any file not there)."""
     from stacklock.install.run import install_lock
     from stacklock.lockarchive import Archive
 
@@ -57,15 +58,13 @@ def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
                                    first=getattr(args, "archive_first", False))
 
     def install(lock: Path, venv: Path) -> int:
-        seen: dict[str, int] = {}
-
-        def count(name: str, done: int, total: int | None) -> None:
-            seen[name] = max(seen.get(name, 0), done)
-
-        install_lock(lock, venv=venv, python=args.python, no_toolkit=args.no_toolkit,
-                     validate=False, allow_no_gpu=True, prefetch=True,
-                     on_download=count, archive=archive)
-        return sum(seen.values())
+        result = install_lock(lock, venv=venv, python=args.python,
+                              no_toolkit=args.no_toolkit, validate=False,
+                              allow_no_gpu=True, prefetch=True, archive=archive)
+        fetched = result.fetched
+        if fetched is None:  # the venv held this very lock: nothing was done
+            return 0
+        return fetched.stacklock_bytes + (fetched.uv_bytes or 0)
 
     return install
 

@@ -24,18 +24,19 @@ __all__ = ["brief", "interactive", "parse_index_option", "phase_lines", "piped",
 # comma-separated items after the colon, not the line).
 _DETAIL = (
     ("passed over ", "passed over (would not load)", False),
-    ("override:", "overrides", False),
-    ("direct reference:", "direct references", False),
-    ("warning:", "warnings", False),
+    ("override:", "override|s", False),
+    ("direct reference:", "direct reference|s", False),
+    ("warning:", "warning|s", False),
     ("hashed by download", "hashed by download", True),
-    ("cuda warning:", "cuda warnings", False),
+    ("cuda warning:", "cuda warning|s", False),
     ("cuda carried:", "cuda carried beside a twin", False),
     ("cuda allowed:", "cuda allowed by allow-mixed", False),
     ("allowed by [check] allow:", "allowed by [check] allow", False),
     ("not loaded in this stack", "not loaded in this stack", True),
-    ("for the system to provide", "sonames for the system to provide", True),
+    ("for the system to provide", "soname|s for the system to provide", True),
     ("skipped ", "skipped", False),
 )
+_MORE = "more line|s"  # a detail line of no kind above
 _PHASE = "native check:"  # a line that starts a phase of its own
 # detail lines shown all the same: where the result is, what will not import
 _KEEP = ("report:", "native warning:")
@@ -115,10 +116,12 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
 
     def close() -> None:
         if counts and out:
-            summary = ", ".join(f"{n} {label}".rstrip() for label, n in
-                                counts.items())
+            said = [_counted(n, label) for label, n in counts.items()]
+            # a count the phase line states already ("3 passed, 4 skipped")
+            summary = ", ".join(s for s in said if s not in out[-1])
             glue = " " if out[-1].endswith(":") else "; "
-            out[-1] = f"{out[-1]}{glue}{summary} ({more})"
+            out[-1] = (f"{out[-1]}{glue}{summary} ({more})" if summary
+                       else f"{out[-1]} ({more})")
         out.extend(kept)
         counts.clear()
         kept.clear()
@@ -132,7 +135,7 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
         if text.startswith(_KEEP):
             kept.append(line)
             continue
-        heading = "" if out and out[-1].endswith(":") else "more lines"
+        heading = "" if out and out[-1].endswith(":") else _MORE
         label, items = next(((lb, it) for start, lb, it in _DETAIL
                              if text.startswith(start)), (heading, False))
         n = len(text.partition(": ")[2].split(", ")) if items else 1
@@ -142,6 +145,11 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
         counts[label] = counts.get(label, 0) + n
     close()
     return out
+
+
+def _counted(n: int, label: str) -> str:
+    """``3 overrides``, ``1 override``: a label's ``|s`` is its plural ending."""
+    return f"{n} {label.replace('|s', '' if n == 1 else 's')}".rstrip()
 
 
 def parse_index_option(text: str, *,

@@ -21,6 +21,7 @@ from stacklock.validate.report import (
     MAX_REPORT_BYTES,  # a host's is ~20 kB
     ValidateResult,
 )
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -234,7 +235,7 @@ def render_fleet_markdown(fleet: FleetReport) -> str:
     c = fleet.counts
     slow = {s.figure: set(s.slow_hosts) for s in fleet.spreads}
     lines = [f"# stacklock fleet: {'PASS' if fleet.ok else 'FAIL'}", "",
-             f"{len(fleet.rows)} host(s): {c[PASS]} pass, {c[FAIL]} fail, "
+             f"{counted(len(fleet.rows), 'host')}: {c[PASS]} pass, {c[FAIL]} fail, "
              f"{c[UNREACHABLE]} unreachable", "",
              "| host | verdict | install | driver | GPUs | all-reduce 42 KB (us) "
              "| matmul (TFLOP/s, slowest GPU) | failed checks / why |",

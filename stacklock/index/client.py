@@ -44,6 +44,7 @@ from stacklock.index.pages import (
     rows_from_json,
 )
 from stacklock.urls import redact_text, redact_url, strip_credentials
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -388,7 +389,7 @@ class IndexClient:
                               ) from None
         except RetriesExhausted as exc:
             raise IndexUnreadable(
-                f"unreachable after {exc.attempts} attempt(s): "
+                f"unreachable after {counted(exc.attempts, 'attempt')}: "
                 f"{redact_text(exc.problem, url=url)}",
                 index=index.name, url=shown, hint=HINT, network=True) from None
         except httpx.HTTPError as exc:  # a cap or deadline met: not retried

@@ -40,6 +40,7 @@ from stacklock.index.versions import (
 )
 from stacklock.index.versions import allow_yanked as allow_yanked_file
 from stacklock.urls import redact_url
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -347,8 +348,9 @@ def render_links_summary(report: LinksReport, *, newest: int = 10) -> str:
                  + (f"  {row[4]}" if row[4] else "") for row in rows)
     older = len(versions) - min(len(versions), newest)
     fits = sum(ev.compatible for ev in report.evaluations)
-    lines.append(f"{len(report.evaluations)} link(s) in {len(versions)} version(s), "
-                 f"{fits} fit" + (f"; {older} older version(s) not shown"
+    lines.append(f"{counted(len(report.evaluations), 'link')} in "
+                 f"{counted(len(versions), 'version')}, "
+                 f"{fits} fit" + (f"; {counted(older, 'older version')} not shown"
                                   if older else "")
                  + " (--all lists every link, --json every field)")
     return "\n".join(lines) + "\n"
@@ -384,7 +386,7 @@ def render_links(report: LinksReport, *, width: int = 160) -> str:
     console = Console(width=width, record=True, file=io.StringIO(),
                       color_system=None)
     console.print(table)
-    console.print(f"{len(report.evaluations)} link(s), {fits} fit "
+    console.print(f"{counted(len(report.evaluations), 'link')}, {fits} fit "
                   f"python {report.target.python} {report.target.platform} "
                   f"manylinux_{report.target.manylinux}")
     return console.export_text()

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock.bounded import parse_json, shorten
 from stacklock.errors import CudaError, PreflightError
+from stacklock.words import plural
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -103,7 +104,7 @@ def check_lock_fits(lock: Lock, interp: Interpreter) -> None:
         problems.append(Problem(
             check="target",
             message=f"python {interp.version} on {interp.machine} is none of the "
-            f"lock's {count:,} environment(s) ({listed})",
+            f"lock's {count:,} {plural(count, 'environment')} ({listed})",
             hint="install with --python matching the lock, or re-resolve for here"))
     if problems:
         raise PreflightError(problems)

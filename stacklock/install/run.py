@@ -15,6 +15,7 @@ from stacklock.errors import InstallError, StacklockError
 from stacklock.install.decide import decide
 from stacklock.install.early import log_namer
 from stacklock.install.fetch import fetch_artifacts
+from stacklock.install.fetched import Fetched, uv_fetched
 from stacklock.install.interpreter import remember_interpreter
 from stacklock.install.layout import (
     KEEP_GENERATIONS,
@@ -45,6 +46,7 @@ from stacklock.install.verify import check_generation, out_of_space
 from stacklock.lockbytes import read_lock_bytes
 from stacklock.runner import Runner, SubprocessRunner, find_uv
 from stacklock.store import ArtifactStore
+from stacklock.words import counted, plural
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,6 +84,7 @@ class InstallResult:
     validate_error: str | None = None  # validation was asked for and could not run
     # the generation that already held exactly this lock: nothing was done
     already_installed: int | None = None
+    fetched: Fetched | None = None  # what the install downloaded (None: dry run)
 
     @property
     def ok(self) -> bool:
@@ -101,6 +104,7 @@ class InstallResult:
             "validation": self.validation.to_dict() if self.validation else None,
             "validate_error": self.validate_error,
             "already_installed": self.already_installed,
+            "fetched": self.fetched.to_dict() if self.fetched else None,
         }
 
 
@@ -247,7 +251,7 @@ def _archive_notes(store: ArtifactStore) -> list[str]:
     if not store.from_archive or store.archive is None:
         return []
     names = ", ".join(f"{name} ({why})" for name, why in store.from_archive)
-    return [f"{len(store.from_archive)} file(s) from the archive "
+    return [f"{counted(len(store.from_archive), 'file')} from the archive "
             f"{store.archive.shown}, each checked against its sha256: {names}"]
 
 
@@ -373,10 +377,15 @@ def install_lock(
             if made and plan.snapshot_path is not None:
                 plan.snapshot_path.unlink(missing_ok=True)
             raise
+        uv_files, uv_bytes = (uv_fetched(logs["uv-pip-sync"], plan)
+                              if "uv-pip-sync" in logs else (0, 0))
+        fetched = Fetched(uv_files=uv_files, uv_bytes=uv_bytes,
+                          stacklock_bytes=store.bytes_fetched)
         replaced = _activate(plan)
         pruned = prune(layout)
         if pruned:
-            notes.append(f"removed old generation(s) {', '.join(map(str, pruned))} "
+            notes.append(f"removed old {plural(len(pruned), 'generation')} "
+                         f"{', '.join(map(str, pruned))} "
                          f"(the newest {KEEP_GENERATIONS} are kept)")
     validation = (_validate(_installed_part(
         lock or read_installable(lock_path, plan.lock_bytes), plan),
@@ -389,6 +398,7 @@ def install_lock(
         validation = None
     return InstallResult(plan=plan, dry_run=False, replaced_generation=replaced,
                          snapshot=snapshot, logs=logs, notes=tuple(notes),
+                         fetched=fetched,
                          validation=validation, validate_error=error)
 
 

@@ -35,14 +35,20 @@ UV_KEPT = frozenset({
     "UV_PYTHON_PREFERENCE", "UV_OFFLINE",
 })
 NO_CONFIG = "--no-config"
+CLIENT_LOG = "uv_client=debug"  # a line for each URL: from its cache or the network
 
 
 def uv_environment(environ: Mapping[str, str] = os.environ
                    ) -> dict[str, str | None]:
     """The changes to ``environ`` a uv command of install runs with: every
-    ``UV_*`` variable not in :data:`UV_KEPT` removed (None)."""
-    return {key: None for key in environ
-            if key.startswith("UV_") and key not in UV_KEPT}
+    ``UV_*`` variable not in :data:`UV_KEPT` removed (None), and uv's HTTP
+    client told to log what it did for each URL (what install reports uv
+    fetched: :mod:`~stacklock.install.fetched`)."""
+    changes: dict[str, str | None] = {
+        key: None for key in environ if key.startswith("UV_") and key not in UV_KEPT}
+    wanted = environ.get("RUST_LOG")
+    changes["RUST_LOG"] = f"{wanted},{CLIENT_LOG}" if wanted else CLIENT_LOG
+    return changes
 
 UV_LOCK_NAME = "pylock.install.toml"  # the copy of the lock uv installs from
 BUILD_CONFIG_NAME = "uv-build.toml"  # beside it: uv's config for match-runtime builds

@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import InstallError, NoSpaceError
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,7 +62,8 @@ def check_generation(plan: InstallPlan) -> None:
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more"
                                            if len(missing) > 5 else "")
-        raise _incomplete(plan, f"{len(missing)} locked package(s) missing: {shown}")
+        raise _incomplete(plan, f"{counted(len(missing), 'locked package')} "
+                          f"missing: {shown}")
 
 
 def _incomplete(plan: InstallPlan, what: str) -> InstallError:

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from stacklock.bounded import parse_json
 from stacklock.errors import PackError
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -421,7 +422,7 @@ def render_listing(manifest: Manifest, pack: Path, total: int) -> str:
         if not members:
             continue
         size = sum(m.size for m in members)
-        lines.append(f"{title}: {len(members)} file(s), {_size(size)}")
+        lines.append(f"{title}: {counted(len(members), 'file')}, {_size(size)}")
         lines += [f"  {m.name}  {_size(m.size)}  sha256 {m.sha256}" for m in members]
     lines.append(f"run: python3 {pack.name} install --venv PATH [--toolkit-prefix "
                  "PATH] [--report DIR]")

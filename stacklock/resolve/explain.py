@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
+from stacklock.words import counted
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -116,7 +118,7 @@ def _fits(req: Requirement, source: PackageSource, rules: Rules) -> str:
     if not ok:
         return (": no version with a wheel for the target allows it"
                 + _yanked(req, source))
-    return f": {len(ok)} version(s) allow it, newest {ok[0].version}"
+    return f": {counted(len(ok), 'version')} allow it, newest {ok[0].version}"
 
 
 def _yanked(req: Requirement, source: PackageSource) -> str:

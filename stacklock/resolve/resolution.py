@@ -59,6 +59,7 @@ from stacklock.resolve.variant_choice import choose_variants, pin_variants
 from stacklock.runner import SubprocessRunner
 from stacklock.store import ArtifactStore
 from stacklock.urls import strip_credentials
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -312,7 +313,7 @@ def build_reason(cand: Candidate, source: PackageSource) -> str:
     wheels = source.count_wheels(cand.name, cand.version)
     if not wheels:
         return f"{cand.name} {cand.version} publishes no wheel, only an sdist"
-    return (f"none of the {wheels} wheel(s) of {cand.name} {cand.version} "
+    return (f"none of the {counted(wheels, 'wheel')} of {cand.name} {cand.version} "
             "fits the target")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stacklock.words import counted
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -31,7 +33,7 @@ def _culprit_text(culprit: list[Any]) -> str:
 
 def _headline(result: UpdateResult) -> str:
     count = len(_changes(result))
-    head = f"stacklock update {result.profile}: {count} package change(s)"
+    head = f"stacklock update {result.profile}: {counted(count, 'package change')}"
     v = result.validation
     if v is None:
         return head + " (not validated)"

@@ -23,6 +23,7 @@ from stacklock.validate.checks import (
 )
 from stacklock.validate.probes import format_size
 from stacklock.validate.toolkit import major_minor as _major_minor
+from stacklock.words import counted
 
 if TYPE_CHECKING:
     from stacklock.lock import Lock
@@ -121,7 +122,8 @@ def check_torch(info: dict[str, Any], lock: Lock | None, *,
     need = min_gpus if min_gpus is not None else 1
     names = sorted({d["name"] for d in info.get("devices", [])})
     status = PASS if count >= need else FAIL
-    seen = f"torch sees {count} GPU(s) ({', '.join(names) or 'none'}); {need} needed"
+    seen = (f"torch sees {counted(count, 'GPU')} ({', '.join(names) or 'none'}); "
+            f"{need} needed")
     if count == 0 and allow_no_gpu:
         status, seen = SKIP, f"no GPU here (--allow-no-gpu); {need} needed to run"
     out.append(CheckResult(name="gpu-count", status=status, reason=seen,
@@ -222,7 +224,7 @@ def check_probes(result: ProbeResult, config: ProbeConfig) -> list[CheckResult]:
         low = min(result.matmul_tflops)
         floor = config.min_matmul_tflops
         reason = (f"bf16 {result.matmul_n}^3: {low:.0f} TFLOP/s on the slowest of "
-                  f"{len(result.matmul_tflops)} GPU(s)")
+                  f"{counted(len(result.matmul_tflops), 'GPU')}")
         if floor is None:
             out.append(CheckResult(name="matmul", status=MEASURED,
                                    reason=f"{reason} (no min-matmul-tflops)"))

@@ -98,7 +98,7 @@ def test_folder_archive_served_over_http_installs_when_the_index_is_gone(
     # every file was asked of the original first, which answered 404
     assert sorted(p.rsplit("/", 1)[-1] for p, _ in served.requests) == sorted(WHEELS)
     (note,) = [n for n in result["notes"] if "from the archive" in n]
-    assert "3 file(s)" in note and "HTTP 404" in note
+    assert "3 files" in note and "HTTP 404" in note
 
 
 def test_the_archive_is_a_pep_503_index_uv_installs_from(
@@ -246,7 +246,7 @@ def test_s3_archive_installs_when_the_index_is_gone(
     code, result = _install(capsys, lock, tmp_path / "env")
     assert code == 0, result
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
-    assert any("3 file(s) from the archive" in n for n in result["notes"])
+    assert any("3 files from the archive" in n for n in result["notes"])
 
     six = next(f for f in report["files"] if f["filename"].startswith("six-"))
     key = f"stacks/nightly/files/{six['sha256']}/{six['filename']}"

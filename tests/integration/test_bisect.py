@@ -244,7 +244,7 @@ def test_text_output_names_groups_steps_and_culprit(
                  "--", *_oracle("int(v('alpha') == '2.0')")])
     out = capsys.readouterr().out
     assert code == 0
-    assert "10 group(s) of changes" in out
+    assert "10 groups of changes" in out
     assert "tied: delta-plugin 2.0 requires delta==2.0" in out
     assert "culprit:\n  alpha 1.0 -> 2.0  (upgraded)" in out
     assert "step  1  good" in out and "step  2  bad" in out

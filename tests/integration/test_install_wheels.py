@@ -121,10 +121,11 @@ def test_install_report_goes_where_asked(
                  PY, "--report", str(report)]) == 0
     said = capsys.readouterr().out.splitlines()
     assert f"  report: {report}" in said
-    # one line a phase: the downloads, commands and skipped checks counted
+    # one line a phase: what was fetched, the commands and skipped checks counted
     assert [line for line in said if line.startswith(" ")] == [f"  report: {report}"]
-    assert any(line.startswith("downloads (") and line.endswith("(-v shows them)")
-               for line in said)
+    assert "commands: 2 (-v shows them)" in said
+    assert [line for line in said if line.startswith("fetched: ")] == [
+        "fetched: 88.2 kB (uv 3 files, 88.2 kB; stacklock nothing)"]
     assert json.loads((report / "report.json").read_text())["verdict"] == "pass"
     assert (report / "report.md").is_file()
     assert not (tmp_path / "env.stacklock" / "validate").exists()
@@ -370,3 +371,44 @@ def test_installing_the_live_lock_again_is_a_no_op(
     assert install_lock(other, venv=venv, python=PY,
                         validate=False).already_installed is None
     assert venv.resolve().name == "4"
+
+
+def test_what_an_install_fetched_is_what_the_server_sent(
+    server: tuple[str, Served], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bytes install says uv fetched are the bytes the index sent: all of
+    them into the first venv; none into the second from uv's warm cache (the
+    files may be cached an hour), where the plan's count of what stacklock's
+    store lacked said '88.2 kB not cached' before; all again once the index
+    says nothing of caching (uv keeps no copy then)."""
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    said = []
+    for venv, cache in (("env", "max-age=3600"), ("env2", "max-age=3600"),
+                        ("env3", None)):
+        served.headers.pop("Cache-Control", None)
+        if cache:
+            served.headers["Cache-Control"] = cache
+        else:  # uv's copy of an hour is gone: a cold cache again
+            shutil.rmtree(tmp_path / "uv-cache")
+        served.requests.clear()
+        assert main(["install", str(lock), "--venv", str(tmp_path / venv),
+                     "--python", PY, "--no-validate", "--json"]) == 0
+        fetched = parse_output(capsys.readouterr().out, "install")["fetched"]
+        sent = [len(served.files[path]) for path, _ in served.requests]
+        assert fetched == {"uv_files": len(sent), "uv_bytes": sum(sent),
+                           "stacklock_bytes": 0}
+        said.append(len(sent))
+    assert said == [3, 0, 3]
+    assert main(["install", str(lock), "--venv", str(tmp_path / "env4"),
+                 "--python", PY, "--no-validate"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "fetched: 88.2 kB (uv 3 files, 88.2 kB; stacklock nothing)")
+    # --prefetch (as bisect installs): stacklock's store fetches, uv reads files
+    served.requests.clear()
+    result = install_lock(lock, venv=tmp_path / "env5", python=PY, validate=False,
+                          prefetch=True, cache=tmp_path / "other-cache")
+    sent = [len(served.files[path]) for path, _ in served.requests]
+    assert result.fetched is not None and len(sent) == 3
+    assert result.fetched.to_dict() == {"uv_files": 0, "uv_bytes": 0,
+                                        "stacklock_bytes": sum(sent)}

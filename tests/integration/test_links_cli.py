@@ -57,7 +57,7 @@ def test_text_table_over_http(capsys, local_index, monkeypatch):
     assert "sgl_kernel-0.3.21+cu130-cp312-abi3-manylinux2014_x86_64.whl" in out
     assert "no tag fits cp312/manylinux_2_28_x86_64" in out
     assert out.splitlines()[0].startswith(f"sgl-kernel on sgl ({url})")
-    assert re.search(r"50 link\(s\), (\d+) fit", out).group(1) == str(
+    assert re.search(r"50 links, (\d+) fit", out).group(1) == str(
         out.count("│ yes  │"))
 
 
@@ -75,7 +75,7 @@ def test_summary_by_default_newest_ten_versions(capsys):
         assert int(row[1]) == sum(r["filename"].endswith(".whl") for r in mine)
         assert int(row[3]) == sum(r["compatible"] for r in mine)
     fits = sum(r["compatible"] for r in rows)
-    assert out[-1].startswith(f"{len(rows)} link(s) in {len(versions)} version(s), "
+    assert out[-1].startswith(f"{len(rows)} links in {len(versions)} versions, "
                               f"{fits} fit; {len(versions) - 10} older")
     assert len(out) == 13
 

@@ -115,7 +115,7 @@ def test_pack_carries_the_patch_and_installs_it_offline(tmp_path, patched_index,
     capsys.readouterr()
     assert main(["pack", "--list", str(pack)]) == 0
     listing = capsys.readouterr().out
-    assert "patches of the lock ([[patches]]): 1 file(s)" in listing
+    assert "patches of the lock ([[patches]]): 1 file" in listing
     shutil.rmtree(tmp_path / "patches")  # only the pack has it now
     patched_index.requests.clear()
     venv = tmp_path / "env"

@@ -55,7 +55,7 @@ def test_profile_for_blackwell_fails_on_hopper(info: dict, lock: Lock) -> None:
     assert results["gpu-arch"].reason == ("GPU 0 is sm_90, the profile's gpu-arch is "
                                           "sm_120")
     assert results["gpu-count"].status == "fail"
-    assert results["gpu-count"].reason == ("torch sees 1 GPU(s) (NVIDIA H200); "
+    assert results["gpu-count"].reason == ("torch sees 1 GPU (NVIDIA H200); "
                                            "8 needed")
 
 
@@ -222,7 +222,7 @@ def test_no_gpu_is_a_skip_only_when_allowed(info: dict, lock: Lock) -> None:
                 nccl_version=None)
     failed = _by_name(check_torch(none, lock, min_gpus=None))["gpu-count"]
     assert failed.status == "fail"
-    assert failed.reason == "torch sees 0 GPU(s) (none); 1 needed"
+    assert failed.reason == "torch sees 0 GPUs (none); 1 needed"
     skipped = _by_name(check_torch(none, lock, min_gpus=8, allow_no_gpu=True))
     assert skipped["gpu-count"].status == "skip"
     assert skipped["gpu-count"].reason == ("no GPU here (--allow-no-gpu); 8 needed "

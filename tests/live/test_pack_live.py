@@ -166,7 +166,7 @@ def test_pack_list_and_same_bytes_again(small_pack: Path, tmp_path: Path,
     floor = glibc_floor([m.name for m in manifest.members if m.kind != "lock"])
     assert floor is not None  # uv's wheel sets one
     assert f"target: Python 3.12, linux_x86_64, glibc >= {floor}" in text
-    assert "wheels of the lock: 11 file(s)" in text
+    assert "wheels of the lock: 11 files" in text
     assert "uv-" in text and "stacklock-0.1.0-py3-none-any.whl" in text
     again = write_pack(LOCK, tmp_path / "again.pack", cache=CACHE)
     assert isinstance(again, PackResult)
