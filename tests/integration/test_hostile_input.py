@@ -197,7 +197,8 @@ def _lock_cases(tmp_path: Path) -> dict[str, tuple[Path, str]]:
                          ids=["diff", "install", "check"])
 def test_hostile_locks_are_refused_by_every_reader(verb: tuple[str, ...],
                                                    tmp_path: Path) -> None:
-    cases = {path.stem: (path, "listed twice") for path in LOCKS}
+    cases = {path.stem: (path, "tool.stacklock.patches" if path.stem.startswith(
+        "patch-") else "listed twice") for path in LOCKS}
     cases.update(_lock_cases(tmp_path))
     env = _env(tmp_path)
     for name, (lock, expect) in cases.items():
