@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import NormalizedName, canonicalize_name
+from packaging.utils import InvalidName, NormalizedName, canonicalize_name
 
-from stacklock.bounded import Malformed, parse_toml, read_regular
+from stacklock.bounded import Malformed, parse_toml, read_regular, shown
 from stacklock.errors import ProfileError
 from stacklock.tablereader import TableReader
 from stacklock.target import Target
@@ -249,7 +249,13 @@ def _parse_indexes(raw: Any, r: TableReader) -> tuple[IndexSpec, ...]:
         packages = []
         for j, pkg in enumerate(r.strings(entry.get("packages", []),
                                           f"{key}.packages")):
-            norm = canonicalize_name(pkg)
+            try:  # "torch_" would pin "torch-", and torch would not be pinned
+                norm = canonicalize_name(pkg, validate=True)
+            except InvalidName:
+                raise r.fail(f"{key}.packages[{j}]", f"{shown(pkg)} is not a "
+                             "project name, so it pins nothing",
+                             hint="letters, digits and . _ - between them, as the "
+                             "project is spelled in requirements") from None
             if norm in seen_pkg:
                 raise r.fail(f"{key}.packages[{j}]",
                              f"{pkg!r} is already pinned to index {seen_pkg[norm]!r}")

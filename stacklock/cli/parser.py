@@ -357,6 +357,9 @@ def _add_install(sub: _Sub) -> None:
                    help="install without a driver (e.g. to build an image)")
     p.add_argument("--link-cuda", action="store_true",
                    help="also point /usr/local/cuda at the new toolkit")
+    p.add_argument("--allow-unknown-runfile", action="store_true",
+                   help="run a CUDA runfile whose sha256 is not the catalog's for "
+                   "its release (by default refused: a lock is code)")
     p.add_argument("--no-validate", action="store_true",
                    help="skip the validation that ends an install")
     p.add_argument("--report", metavar="DIR",

@@ -141,7 +141,8 @@ def decide(
         patches = read_patches(lock, [name for name, _ in plan.packages],
                                store=store)
     notes = run_preflight(lock, plan, interp, cache=cache, allow_no_gpu=allow_no_gpu,
-                          installer_log=installer_log, selected=selected)
+                          installer_log=installer_log, selected=selected,
+                          unknown_runfile=wanted.unknown_runfile)
     notes += selection_notes(selected, interp)
     if present is not None and lock.cuda is not None:
         notes.append(f"CUDA {lock.cuda.version} in {present}; not reinstalled")

@@ -41,6 +41,7 @@ from stacklock.bounded import shorten
 from stacklock.errors import InstallError, LockError
 from stacklock.install.layout import (
     VenvLayout,
+    check_place,
     discard_generation,
     holds_lock,
     locked_state,
@@ -264,6 +265,10 @@ def head_start(lock_path: Path, *, venv: Path, python: str | None,
     unless install adopted it."""
     venv = Path(os.path.abspath(venv))
     copied = _lock_bytes(lock_path)
+    try:
+        check_place(venv, cache)
+    except InstallError:
+        copied = None
     if (copied is None or not venv.parent.is_dir()
             or (os.path.lexists(venv) and not venv.is_dir())):
         yield None  # install explains; a missing parent is made only once checked

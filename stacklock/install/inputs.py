@@ -31,11 +31,13 @@ class Interpreter:
 @dataclass(frozen=True, kw_only=True)
 class Wanted:
     """What the user asks of the lock: ``--extra``, ``--group`` (None: the
-    lock's ``default-groups``) and ``--no-build``."""
+    lock's ``default-groups``), ``--no-build`` and ``--allow-unknown-runfile`` (a
+    CUDA runfile whose sha256 is not the catalog's for its release may run)."""
 
     extras: tuple[str, ...] = ()
     groups: tuple[str, ...] | None = None
     no_build: bool = False
+    unknown_runfile: bool = False
 
     def uv_options(self) -> tuple[str, ...]:
         """The same choice for ``uv pip sync``."""

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VenvLayout",
+    "check_place",
     "current_generation",
     "discard_generation",
     "holds_lock",
@@ -126,6 +127,39 @@ def refuse_running_environment(layout: VenvLayout, *,
             f"--venv {layout.venv}: {where} ({running}); installing there {harm}",
             hint="pass --venv another path (e.g. --venv /opt/ml-env), or run "
             "stacklock from another environment (pipx or uv tool install)")
+
+
+_STATE = ".stacklock"
+
+
+def check_place(venv: Path, cache: Path) -> None:
+    """Refuse a ``venv`` (absolute) that lives where stacklock removes things:
+    inside its cache (the artifact store drops what no longer matches its sha256,
+    old logs and pages go), or inside another venv's state folder (one of its
+    generations, reached through its symlink or not, or their work folders),
+    which that venv's pruning and rollbacks remove."""
+    real = Path(os.path.realpath(venv.parent)) / venv.name
+    home = Path(os.path.realpath(cache))
+    if real == home or home in real.parents:
+        raise InstallError(f"{venv}: inside stacklock's cache ({cache}), whose "
+                           "files are removed when they no longer match or age",
+                           hint="pass --venv a path outside the cache")
+    for parent in real.parents:
+        if parent.name.endswith(_STATE) and _is_state_dir(parent):
+            other = parent.parent / parent.name.removesuffix(_STATE)
+            raise InstallError(
+                f"{venv}: inside {parent}, where stacklock keeps the generations "
+                f"of the venv {other}; its pruning and rollbacks remove them",
+                hint="pass --venv a path of its own, beside that venv")
+
+
+def _is_state_dir(folder: Path) -> bool:
+    """A ``<venv>.stacklock`` folder stacklock made: it holds a generation."""
+    try:
+        return any(p.name.isdigit() or p.name.endswith(".ok")
+                   or p.name.startswith("work-") for p in folder.iterdir())
+    except OSError:
+        return False
 
 
 def current_generation(layout: VenvLayout) -> int | None:

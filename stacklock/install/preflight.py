@@ -67,6 +67,31 @@ def toolkit_installed(prefix: Path, version: str) -> bool:
     return str(data.get("cuda", {}).get("version", "")) == version
 
 
+def _toolkit_place(prefix: Path, venv: Path) -> list[Problem]:
+    """A runfile toolkit's prefix: a folder of its own (the runfile writes bin/,
+    lib64/, include/ straight into it), never the root or a top-level system
+    folder, never inside the venv or its generations (replaced and pruned)."""
+    real = Path(os.path.realpath(prefix))
+    why = None
+    if not prefix.is_absolute():
+        why = "is not an absolute path"
+    elif len(real.parts) < 3:
+        why = (f"is {real}, a top-level folder of the system: the runfile writes "
+               "bin/, lib64/ and include/ into it")
+    else:
+        state = venv.parent / f"{venv.name}.stacklock"
+        for place in (venv, Path(os.path.realpath(venv)), state):
+            if real == place or place in real.parents:
+                why = (f"is inside {place}, the venv's own folders, which each "
+                       "install replaces and prunes")
+                break
+    if why is None:
+        return []
+    return [Problem(check="toolkit", message=f"the toolkit prefix {prefix} {why}",
+                    hint="a versioned folder of its own, e.g. "
+                    "--toolkit-prefix /opt/cuda-13.0")]
+
+
 def _writable_base(path: Path) -> Path:
     """The nearest existing ancestor: what must let us create ``path``."""
     probe = path
@@ -267,10 +292,51 @@ def _check_access(
     return out
 
 
+def _check_runfile(plan: InstallPlan, allowed: bool, notes: list[str]
+                   ) -> list[Problem]:
+    """A lock is code: the runfile it names runs (as root, where stacklock runs as
+    root). Its sha256 must be the one the shipped catalog records for that CUDA
+    release and platform (what ``stacklock resolve`` locks), unless the user said
+    ``--allow-unknown-runfile``; a note says which runfile runs as root."""
+    kit = plan.toolkit
+    if not plan.runfile_command or kit is None:
+        return []
+    from stacklock.cuda.catalog import load_catalog
+
+    release = load_catalog().find(kit.version)
+    known = release.runfile(kit.platform or "linux-x86_64") if release else None
+    name = kit.runfile or "the runfile"
+    if known is not None and known.sha256 and known.sha256 == kit.sha256:
+        whose = f"the catalog's for CUDA {kit.version}"
+    else:
+        found = (f"the catalog's is {known.sha256}" if known and known.sha256 else
+                 f"the catalog has no runfile sha256 for CUDA {kit.version}")
+        if not allowed:
+            return [Problem(
+                check="runfile",
+                message=f"{name}: sha256 {kit.sha256} is not a runfile stacklock "
+                f"knows ({found}); a lock is code, and this would run it"
+                + (" as root" if _root() else ""),
+                hint="check where the lock came from; --allow-unknown-runfile runs "
+                "it all the same")]
+        whose = f"NOT the catalog's ({found}), allowed by --allow-unknown-runfile"
+    if _root():
+        notes.append(f"runs {name} as root: sha256 {kit.sha256}, {whose}")
+    elif allowed:
+        notes.append(f"runs {name}: sha256 {kit.sha256}, {whose}")
+    return []
+
+
+def _root() -> bool:
+    return os.geteuid() == 0
+
+
 def _check_toolkit(plan: InstallPlan, installer_log: Path) -> list[Problem]:
     out = []
     prefix = plan.toolkit_prefix
     version = plan.toolkit.version if plan.toolkit else "?"
+    if plan.runfile_command and prefix is not None:
+        out += _toolkit_place(prefix, plan.venv)
     if plan.runfile_command and prefix is not None and prefix.exists():
         if any(prefix.iterdir()):
             out.append(
@@ -313,13 +379,15 @@ def run_preflight(
     allow_no_gpu: bool,
     installer_log: Path = INSTALLER_LOG,
     selected: Sequence[Selected] = (),
+    unknown_runfile: bool = False,
 ) -> list[str]:
     """Raise :class:`PreflightError` listing every problem; return notes.
     ``selected``: what installs, whose CUDA a foreign lock's driver check
-    infers."""
+    infers. ``unknown_runfile``: a runfile the catalog does not know may run."""
     notes: list[str] = []
     problems = _check_target(lock, interp)
     problems += _check_driver(lock, allow_no_gpu, notes, selected)
+    problems += _check_runfile(plan, unknown_runfile, notes)
     problems += _place_problems(plan, cache=cache, installer_log=installer_log)
     if problems:
         raise PreflightError(problems)

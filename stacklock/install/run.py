@@ -20,6 +20,7 @@ from stacklock.install.interpreter import remember_interpreter
 from stacklock.install.layout import (
     KEEP_GENERATIONS,
     VenvLayout,
+    check_place,
     discard_generation,
     holds_lock,
     locked_state,
@@ -321,6 +322,7 @@ def install_lock(
     if os.path.lexists(venv) and not venv.is_dir():  # never adopt or replace it
         raise InstallError(f"{venv} is a file, not a venv",
                            hint="pass --venv a new path or an existing venv")
+    check_place(venv, cache)
     lock_path = Path(lock_path)
     uv = find_uv()
     store = ArtifactStore(cache / "artifacts", archive=archive)

@@ -305,3 +305,123 @@ def test_the_users_uv_configuration_changes_nothing_installed(
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == str([("idna", "3.20"), ("iniconfig", "2.3.1"),
                                ("six", "1.17.0")])
+
+
+# -- 7. a venv where stacklock removes things ---------------------------------------
+
+
+def test_a_venv_inside_the_cache_or_another_venvs_generations_is_refused(
+        small_lock: tuple[Path, str], tmp_path: Path) -> None:
+    lock, _ = small_lock
+    env = hostile_env(tmp_path)
+    first = tmp_path / "first"
+    assert run_cli("install", str(lock), "--venv", str(first), "--python",
+                   sys.executable, "--no-validate", env=env).returncode == 0
+    assert first.is_symlink()  # first -> first.stacklock/1
+    places = {tmp_path / "cache" / "artifacts" / "venv": "inside stacklock's cache",
+              first / "nested": "where stacklock keeps the generations",
+              tmp_path / "first.stacklock" / "venv": "where stacklock keeps the "
+                                                     "generations"}
+    for venv, expect in places.items():
+        for extra in (["--dry-run"], []):
+            refused(run_cli("install", str(lock), "--venv", str(venv), "--python",
+                            sys.executable, *extra, env=env), str(venv), expect)
+            assert not venv.exists()
+
+
+# -- untried: the runfile a lock names, and where it goes ---------------------------
+
+
+def _toolkit_dry_run(lock: Path, tmp_path: Path, *extra: str
+                     ) -> subprocess.CompletedProcess[str]:
+    return run_cli("install", str(lock), "--venv", str(tmp_path / "venv"), "--python",
+                   sys.executable, "--dry-run", "--allow-no-gpu", *extra,
+                   env=hostile_env(tmp_path))
+
+
+def _problem(result: subprocess.CompletedProcess[str], check: str) -> str:
+    """Preflight's refusal (exit 2, its header, one line a problem): the line of
+    ``check``."""
+    assert result.returncode == 2, (result.stdout, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "stacklock: error: preflight failed, nothing was changed:"
+    return next(line for line in lines[1:] if line.strip().startswith(f"{check}:"))
+
+
+def test_a_runfile_the_catalog_does_not_know_needs_the_flag(
+        server: tuple[str, Served], tmp_path: Path) -> None:
+    """A lock is code: a runfile whose sha256 is not the catalog's for its release
+    is refused before anything runs, and runs only with --allow-unknown-runfile
+    (saying so, and saying it runs as root where stacklock is root). The
+    catalog's own runfile of that release passes."""
+    from stacklock.cuda.catalog import load_catalog
+    from tests.helpers.runfile import VERSION, make_runfile, toolkit_lock
+
+    base, served = server
+    runfile = make_runfile(tmp_path)
+    lock = toolkit_lock(tmp_path, base, served, runfile)
+    line = _problem(_toolkit_dry_run(lock, tmp_path), "runfile")
+    assert "is not a runfile stacklock knows" in line
+    assert "--allow-unknown-runfile" in line
+    assert ("as root" in line) == (os.geteuid() == 0)
+    allowed = _toolkit_dry_run(lock, tmp_path, "--allow-unknown-runfile")
+    assert allowed.returncode == 0, allowed.stderr[-2000:]
+    assert "NOT the catalog's" in allowed.stdout
+    catalog = load_catalog().find(VERSION)
+    assert catalog is not None
+    known = catalog.runfile("linux-x86_64")
+    assert known is not None and known.sha256
+    real = toolkit_lock(tmp_path / "real", base, served, runfile,
+                        sha256=known.sha256, size=known.size, md5=known.md5)
+    result = _toolkit_dry_run(real, tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    if os.geteuid() == 0:
+        assert f"runs {known.runfile} as root" in result.stdout
+        assert f"the catalog's for CUDA {VERSION}" in result.stdout
+
+
+@pytest.mark.parametrize("where", ["/", "/usr", "venv", "state"])
+def test_a_toolkit_prefix_of_the_system_or_the_venv_is_refused(
+        server: tuple[str, Served], tmp_path: Path, where: str) -> None:
+    from tests.helpers.runfile import make_runfile, toolkit_lock
+
+    base, served = server
+    prefix = {"venv": str(tmp_path / "venv" / "cuda"),
+              "state": str(tmp_path / "venv.stacklock" / "cuda")}.get(where, where)
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    result = _toolkit_dry_run(lock, tmp_path, "--allow-unknown-runfile",
+                              "--toolkit-prefix", prefix)
+    problem = _problem(result, "toolkit")
+    assert f"the toolkit prefix {prefix}" in problem
+    assert ("top-level folder" if where in ("/", "/usr") else "inside") in problem
+
+
+# -- untried: an archive whose bytes change between the dry run and the install -----
+
+
+def test_an_archive_changed_after_the_dry_run_installs_nothing(
+        small_lock: tuple[Path, str], tmp_path: Path) -> None:
+    """A dry run is no promise about a file's bytes: the install checks them
+    again (uv, against the lock's sha256), and a change leaves the venv as it
+    was (here: not made)."""
+    import hashlib
+
+    from tests.helpers.install_server import DATA
+
+    lock, _ = small_lock
+    wheel = lock.parent / "six-1.17.0-py2.py3-none-any.whl"
+    wheel.write_bytes((DATA / "wheels" / wheel.name).read_bytes())
+    _package(lock, 2, {"name": "six", "version": "1.17.0", "archive": {
+        "path": wheel.name,
+        "hashes": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}}})
+    venv = tmp_path / "venv"
+    args = ("install", str(lock), "--venv", str(venv), "--python", sys.executable,
+            "--no-validate")
+    env = hostile_env(tmp_path)
+    assert run_cli(*args, "--dry-run", env=env).returncode == 0
+    data = bytearray(wheel.read_bytes())
+    data[10] ^= 1
+    wheel.write_bytes(bytes(data))
+    refused(run_cli(*args, env=env), "sha256 mismatch", wheel.name)
+    assert not venv.exists()

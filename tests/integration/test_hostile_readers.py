@@ -14,6 +14,7 @@ import sys
 import textwrap
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -24,6 +25,9 @@ from stacklock.native.wheel import WheelReader
 from tests.helpers.hostile import hostile_env, refused, run_cli
 from tests.helpers.loopback import loopback
 from tests.helpers.native_facts import load_facts
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEEP = 100_000
 
@@ -64,28 +68,40 @@ def test_a_deep_profile_is_refused_directly_and_through_extends(
 # -- 1. deep nesting: a PEP 691 page from a hostile or broken index -----------------
 
 
-def _json_index(levels: int) -> type[BaseHTTPRequestHandler]:
-    """A PEP 691 index whose one file entry nests ``levels`` deep (a page over
-    64 kB is scanned entry by entry; a smaller one is decoded whole)."""
+def _index(answer: Callable[[str], tuple[bytes, str] | None]
+           ) -> type[BaseHTTPRequestHandler]:
+    """An index on loopback: ``answer(path)`` gives a page's body and content
+    type, None for a 404."""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
             pass
 
         def do_GET(self) -> None:
-            entry = {"filename": "six-1.17.0-py2.py3-none-any.whl",
-                     "url": "six-1.17.0-py2.py3-none-any.whl",
-                     "hashes": {"sha256": "0" * 64}, "yanked": "@"}
-            page = json.dumps({"meta": {"api-version": "1.1"}, "name": "six",
-                               "files": [entry]})
-            body = page.replace('"@"', _deep_json(levels)).encode()
+            found = answer(self.path)
+            if found is None:
+                self.send_error(404)
+                return
+            body, kind = found
             self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
     return Handler
+
+
+def _json_index(levels: int) -> type[BaseHTTPRequestHandler]:
+    """A PEP 691 index whose one file entry nests ``levels`` deep (a page over
+    64 kB is scanned entry by entry; a smaller one is decoded whole)."""
+    entry = {"filename": "six-1.17.0-py2.py3-none-any.whl",
+             "url": "six-1.17.0-py2.py3-none-any.whl",
+             "hashes": {"sha256": "0" * 64}, "yanked": "@"}
+    page = json.dumps({"meta": {"api-version": "1.1"}, "name": "six",
+                       "files": [entry]})
+    body = page.replace('"@"', _deep_json(levels)).encode()
+    return _index(lambda path: (body, "application/vnd.pypi.simple.v1+json"))
 
 
 @pytest.mark.parametrize("levels", [5_000, DEEP])
@@ -240,3 +256,63 @@ def test_a_broken_direct_url_json_is_a_warning_about_its_package(
     assert sorted(lock["tool"]["stacklock"]["unknown-origin"]) == sorted(DIRECT_URLS)
     good = next(p for p in lock["packages"] if p["name"] == "good")
     assert good["wheels"][0]["hashes"] == {"sha256": sha}
+
+
+# -- untried: two indexes serving one name spelled differently ----------------------
+
+
+def _simple_index(pages: dict[str, list[str]]) -> type[BaseHTTPRequestHandler]:
+    """A PEP 503 index: ``pages`` maps a page's name (as asked) to file names."""
+
+    def answer(path: str) -> tuple[bytes, str] | None:
+        files = pages.get(path.rstrip("/").rsplit("/", 1)[-1])
+        if files is None:
+            return None
+        return "".join(f'<a href="/f/{name}#sha256={"0" * 64}">{name}</a>'
+                       for name in files).encode(), "text/html"
+
+    return _index(answer)
+
+
+@pytest.mark.parametrize("pin", ["torch", "Torch", "TORCH", "torch_"])
+def test_a_pinned_project_comes_only_from_its_index_however_spelled(
+        tmp_path: Path, pin: str) -> None:
+    """The first index serves a look-alike torch 9.9.9 (under ``torch``, ``Torch``
+    and ``torch_``); the second, torch pinned to it, serves torch 1.0.0 and, on
+    the same page, ``Torch-8.8.8`` and ``torch_-7.7.7``. Only the pinned index's
+    torch files fit; a pin no project name can be (``torch_`` would pin
+    ``torch-``, leaving torch to the first index) is refused."""
+    look_alike = ["torch-9.9.9-py3-none-any.whl"]
+    other = {"torch": look_alike, "Torch": look_alike, "torch_": look_alike}
+    pinned = {"torch": ["torch-1.0.0-py3-none-any.whl", "Torch-8.8.8-py3-none-any.whl",
+                        "torch_-7.7.7-py3-none-any.whl"]}
+    with loopback(_simple_index(other)) as first, \
+            loopback(_simple_index(pinned)) as second:
+        profile = tmp_path / "p.toml"
+        profile.write_text(textwrap.dedent(f"""\
+            [profile]
+            description = "a pinned project, a look-alike on the first index"
+            [target]
+            python = "3.12"
+            [requirements]
+            packages = ["torch"]
+            [[index]]
+            name = "first"
+            url = "{first}/simple"
+            [[index]]
+            name = "pinned"
+            url = "{second}/simple"
+            packages = ["{pin}"]
+            """))
+        result = run_cli("links", "torch", "--profile", str(profile), "--all",
+                         "--json", env=hostile_env(tmp_path))
+    if pin == "torch_":
+        refused(result, str(profile), "index[1].packages[0]", "'torch_'")
+        return
+    assert result.returncode == 0, result.stderr[-2000:]
+    links = json.loads(result.stdout)["links"]
+    fits = sorted((link["index"], link["version"]) for link in links
+                  if link["compatible"])
+    assert fits == [("pinned", "1.0.0"), ("pinned", "8.8.8")]
+    other_project = next(link for link in links if link["version"] == "7.7.7")
+    assert other_project["reason"] == "file of project 'torch-', not 'torch'"

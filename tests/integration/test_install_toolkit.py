@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -23,40 +22,14 @@ import pytest
 import tomlkit
 
 from stacklock.errors import HashMismatchError, InstallError, LockError, PreflightError
+from stacklock.install.inputs import Wanted
 from stacklock.install.render import render_install
 from stacklock.install.run import install_lock
 from stacklock.install.toolkit import write_activation
 from tests.helpers.install_server import Served, local_lock, tree_state
+from tests.helpers.runfile import VERSION, make_runfile, toolkit_lock
 
 PY = sys.executable
-VERSION = "13.0.1"
-
-RUNFILE = """#!/bin/sh
-# This script was generated using Makeself 2.4.5 (the shape of cuda_*_linux.run)
-ARGS_LOG='{args_log}'
-INSTALLER_LOG='{installer_log}'
-printf '%s\\n' "$@" > "$ARGS_LOG"
-toolkitpath=""
-for a in "$@"; do
-  case "$a" in
-    --driver) echo "a driver install was attempted" >&2; exit 3;;
-    --toolkitpath=*) toolkitpath="${{a#--toolkitpath=}}";;
-  esac
-done
-[ -n "$toolkitpath" ] || exit 4
-echo "[INFO]: Toolkit: Installed in $toolkitpath" > "$INSTALLER_LOG"
-echo "[INFO]: root's log" > '{system_log}'
-mkdir -p "$toolkitpath/bin" "$toolkitpath/lib64"
-printf '#!/bin/sh\\necho "Cuda compilation tools"\\n' > "$toolkitpath/bin/nvcc"
-chmod +x "$toolkitpath/bin/nvcc"
-printf '{{"cuda": {{"name": "CUDA SDK", "version": "{version}"}}}}\\n' \\
-  > "$toolkitpath/version.json"
-mkdir -p "$(dirname '{cuda_link}')"
-ln -sfn "$toolkitpath" '{cuda_link}'
-exit {rc}
-__ARCHIVE_BELOW__
-"""
-
 
 @pytest.fixture(autouse=True)
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,54 +39,9 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STACKLOCK_DRIVER_VERSION", "580.159.04")  # the H200's
 
 
-def make_runfile(tmp_path: Path, *, rc: int = 0) -> bytes:
-    header = RUNFILE.format(
-        args_log=tmp_path / "runfile-args.txt",
-        installer_log=tmp_path / "cuda-installer.log",
-        system_log=tmp_path / "var-log-cuda-installer.log",
-        version=VERSION,
-        rc=rc,
-        cuda_link=tmp_path / "usr-local" / "cuda",
-    )
-    payload = random.Random(13).randbytes(300_000)  # the "archive"
-    return header.encode() + payload
-
-
-def toolkit_lock(
-    tmp_path: Path,
-    base: str,
-    served: Served,
-    runfile: bytes,
-    **overrides: object,
-) -> Path:
-    lock = local_lock(base, served, tmp_path / "lock" / "pylock.small.toml")
-    served.files["/cuda/cuda_13.0.1_580.82.07_linux.run"] = runfile
-    prefix = tmp_path / "usr-local" / "cuda-13.0"
-    table: dict[str, object] = {
-        "version": VERSION,
-        "source": "runfile",
-        "platform": "linux-x86_64",
-        "runfile": "cuda_13.0.1_580.82.07_linux.run",
-        "url": f"{base}/cuda/cuda_13.0.1_580.82.07_linux.run",
-        "size": len(runfile),
-        "md5": hashlib.md5(runfile).hexdigest(),
-        "sha256": hashlib.sha256(runfile).hexdigest(),
-        "bundled-driver": "580.82.07",
-        "min-driver": "580.82.07",
-        "prefix": str(prefix),
-        "install-args": [
-            "--silent", "--toolkit", f"--toolkitpath={prefix}",
-            "--no-opengl-libs", "--no-man-page", "--no-drm",
-        ],
-    }  # fmt: skip
-    table.update(overrides)
-    data = tomllib.loads(lock.read_text())
-    data["tool"] = {"stacklock": {"lock-version": 1, "cuda": table}}
-    lock.write_text(tomlkit.dumps(data))
-    return lock
-
-
 def _install(tmp_path: Path, lock: Path, **kw: object):  # type: ignore[no-untyped-def]
+    """Install with this file's runfile, which the catalog does not know."""
+    kw.setdefault("wanted", Wanted(unknown_runfile=True))
     return install_lock(
         lock,
         venv=tmp_path / "env",
