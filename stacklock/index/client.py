@@ -34,7 +34,9 @@ from stacklock.http import (
     is_network_failure,
 )
 from stacklock.index.cache import PageCache, freshness, read_rows
-from stacklock.index.local import is_local, load_local_rows
+from stacklock.index.links import project_of
+from stacklock.index.local import is_local, load_local_rows, local_project_names
+from stacklock.index.names import parse_project_names
 from stacklock.index.pages import (
     Link,
     PageRows,
@@ -207,6 +209,44 @@ class IndexClient:
                 if exc.network:
                     dead.setdefault(index.name, exc)
         return list(dead.values())
+
+    def project_names(self, index: IndexSpec) -> list[str]:
+        """The projects ``index`` lists (its root page, a flat page's or a
+        folder's files), for "did you mean"; [] when it cannot say (offline
+        with nothing cached, unreachable, refused): it is asked only on the way
+        to an error, which stays the same."""
+        try:
+            if is_local(index.url):
+                return local_project_names(index)
+            if index.kind == "flat":
+                page = self._memo((index.url, ""),
+                                  lambda: self._fetch(index, index.url, flat=True))
+                return sorted({n for f in page.filenames()
+                               if f and (n := project_of(f))})
+            return self._root_names(index)
+        except (IndexUnreadable, OSError):
+            return []
+
+    def _root_names(self, index: IndexSpec) -> list[str]:
+        """The root page's names, from the cache while fresh (as any page)."""
+        url = f"{index.url.rstrip('/')}/"
+        now = self.clock()
+        cached = self._cache.read_page(url) if self._cache is not None else None
+        if cached is not None and (self.offline or now < cached[2].get(
+                "fresh-until", 0)):
+            return parse_project_names(cached[0], cached[1])
+        if self.offline:
+            return []
+        response = self._request(index, url, {"Accept": ACCEPT})
+        if response.status_code >= 400:
+            return []
+        body, ctype = response.content, response.headers.get("content-type", "")
+        if self._cache is not None:
+            self._cache.write_page(url, url, body, {
+                "content-type": ctype, "sha256": hashlib.sha256(body).hexdigest(),
+                "fresh-until": now + freshness(response.headers.get("cache-control"),
+                                               response.headers.get("age"))})
+        return parse_project_names(body, ctype)
 
     def project_url(self, index: IndexSpec, project: str) -> str:
         if index.kind == "flat":

@@ -121,6 +121,17 @@ class Finder:
             self._chosen[name] = chosen
         return self._chosen[name]
 
+    def close_names(self, project: str) -> list[str]:
+        """Names close to ``project`` that the indexes it may come from list
+        (its pinned index, else all): for a project no index has."""
+        from stacklock.index.names import close_names
+
+        pinned = self.pinned_index(canonicalize_name(project))
+        names: list[str] = []
+        for index in (pinned,) if pinned is not None else self.indexes:
+            names += self.client.project_names(index)
+        return close_names(project, names)
+
     def is_local(self, project: str) -> bool:
         """Whether the project's candidates can be found without a request (its
         index chosen and that page local, else every index's page local)."""

@@ -73,6 +73,23 @@ def load_local_rows(index: IndexSpec, project: str) -> PageRows:
     return _list_folder(root, project)
 
 
+def local_project_names(index: IndexSpec) -> list[str]:
+    """The projects a local index holds: its page's files, its folders, the
+    files in it."""
+    root = _local_path(index.url)
+    if root.is_file():
+        page = rows_from_html(root.read_bytes(), _file_url(root))
+        files = [f for f in page.filenames() if f]
+        return sorted({n for f in files if (n := project_of(f))})
+    found = set()
+    for path in root.iterdir():
+        if path.is_dir():
+            found.add(path.name)
+        elif path.name.endswith(_DIST_SUFFIXES) and (name := project_of(path.name)):
+            found.add(name)
+    return sorted(found)
+
+
 def _list_folder(folder: Path, project: str) -> PageRows:
     entries = []
     for path in sorted(folder.iterdir()):

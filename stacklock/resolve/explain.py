@@ -35,6 +35,8 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
     lines = [f"profile {profile!r} has no resolution for the target.",
              "The conflict is caused by:"]
     hints: list[str] = []
+    missing = {name: _close(name, source) for name in sorted(by_name)
+               if name not in rules.direct and _on_no_index(name, source)}
     for name in sorted(by_name):
         reqs = by_name[name]
         grouped: dict[tuple[str, str, str], list[Requirement]] = defaultdict(list)
@@ -45,17 +47,24 @@ def explain_conflict(causes: Sequence[Any], source: PackageSource, rules: Rules,
             verb = "requires" if len(same) == 1 else "require"
             lines.append(f"    {_who(same)} {verb} {text or same[0].identifier}"
                          + (f" (override of {overridden})" if overridden else "")
-                         + _fits(same[0], source, rules))
+                         + ("" if name in missing else _fits(same[0], source, rules)))
         constraint = rules.constraint_for(name)
         if constraint:
             lines.append(f"    the profile's constraints allow {name}{constraint}")
-        lines.append("    " + _available(name, source, rules))
+        lines.append("    " + _available(name, source, rules)
+                     + (f" (did you mean {missing[name]}?)" if missing.get(name)
+                        else ""))
         if len(reqs) > 1 and name not in rules.overrides and name not in rules.direct:
             hints.append(f'add an override such as "{name}{_loosest(reqs)}" to '
                          "[requirements] overrides (it replaces every requirement"
                          f" on {name})")
     lines.append("To fix this you could try to:")
-    steps = ["loosen the range of versions in [requirements] packages", *hints,
+    spelled = [f"correct the name {name} (the indexes list {close})" if close
+               else f"check the name {name}: no index lists it" for name, close in
+               missing.items()]
+    loosen = [] if set(missing) == set(by_name) else [
+        "loosen the range of versions in [requirements] packages"]
+    steps = [*spelled, *loosen, *hints,
              "check that the [[index]] each project comes from carries the builds "
              "you expect (stacklock resolve --index NAME=URL points one elsewhere)"]
     lines += [f"    {i}. {text}" for i, text in enumerate(steps, 1)]
@@ -139,6 +148,19 @@ def _yanked(req: Requirement, source: PackageSource) -> str:
                       for v, why in list(yanked.items())[:3])
     return (f"; yanked: {shown}, used only when the profile pins one with == or "
             "===")
+
+
+def _on_no_index(name: str, source: PackageSource) -> bool:
+    try:
+        return source.index_for(name) is None
+    except Exception:  # unreadable: reported by _available
+        return False
+
+
+def _close(name: str, source: PackageSource) -> str:
+    """``requests or requezts``: the names close to ``name`` the indexes list."""
+    found = source.close_names(name)
+    return " or ".join(found)
 
 
 def _loosest(reqs: Sequence[Requirement]) -> str:

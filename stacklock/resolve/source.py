@@ -193,6 +193,10 @@ class PackageSource:
     def index_for(self, name: str) -> Any:
         return self._finder.index_for(canonicalize_name(name))
 
+    def close_names(self, name: str) -> list[str]:
+        """What the indexes list close to ``name``, which none of them has."""
+        return list(self._finder.close_names(canonicalize_name(name)))
+
     # -- speculation --------------------------------------------------------------
 
     def prefetch(self, requirements: Iterable[PepRequirement]) -> None:
