@@ -19,6 +19,7 @@ from stacklock.native import (
     WheelReader,
     check_native,
 )
+from stacklock.native.partial import PARTIAL_MIN
 from stacklock.target import Target
 
 if TYPE_CHECKING:
@@ -53,14 +54,18 @@ def check_lock_file(
     cache_dir: Path,
     offline: bool = False,
     on_wheel: Callable[[NativeWheel], None] | None = None,
+    partial: bool = True,
 ) -> NativeReport:
+    """``partial``: read larger members in part (False: every member whole,
+    for a comparison)."""
     lock = load_lock(path)
     target = lock.target or Target()
     stack = lock.stack
     allow = stack.check_allow if stack is not None else ()
     validate = stack.validate if stack is not None and stack.validate else {}
     imports = validate.get("imports", ())
-    reader = WheelReader(http, cache_dir=cache_dir, offline=offline)
+    reader = WheelReader(http, cache_dir=cache_dir, offline=offline,
+                         partial=PARTIAL_MIN if partial else None)
     return check_native(
         wheels_of(lock), reader=reader, manylinux=target.manylinux,
         platform=target.platform, python=target.python, allow=allow,

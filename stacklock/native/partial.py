@@ -81,9 +81,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PARTIAL_MIN", "Unavailable", "read_member", "read_members"]
 
-PARTIAL_MIN = 160 << 10  # compressed bytes under which a member is read whole
+PARTIAL_MIN = 384 << 10  # compressed bytes under which a member is read whole
 _HEAD = 24 << 10  # compressed bytes first read from the start
-_TAIL = 40 << 10  # ... and before the end
+_TAIL = 96 << 10  # ... and before the end
 _SCAN = 192 << 10  # compressed bytes scanned for one boundary at most
 # the first window for the dynamic segment: this much before where it is
 # guessed to lie (a boundary, and the bytes it decodes to become exact: the

@@ -160,7 +160,7 @@ class WheelReader:
         store: ArtifactStore | None = None,
         listings: Listings | None = None,
         shared: SharedFacts | None = None,
-        partial: bool = True,
+        partial: int | None = PARTIAL_MIN,
     ) -> None:
         self._http = http
         # facts a team or fleet shares (STACKLOCK_NATIVE_FACTS), asked on a
@@ -174,9 +174,9 @@ class WheelReader:
                                               contains=SHARED_OBJECT_MARK)
         self._dir = Path(cache_dir) / "native"
         self._offline = offline
-        # larger members from their head, tail and dynamic segment
-        # (native.partial); False: every member whole (the benches' and live
-        # tests' comparison)
+        # members of at least this many compressed bytes from their head, tail
+        # and dynamic segment (native.partial); None: every member whole (the
+        # benches' and live tests' comparison)
         self._partial = partial
         self._store = store or ArtifactStore(Path(cache_dir) / "artifacts")
         self._lock = threading.Lock()
@@ -355,9 +355,10 @@ class WheelReader:
             read = [e for e in todo if e.name not in large and e.name not in copies]
             # the larger members from their head, tail and dynamic segment; those
             # that cannot be read so, and the small ones, whole
-            parts = read_members(reader, [e for e in read if self._partial and
+            least = self._partial
+            parts = read_members(reader, [e for e in read if least is not None and
                                           e.method == 8 and
-                                          e.compressed_size >= PARTIAL_MIN])
+                                          e.compressed_size >= least])
             objects += [found for found in parts.values()
                         if isinstance(found, SharedObject)]
             read = [e for e in read if isinstance(parts.get(e.name, Unavailable()),

@@ -56,13 +56,16 @@ def _read_parts(body: bytes, path: str):
     return partial.read_members(reader, [entry])[path], server.sent
 
 
-def _read_wheel(body: bytes, tmp_path):
+def _read_wheel(body: bytes, tmp_path, *, partial: int = 64 << 10):
+    """WheelReader.read of the one wheel ``body``, its members of ``partial``
+    compressed bytes or more read in part (the recorded ones are smaller than
+    the reader's own threshold)."""
     server = Server(body)
     wheel = NativeWheel(package="w", version="1.0", filename=URL.rsplit("/", 1)[1],
                         url=URL, sha256=hashlib.sha256(body).hexdigest(),
                         size=len(body))
     reader = WheelReader(httpx.Client(transport=httpx.MockTransport(server)),
-                         cache_dir=tmp_path / "cache")
+                         cache_dir=tmp_path / "cache", partial=partial)
     return reader.read(wheel), server
 
 
