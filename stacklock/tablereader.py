@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidName, NormalizedName, canonicalize_name
 
-from stacklock.bounded import shown
+from stacklock.bounded import shorten, shown
 from stacklock.errors import ProfileError, StacklockError
 
 __all__ = ["TableReader", "parse_rfc3339"]
@@ -111,8 +111,8 @@ class TableReader:
             try:
                 out.append(Requirement(text))
             except InvalidRequirement as exc:
-                reason = str(exc).splitlines()[0]
-                raise self.fail(f"{key}[{i}]", f"{text!r} is not a PEP 508 "
+                reason = shorten(str(exc).splitlines()[0])
+                raise self.fail(f"{key}[{i}]", f"{shown(text)} is not a PEP 508 "
                                 f"requirement: {reason}") from exc
         return tuple(out)
 

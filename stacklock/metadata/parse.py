@@ -18,6 +18,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import NormalizedName, canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from stacklock.bounded import shorten
 from stacklock.errors import MetadataError
 from stacklock.index.links import parse_filename
 from stacklock.urls import strip_credentials
@@ -142,7 +143,8 @@ def parse_metadata(raw: bytes, filename: str, *, where: str) -> WheelMetadata:
         ValueError,
     ) as exc:
         raise MetadataError(
-            f"{where}: METADATA cannot be parsed: {exc}",
+            f"{where}: METADATA cannot be parsed: "
+            f"{shorten(str(exc).strip().splitlines()[0] if str(exc).strip() else '')}",
             hint="the file is malformed; exclude this version or report it upstream",
         ) from exc
     if name != wheel_name or version != wheel_version:

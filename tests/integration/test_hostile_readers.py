@@ -316,3 +316,31 @@ def test_a_pinned_project_comes_only_from_its_index_however_spelled(
     assert fits == [("pinned", "1.0.0"), ("pinned", "8.8.8")]
     other_project = next(link for link in links if link["version"] == "7.7.7")
     assert other_project["reason"] == "file of project 'torch-', not 'torch'"
+
+
+# -- 7. long values are shortened in messages ---------------------------------------
+
+
+def test_a_huge_metadata_value_is_shortened_in_the_error() -> None:
+    """A 20,000-clause Requires-Dist that does not parse (packaging's message
+    repeats the whole line, 378 kB): the error names the wheel and shows the
+    head of it."""
+    from stacklock.errors import MetadataError
+    from stacklock.metadata.parse import parse_wheel_metadata
+
+    clauses = b",".join(b"!=1.%d" % i for i in range(20_000))
+    raw = (b"Metadata-Version: 2.1\nName: six\nVersion: 1.17.0\n"
+           b"Requires-Dist: idna " + clauses + b",<<2\n")
+    with pytest.raises(MetadataError) as caught:
+        parse_wheel_metadata(raw, "six-1.17.0-py2.py3-none-any.whl")
+    assert "six-1.17.0-py2.py3-none-any.whl" in str(caught.value)
+    assert len(str(caught.value)) < 1000, len(str(caught.value))
+
+
+def test_a_huge_profile_requirement_is_shortened_in_the_error(tmp_path: Path) -> None:
+    clauses = ",".join(f"!=1.{i}" for i in range(20_000))
+    profile = tmp_path / "p.toml"
+    profile.write_text(f'[requirements]\npackages = ["idna {clauses},<<2"]\n')
+    refused(run_cli("resolve", str(profile), "-o", str(tmp_path / "out.toml"),
+                    env=hostile_env(tmp_path)),
+            str(profile), "requirements.packages[0]", "characters)")
