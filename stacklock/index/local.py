@@ -26,7 +26,7 @@ from stacklock.urls import redact_url
 if TYPE_CHECKING:
     from stacklock.profile import IndexSpec
 
-__all__ = ["is_local", "load_local_rows"]
+__all__ = ["is_local", "load_local_rows", "local_path", "local_project_names"]
 
 _DIST_SUFFIXES = (".whl", ".tar.gz", ".zip")
 
@@ -37,7 +37,8 @@ def is_local(url: str) -> bool:
     return scheme == "file" or scheme == "" or (len(scheme) == 1 and os.name == "nt")
 
 
-def _local_path(url: str) -> Path:
+def local_path(url: str) -> Path:
+    """The file or folder a ``file://`` URL or a plain path names."""
     parts = urlsplit(url)
     if parts.scheme.lower() == "file":
         # urllib.request loads http.client and email (~35 ms): only for a file URL
@@ -55,7 +56,7 @@ def _file_url(path: Path) -> str:
 
 def load_local_rows(index: IndexSpec, project: str) -> PageRows:
     """What the local index offers for ``project`` (a normalized name)."""
-    root = _local_path(index.url)
+    root = local_path(index.url)
     if not root.exists():
         raise IndexUnreadable("local index folder does not exist",
                           index=index.name, url=redact_url(index.url),
@@ -76,7 +77,7 @@ def load_local_rows(index: IndexSpec, project: str) -> PageRows:
 def local_project_names(index: IndexSpec) -> list[str]:
     """The projects a local index holds: its page's files, its folders, the
     files in it."""
-    root = _local_path(index.url)
+    root = local_path(index.url)
     if root.is_file():
         page = rows_from_html(root.read_bytes(), _file_url(root))
         files = [f for f in page.filenames() if f]

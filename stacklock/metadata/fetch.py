@@ -28,6 +28,7 @@ import httpx
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import MetadataError, StacklockError, ZipReadError
 from stacklock.http import describe_http_error, get, is_network_failure
+from stacklock.index.local import is_local, local_path
 from stacklock.metadata import remote_zip
 from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.parse import WheelMetadata, cache_key, parse_metadata
@@ -141,6 +142,8 @@ class MetadataFetcher:
             self.bytes_read += n
 
     def _fetch(self, link: Link) -> bytes:
+        if link.is_wheel and is_local(link.url):  # a folder index: the file itself
+            return _read_local(local_path(link.url), link)
         if not link.is_wheel:
             local = None
         elif link.sha256:

@@ -177,6 +177,35 @@ def test_old_generations_are_pruned_and_rollback_still_works(
     assert venv.resolve().name == "4"
 
 
+def test_pruning_keeps_what_rollback_goes_back_to_even_when_it_is_old(
+        server: tuple[str, Served], tmp_path: Path) -> None:
+    """Generations 1, 2, 3, then rolled back twice to 1: the next install (4)
+    replaces 1, which is older than the newest three (2, 3, 4). Pruning keeps
+    it, so --rollback from 4 restores the environment 4 replaced."""
+    from stacklock.install.run import rollback_install
+
+    base, served = server
+    venv = tmp_path / "env"
+    full = local_lock(base, served, tmp_path / "pylock.small.toml")
+    locks = [full, _without(full, "iniconfig", tmp_path / "pylock.a.toml"),
+             _without(full, "six", tmp_path / "pylock.b.toml"),
+             _without(full, "idna", tmp_path / "pylock.c.toml")]
+    for lock in locks[:3]:
+        install_lock(lock, venv=venv, python=PY, validate=False, cache=tmp_path / "c")
+    assert [rollback_install(venv).to_generation for _ in range(2)] == [2, 1]
+    result = install_lock(locks[3], venv=venv, python=PY, validate=False,
+                          cache=tmp_path / "c")
+    assert (result.plan.generation, result.replaced_generation) == (4, 1)
+    state = tmp_path / "env.stacklock"
+    assert sorted(int(p.name) for p in state.iterdir() if p.name.isdigit()) == \
+        [1, 2, 3, 4]
+    back = rollback_install(venv)
+    assert (back.from_generation, back.to_generation) == (4, 1)
+    imported = subprocess.run([str(venv / "bin" / "python"), "-c",
+                               "import iniconfig, six, idna"], check=False)
+    assert imported.returncode == 0  # generation 1: the full lock
+
+
 def _with_index(lock: Path, name: str, url: str) -> Path:
     """``lock`` naming ``url`` as its index ``name`` in [tool.stacklock]."""
     data = tomlkit.parse(lock.read_text())
@@ -226,6 +255,41 @@ def test_a_private_index_lock_installs_with_the_environments_credentials(
     assert done.returncode == 0
     leftovers = [p for p in tmp_path.rglob("netrc") if p.is_file()]
     assert leftovers == []
+
+
+def test_the_netrc_uv_reads_is_for_its_owner_alone_while_uv_runs(
+        server: tuple[str, Served], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The credentials go to uv in a netrc of the install's work folder: while
+    uv downloads (slowly, from a private index), that file holds them and no
+    one but its owner may read it, whatever the umask (022 here)."""
+    import base64
+    import stat
+
+    base, served = server
+    lock = _with_index(local_lock(base, served, tmp_path / "pylock.small.toml"),
+                       "corp", f"{base}/simple")
+    served.authorization = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+    for name in served.files:
+        served.delay[name] = 0.05
+    env = {**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "c"),
+           "STACKLOCK_INDEX_CORP_USERNAME": "alice",
+           "STACKLOCK_INDEX_CORP_PASSWORD": "s3cret",
+           "NETRC": str(tmp_path / "no-netrc"), "UV_CACHE_DIR": str(tmp_path / "uv")}
+    with subprocess.Popen(
+            [PY, "-m", "stacklock.cli", "install", str(lock), "--venv",
+             str(tmp_path / "env"), "--python", PY, "--no-validate"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=lambda: os.umask(0o022)) as proc:
+        assert served.started.wait(60), "uv never started downloading"
+        [netrc] = (tmp_path / "env.stacklock").glob("work-*/netrc")
+        mode = stat.S_IMODE(netrc.stat().st_mode)
+        text = netrc.read_text()
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert mode == 0o600, oct(mode)
+    assert "machine 127.0.0.1 login alice password s3cret" in text
+    assert not netrc.exists()  # it went with the work folder
 
 
 def test_without_the_credentials_the_install_fails_and_changes_nothing(

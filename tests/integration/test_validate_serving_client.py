@@ -73,16 +73,22 @@ def _sglang_events() -> Iterator[dict[str, Any]]:
 
 
 def _scripted(clock: Clock, events: Iterator[dict[str, Any]]) -> httpx.Client:
-    """A client whose server streams ``events`` on the script's clock: the first
-    event 50 ms after the request, then one every 20 ms; a usage-only chunk 1 ms
-    after the last."""
+    """A client whose server streams ``events`` on the script's clock."""
+    return _paced(clock, [b"data: " + json.dumps(e).encode() + b"\n\n"
+                          for e in events] + [b"data: [DONE]\n\n"])
+
+
+def _paced(clock: Clock, events: list[bytes]) -> httpx.Client:
+    """A client whose server sends ``events`` (SSE blocks) on the script's clock:
+    the first 50 ms after the request, then one every 20 ms; a usage-only chunk
+    1 ms after the last."""
 
     def body() -> Iterator[bytes]:
         for i, event in enumerate(events):
-            usage_only = "choices" in event and not event["choices"]
-            clock.now += TTFT if i == 0 else (0.001 if usage_only else GAP)
-            yield b"data: " + json.dumps(event).encode() + b"\n\n"
-        yield b"data: [DONE]\n\n"
+            usage_only = b'"choices":[]' in event.replace(b" ", b"")
+            if not event.startswith(b"data: [DONE]"):
+                clock.now += TTFT if i == 0 else (0.001 if usage_only else GAP)
+            yield event
 
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=body(),
@@ -118,6 +124,45 @@ def test_sglang_generate_timing_with_an_injected_clock() -> None:
     assert result.ttft == pytest.approx(TTFT)
     assert result.chunk_gaps == pytest.approx([GAP] * (CHUNKS - 1))
     assert result.itl_per_token == pytest.approx(GAP / PER_CHUNK)
+
+
+STREAMS = Path(__file__).resolve().parents[1] / "data" / "validate" / "streams"
+
+
+def _recorded(clock: Clock, name: str) -> httpx.Client:
+    """A client whose server sends a stream SGLang's own models serialized
+    (tests/data/validate/streams), byte for byte, on the script's clock."""
+    raw = (STREAMS / name).read_bytes()
+    return _paced(clock, [e + b"\n\n" for e in raw.split(b"\n\n") if e])
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_streams_sglang_s_own_models_wrote(continuous: bool) -> None:
+    """The same script as above, in the bytes SGLang 0.5.9's protocol models and
+    usage processor write for it (nulls, reasoning_tokens, the final usage chunk
+    without its None fields): the same measurements."""
+    name = ("sglang-completions-continuous-usage.sse" if continuous
+            else "sglang-completions-usage.sse")
+    clock = Clock()
+    with _recorded(clock, name) as http:
+        result = stream_request(http, "http://server", engine="openai", model="m",
+                                input_ids=[1, 2], output_tokens=TOKENS, timeout=5,
+                                clock=clock)
+    assert result.ok and result.output_tokens == TOKENS
+    assert result.ttft == pytest.approx(TTFT)
+    assert result.chunk_gaps == pytest.approx([GAP] * (CHUNKS - 1))
+    assert result.first_chunk_tokens == (PER_CHUNK if continuous else None)
+    assert result.chunk_tokens == ((PER_CHUNK,) * (CHUNKS - 1) if continuous
+                                   else None)
+
+
+def test_an_error_sglang_streams_fails_the_request() -> None:
+    clock = Clock()
+    with _recorded(clock, "sglang-completions-error.sse") as http:
+        result = stream_request(http, "http://server", engine="openai", model="m",
+                                input_ids=[1, 2], output_tokens=TOKENS, timeout=5,
+                                clock=clock)
+    assert not result.ok and result.error == "server error: engine aborted"
 
 
 def _start(*extra: str) -> tuple[str, Any]:

@@ -205,3 +205,26 @@ def test_evaluate_link_reasons_for_odd_links():
     assert bad_rp.compatible and "ignored invalid requires-python" in bad_rp.note
     assert bad_rp.tag_rank == target.tags().index(
         Tag("cp312", "cp312", "linux_x86_64"))
+
+
+def test_a_wheel_ranks_by_its_best_tag_not_its_worst(make_client):
+    """fastrlock 0.8.3 (PyPI's real page, recorded for the cupy case) has two
+    cp311 wheels for x86_64 whose tags end the same (manylinux_2_5, manylinux1)
+    and differ in their newest: manylinux_2_28 against manylinux_2_24. For a
+    glibc 2.28 target the first fits best (its best tag is the target's first);
+    ranked by their worst tags they would tie, and the file name would choose."""
+    from tests.helpers.cassette import ReplayTransport
+    from tests.helpers.data import DATA
+
+    transport = ReplayTransport(DATA / "resolve" / "cassettes" / "cupy134-cudnn9")
+    finder = Finder(make_client(transport, cache_dir=None), [PYPI],
+                    Target(python="3.11", manylinux="2_28"))
+    found = finder.find_candidates("fastrlock", specifier="==0.8.3")
+    linux = [ev for ev in found if "x86_64" in ev.link.filename
+             and "musllinux" not in ev.link.filename]
+    assert [ev.link.filename for ev in linux[:2]] == [
+        "fastrlock-0.8.3-cp311-cp311-manylinux_2_5_x86_64.manylinux1_x86_64"
+        ".manylinux_2_28_x86_64.whl",
+        "fastrlock-0.8.3-cp311-cp311-manylinux_2_5_x86_64.manylinux1_x86_64"
+        ".manylinux_2_24_x86_64.whl"]
+    assert linux[0].tag_rank == 0 and linux[0].tag_rank < linux[1].tag_rank
