@@ -23,7 +23,7 @@ from stacklock.http import (
     describe_http_error,
     is_network_failure,
 )
-from stacklock.urls import redact_text, redact_url
+from stacklock.urls import file_url_path, redact_text, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -58,8 +58,12 @@ def download(
     progress: Callable[[int, int | None], None] | None,
     retry: Retry | None = None,
 ) -> str:
-    """Fill ``part`` with the whole body (resuming) and return its sha256."""
+    """Fill ``part`` with the whole body (resuming) and return its sha256; a
+    ``file://`` URL (a folder index) is copied."""
     shown = redact_url(url)
+    local = file_url_path(url)
+    if local is not None:
+        return _copy(local, part, shown=shown, size=size, progress=progress)
     try:
         return (retry or DOWNLOAD_RETRY).call(lambda _n: _attempt(
             http, url, part, size=size, progress=progress))
@@ -83,6 +87,32 @@ def download(
                             hint="run the command again: the partial file is "
                                  "kept and resumed",
                             network=is_network_failure(exc)) from exc
+
+
+def _copy(local: Path, part: Path, *, shown: str, size: int | None,
+          progress: Callable[[int, int | None], None] | None) -> str:
+    """The file a ``file://`` URL names, copied into ``part`` while hashed. A
+    file that is not there is gone (as a 404: an archive may have it)."""
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        with local.open("rb") as src, part.open("wb") as dst:
+            for chunk in iter(lambda: src.read(_CHUNK), b""):
+                dst.write(chunk)
+                digest.update(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, size)
+    except FileNotFoundError as exc:
+        raise DownloadError("no such file", url=shown, status=404,
+                            hint="check the folder index, or give --archive "
+                                 "where the file was archived") from exc
+    except OSError as exc:
+        raise DownloadError(f"cannot read the file ({exc.strerror or exc})",
+                            url=shown, hint="check the file and its permissions"
+                            ) from exc
+    return digest.hexdigest()
+
 
 def _attempt(
     http: httpx.Client,

@@ -87,6 +87,8 @@ def gone_reason(exc: BaseException) -> str | None:
     404, 410; a host name no one knows any more), or None: any other failure,
     which the caller reports as it is."""
     if isinstance(exc, DownloadError) and exc.status in GONE_STATUS:
+        if isinstance(exc.__cause__, FileNotFoundError):
+            return "no such file"  # a file:// URL (a folder index)
         return f"HTTP {exc.status}"
     seen: set[int] = set()
     cause: BaseException | None = exc

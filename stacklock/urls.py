@@ -9,9 +9,10 @@ a URL, such as an exception's text).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["redact_text", "redact_url", "strip_credentials"]
+__all__ = ["file_url_path", "redact_text", "redact_url", "strip_credentials"]
 
 _USERINFO = re.compile(r"//([^/@\s]+)@")
 
@@ -45,3 +46,16 @@ def redact_text(text: str, *, url: str | None = None) -> str:
     text = _USERINFO.sub(lambda m: f"//{_mask(m.group(1))}@", text)
     password = urlsplit(url).password if url else None
     return text.replace(password, "***") if password else text
+
+
+def file_url_path(url: str) -> Path | None:
+    """The path on this machine a ``file://`` URL names, None for any other
+    URL: a folder index's files (and a lock's ``file://`` URLs) are read where
+    they are, never asked of the HTTP client."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file":
+        return None
+    # urllib.request loads http.client and email (~35 ms): only for a file URL
+    from urllib.request import url2pathname
+
+    return Path(url2pathname(parts.path))

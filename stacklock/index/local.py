@@ -21,7 +21,7 @@ from stacklock.index.pages import (
     rows_from_html,
     rows_from_listing,
 )
-from stacklock.urls import redact_url
+from stacklock.urls import file_url_path, redact_url
 
 if TYPE_CHECKING:
     from stacklock.profile import IndexSpec
@@ -39,13 +39,7 @@ def is_local(url: str) -> bool:
 
 def local_path(url: str) -> Path:
     """The file or folder a ``file://`` URL or a plain path names."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() == "file":
-        # urllib.request loads http.client and email (~35 ms): only for a file URL
-        from urllib.request import url2pathname
-
-        return Path(url2pathname(parts.path))
-    return Path(url).expanduser()
+    return file_url_path(url) or Path(url).expanduser()
 
 
 def _file_url(path: Path) -> str:

@@ -15,10 +15,7 @@ from __future__ import annotations
 import re
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import httpx
 
@@ -27,10 +24,11 @@ from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
 from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.ranges import RangeReader
-from stacklock.urls import redact_url
+from stacklock.urls import file_url_path, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
+    from pathlib import Path
 
     from stacklock.store import ArtifactStore
 
@@ -63,8 +61,8 @@ def read_wheel_files(http: httpx.Client, *, filename: str, url: str | None,
     the lock names."""
     want = wanted if callable(wanted) else wanted.__contains__
     local = path or store.path_for(sha256)
-    if local is None and url is not None and url.startswith("file://"):
-        local = Path(url2pathname(urlsplit(url).path))
+    if local is None and url is not None:
+        local = file_url_path(url)
     if local is not None:
         return _from_file(local, filename, want)
     if offline or url is None:

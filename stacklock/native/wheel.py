@@ -29,8 +29,6 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 import httpx
 from isal import igzip, isal_zlib
@@ -54,7 +52,7 @@ from stacklock.native.partial import PARTIAL_MIN, Unavailable, read_members
 from stacklock.native.shared import SharedFacts
 from stacklock.native.stream import Discarded, InflatedMember, SpillFailed
 from stacklock.store import ArtifactStore
-from stacklock.urls import redact_url
+from stacklock.urls import file_url_path, redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -403,9 +401,7 @@ class WheelReader:
 
     def _local(self, wheel: NativeWheel) -> Path | None:
         local = self._store.path_for(wheel.sha256)
-        if local is None and wheel.url.startswith("file://"):
-            local = Path(url2pathname(urlsplit(wheel.url).path))  # a folder index
-        return local
+        return local if local is not None else file_url_path(wheel.url)
 
     @staticmethod
     def _directory(reader: RangeReader, wheel: NativeWheel) -> list[remote_zip.Entry]:

@@ -1,0 +1,94 @@
+"""A ``kind = "flat"`` index that is a folder on this machine, as the README
+promises: the three real PyPI wheels of tests/data/install/wheels/ copied into
+a folder, and every verb that reads a locked file's bytes (resolve with the
+native check, resolve --check, update, check, install with the real uv,
+archive, pack) reads them from the folder, never asking the HTTP client for a
+``file://`` URL (each failed with ``UnsupportedProtocol`` before)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stacklock.cli import main
+
+WHEELS = Path(__file__).resolve().parents[1] / "data" / "install" / "wheels"
+PY = sys.executable
+
+
+@pytest.fixture
+def folder_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    monkeypatch.delenv("STACKLOCK_ARCHIVE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(WHEELS, tmp_path / "wheels")
+    profile = tmp_path / "folder.toml"
+    profile.write_text(
+        f'[target]\npython = "{sys.version_info.major}.{sys.version_info.minor}"\n\n'
+        f'[[index]]\nname = "folder"\nurl = "{(tmp_path / "wheels").as_uri()}"\n'
+        'kind = "flat"\n\n[requirements]\npackages = ["six", "idna", "iniconfig"]\n')
+    return profile
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_folder_index_resolves_checks_and_updates_from_its_files(
+        folder_profile: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lock = tmp_path / "pylock.folder.toml"
+    code, _, err = _run(capsys, "resolve", str(folder_profile), "-o", str(lock))
+    assert code == 0, err  # the native check too: it reads the wheels in place
+    text = lock.read_text()
+    for wheel in WHEELS.iterdir():
+        assert (tmp_path / "wheels" / wheel.name).as_uri() in text
+    assert _run(capsys, "resolve", "--check", str(folder_profile),
+                "-o", str(lock))[0] == 0
+    assert _run(capsys, "check", str(lock))[0] == 0
+    code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
+                          "--json")
+    assert (code, json.loads(out)["state"]) == (0, "unchanged"), err
+    # a cold cache reads each METADATA from the folder again
+    shutil.rmtree(tmp_path / "cache")
+    code, _, err = _run(capsys, "resolve", "--check", str(folder_profile),
+                        "-o", str(lock), "--no-check")
+    assert code == 0, err
+
+
+def _versions(venv: Path) -> str:
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import six, idna, iniconfig; print(six.__version__, idna.__version__)"],
+        check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_folder_lock_installs_archives_and_falls_back_when_a_file_goes(
+        folder_profile: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    lock = tmp_path / "pylock.folder.toml"
+    assert _run(capsys, "resolve", str(folder_profile), "-o", str(lock),
+                "--no-check")[0] == 0
+    code, _, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "e1"),
+                        "--python", PY, "--no-validate")
+    assert code == 0, err
+    assert _versions(tmp_path / "e1") == "1.17.0 3.20"
+    code, _, err = _run(capsys, "archive", str(lock), str(tmp_path / "archive"))
+    assert code == 0, err
+    shutil.rmtree(tmp_path / "wheels")  # the folder is gone: the archive has them
+    shutil.rmtree(tmp_path / "cache")
+    code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
+                          "--python", PY, "--no-validate", "--json",
+                          "--archive", str(tmp_path / "archive"))
+    assert code == 0, err
+    (note,) = [n for n in json.loads(out)["notes"] if "from the archive" in n]
+    assert "3 file(s)" in note and "(no such file)" in note
+    assert _versions(tmp_path / "env") == "1.17.0 3.20"
