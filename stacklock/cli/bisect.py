@@ -73,9 +73,15 @@ def _tools(args: argparse.Namespace, http: httpx.Client) -> Tools:
     from stacklock._fs import cache_dir
     from stacklock.bisect import Tools
     from stacklock.bisect.requirements import RequirementReader
+    from stacklock.lockarchive import Archive
     from stacklock.metadata.fetch import MetadataFetcher
+    from stacklock.store import ArtifactStore
 
-    fetcher = MetadataFetcher(http, cache_dir=cache_dir())
+    archive = Archive.from_options(getattr(args, "archive", None),
+                                   first=getattr(args, "archive_first", False))
+    # the wheels' METADATA (grouping the changes) falls back to the archive too
+    fetcher = MetadataFetcher(http, cache_dir=cache_dir(), store=ArtifactStore(
+        cache_dir() / "artifacts", archive=archive))
     return Tools(diff=_changes, install=_installer(args),
                  requirements=lambda lock: RequirementReader(fetcher, lock),
                  read_bytes=lambda: fetcher.bytes_read)

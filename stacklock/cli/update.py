@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from stacklock.bisect.oracle import Oracle
     from stacklock.lock import Lock
+    from stacklock.lockarchive import Archive
     from stacklock.update import Validation
 
 __all__ = ["update"]
@@ -90,7 +91,8 @@ def _recorded(folder: Path) -> Any:
     return recorded
 
 
-def _validator(args: argparse.Namespace, folder: Path) -> Any:
+def _validator(args: argparse.Namespace, folder: Path,
+               archive: Archive | None) -> Any:
     """Install a lock into the scratch venv (its validation closing the
     install, its report kept by the lock's sha256), then run the oracle
     command inside it."""
@@ -107,7 +109,7 @@ def _validator(args: argparse.Namespace, folder: Path) -> Any:
             result = install_lock(
                 lock, venv=venv, python=args.python, no_toolkit=args.no_toolkit,
                 validate=True, allow_no_gpu=args.allow_no_gpu,
-                report_dir=folder / "reports" / digest, archive=args.archive)
+                report_dir=folder / "reports" / digest, archive=archive)
         except StacklockError as exc:
             if exc.exit_code == 3:
                 raise  # the network: could not run (exit 3)
@@ -201,7 +203,7 @@ def update(args: argparse.Namespace) -> int:
         raise StacklockError("an oracle command after '--' runs in the validated "
                              "venv: give --validate too",
                              hint="stacklock update PROFILE --validate -- CMD")
-    args.archive = Archive.from_options(args.archive, first=args.archive_first)
+    archive = Archive.from_options(args.archive, first=args.archive_first)
     urls = dict(parse_index_option(item) for item in args.index)
     upgrade, names, released = _released(args)
     lock = Path(args.output) if args.output else default_lock_path(
@@ -215,7 +217,7 @@ def update(args: argparse.Namespace) -> int:
 
     tools = UpdateTools(
         resolve=resolve, diff=_diff,
-        validate=_validator(args, folder) if args.validate else None,
+        validate=_validator(args, folder, archive) if args.validate else None,
         recorded=_recorded(folder),
         bisect=_bisector(args, folder) if args.validate else None)
     result = update_lock(lock, profile=args.profile, tools=tools, folder=folder,

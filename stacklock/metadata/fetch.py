@@ -164,11 +164,7 @@ class MetadataFetcher:
                                     "resolution reads wheels only")
             return self._sdists.read(link)
         try:
-            if link.metadata:
-                raw = self._pep658(link)
-                if raw is not None:
-                    return raw
-            raw = self._ranged(link)
+            raw = self._remote(link)
             if raw is not None:
                 return raw
             path, _sha = self._store.fetch(
@@ -194,6 +190,26 @@ class MetadataFetcher:
             raise
         self._count(path.stat().st_size)
         return _read_local(path, link)
+
+    def _remote(self, link: Link) -> bytes | None:
+        """METADATA without the whole wheel (PEP 658, range reads); None: read
+        the whole wheel through the store. With an archive in the store, a
+        wheel of known sha256 whose URL is gone (403/404/410, unknown host)
+        is read from the archive's copy, as install reads it (with
+        ``archive.first``, there first)."""
+        archive = self._store.archive if link.sha256 else None
+        if archive is not None and archive.first:
+            return None
+        try:
+            if link.metadata:
+                raw = self._pep658(link)
+                if raw is not None:
+                    return raw
+            return self._ranged(link)
+        except httpx.HTTPError as exc:
+            if archive is None or not _gone(exc):
+                raise
+            return None
 
     def _pep658(self, link: Link) -> bytes | None:
         """The PEP 658 file, or None when the index does not really have it."""
@@ -230,6 +246,16 @@ class MetadataFetcher:
     def _get(self, url: str) -> httpx.Response:
         """GET with the retry policy (:class:`stacklock.http.Retry`)."""
         return self._retry.call(lambda _n: get(self._http, url))
+
+
+def _gone(exc: httpx.HTTPError) -> bool:
+    """Whether a failure says the file is gone from its URL, as
+    :func:`stacklock.lockarchive.gone_reason` judges a download's."""
+    from stacklock.lockarchive import GONE_STATUS, gone_reason
+
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code in GONE_STATUS
+    return gone_reason(exc) is not None
 
 
 def _hint_for(exc: httpx.HTTPError) -> str:

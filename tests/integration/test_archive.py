@@ -189,6 +189,36 @@ def test_an_unknown_host_falls_back_and_other_failures_do_not(
     assert not (tmp_path / "env2").exists()
 
 
+def test_bisect_reads_every_file_from_the_archive_when_the_index_is_gone(
+        server: tuple[str, Served], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """bisect reads each changed wheel's METADATA (to group the changes) and
+    installs each mix: both from the archive once the index is gone."""
+    import tomlkit
+
+    base, served = server
+    bad = local_lock(base, served, tmp_path / "pylock.bad.toml")
+    doc = tomlkit.parse(bad.read_text())
+    kept = [p for p in doc["packages"] if p["name"] == "iniconfig"]
+    doc["packages"] = tomlkit.aot()
+    doc["packages"].extend(kept)
+    good = tmp_path / "pylock.good.toml"
+    good.write_text(tomlkit.dumps(doc))
+    folder = tmp_path / "archive"
+    _archive(capsys, bad, str(folder))
+    _gone(served)
+    oracle = ["python", "-c", "import importlib.util as u, sys\n"
+              "sys.exit(u.find_spec('six') is not None)"]
+    code, out, err = _run(capsys, "bisect", str(good), str(bad), "--python", PY,
+                          "--archive", str(folder), "--dir", str(tmp_path / "b"),
+                          "--json", "--", *oracle)
+    assert code == 0, err
+    report = json.loads(out)
+    assert [c["name"] for c in report["culprit"]] == ["six"]
+    # each file was asked of the original (404) before the archive
+    assert {p.rsplit("/", 1)[-1] for p, _ in served.requests} == WHEELS
+
+
 # -- a real S3 API server (moto's server mode, on loopback) -------------------
 
 
