@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["ARCHIVE_ENV", "ARCHIVE_FIRST_ENV", "GONE_STATUS", "Archive",
-           "fetch_from_archive", "file_key", "filename_of", "gone_reason"]
+           "archive_url_problem", "fetch_from_archive", "file_key", "filename_of",
+           "gone_reason"]
 
 ARCHIVE_ENV = "STACKLOCK_ARCHIVE"
 ARCHIVE_FIRST_ENV = "STACKLOCK_ARCHIVE_FIRST"
@@ -53,11 +54,16 @@ class Archive:
 
     @classmethod
     def from_options(cls, url: str | None, *, first: bool = False,
-                     environ: Mapping[str, str] = os.environ) -> Archive | None:
+                     environ: Mapping[str, str] = os.environ,
+                     recorded: Archive | None = None) -> Archive | None:
         """``--archive URL`` / ``--archive-first``, else ``STACKLOCK_ARCHIVE`` /
-        ``STACKLOCK_ARCHIVE_FIRST=1``; None when neither names one."""
+        ``STACKLOCK_ARCHIVE_FIRST=1``, else the archive the lock ``recorded``
+        (its profile's ``[archive]``; the flag or variable still turns
+        ``first`` on); None when none names one."""
         url = url or environ.get(ARCHIVE_ENV) or None
         first = first or environ.get(ARCHIVE_FIRST_ENV, "") not in ("", "0")
+        if url is None and recorded is not None:
+            return cls(url=recorded.url, first=recorded.first or first)
         if url is None:
             if first:
                 raise StacklockError("--archive-first needs an archive",
@@ -70,6 +76,28 @@ class Archive:
     @property
     def shown(self) -> str:
         return redact_url(self.url)
+
+
+def archive_url_problem(url: str) -> str | None:
+    """What keeps ``url`` from being an archive a profile or a lock records,
+    None when nothing does: it names the same place on every machine (an
+    absolute folder, ``file://``, ``s3://BUCKET``, ``http(s)://HOST``) and
+    holds no credentials (those come from the environment, ``~/.aws`` or
+    ``~/.netrc``; a lock is reviewed and shared)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if "@" in parts.netloc:
+        return ("credentials in the URL: a profile and its lock are shared; "
+                "give them in the environment (AWS_*, ~/.aws, ~/.netrc)")
+    if scheme in ("http", "https", "s3") and not parts.netloc:
+        return f"no {'bucket' if scheme == 's3' else 'host'} in the URL"
+    if scheme == "file" or scheme in ("http", "https", "s3"):
+        return None
+    if scheme:
+        return f"unknown scheme {scheme}://"
+    if not url.startswith("/"):
+        return "a relative folder is another folder on each machine"
+    return None
 
 
 def file_key(sha256: str, filename: str) -> str:

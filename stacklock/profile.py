@@ -62,7 +62,7 @@ LOCAL_DIR = Path("profiles")  # the working directory's, which wins over a built
 
 _TOP_KEYS = {
     "profile", "target", "index", "requirements", "cuda", "check", "validate",
-    "gpu-variants", "patches",
+    "gpu-variants", "patches", "archive",
 }
 _KEYS = {
     "profile": {"description", "extends", "notes"},
@@ -80,6 +80,7 @@ _KEYS = {
     },
     "cuda": {"toolkit", "source", "prefix", "components", "allow-mixed"},
     "check": {"allow", "strict"},
+    "archive": {"url", "first"},
     "patches": {"package", "versions", "file", "reason"},
 }
 _CUDA_SOURCES = ("runfile", "pypi", "none")
@@ -152,6 +153,16 @@ class CheckSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ArchiveSpec:
+    """``[archive]``: where ``stacklock archive`` keeps this stack's files;
+    recorded in the lock, so that install, pack and bisect of the lock read a
+    file whose URL is gone from there (``first``: there first)."""
+
+    url: str
+    first: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
 class PatchSpec:
     """One ``[[patches]]``: a unified diff of ``package``'s files, for the
     versions ``versions`` allows (any when None), and why. ``file`` is as
@@ -180,6 +191,7 @@ class Profile:
     # [validate]: checked when the profile loads; the lock carries it for validate
     validate: dict[str, Any] = field(default_factory=dict)
     patches: tuple[PatchSpec, ...] = ()  # [[patches]], in the order applied
+    archive: ArchiveSpec | None = None
     path: str | None = None
     sha256: str = ""  # of the file bytes, the files it extends included
 
@@ -392,6 +404,25 @@ def _parse_cuda(raw: Any, r: TableReader) -> CudaSpec:
     )
 
 
+def _parse_archive(raw: Any, r: TableReader) -> ArchiveSpec | None:
+    if raw is None:
+        return None
+    from stacklock.lockarchive import archive_url_problem
+
+    table = r.table(raw, "archive", _KEYS["archive"])
+    if "url" not in table:
+        raise r.fail("archive.url", "missing url",
+                     hint='url = "s3://team-wheels/stacklock"')
+    url = r.string(table["url"], "archive.url").rstrip("/")
+    problem = archive_url_problem(url)
+    if problem:
+        raise r.fail("archive.url", f"{url}: {problem}",
+                     hint="an absolute folder, file://, s3://BUCKET/PREFIX or "
+                          "https:// URL")
+    return ArchiveSpec(url=url, first=r.boolean(table.get("first", False),
+                                                 "archive.first"))
+
+
 def parse_profile(
     data: dict[str, Any], *, name: str, path: str | None = None, sha256: str = ""
 ) -> Profile:
@@ -421,6 +452,7 @@ def parse_profile(
         validate=dict(validate),
         patches=_parse_patches(data.get("patches"), r,
                                Path(path).parent if path else Path()),
+        archive=_parse_archive(data.get("archive"), r),
         path=path,
         sha256=sha256,
     )

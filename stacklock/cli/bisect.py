@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from stacklock.bisect import Change, Group, Step, Tools
     from stacklock.bisect.oracle import Oracle
     from stacklock.lock import Lock
+    from stacklock.lockarchive import Archive
 
 __all__ = ["bisect"]
 
@@ -47,15 +48,12 @@ def _changes(good: Lock, bad: Lock) -> list[Change]:
     return list(unique.values())
 
 
-def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
+def _installer(args: argparse.Namespace,
+               archive: Archive | None) -> Callable[[Path, Path], int]:
     """Install a lock into the scratch venv, every wheel through the artifact
     store (fetched once for the whole bisect); returns the bytes it fetched,
     as install measured them (its store's, and uv's of any file not there)."""
     from stacklock.install.run import install_lock
-    from stacklock.lockarchive import Archive
-
-    archive = Archive.from_options(getattr(args, "archive", None),
-                                   first=getattr(args, "archive_first", False))
 
     def install(lock: Path, venv: Path) -> int:
         result = install_lock(lock, venv=venv, python=args.python,
@@ -69,20 +67,18 @@ def _installer(args: argparse.Namespace) -> Callable[[Path, Path], int]:
     return install
 
 
-def _tools(args: argparse.Namespace, http: httpx.Client) -> Tools:
+def _tools(args: argparse.Namespace, http: httpx.Client,
+           archive: Archive | None) -> Tools:
     from stacklock._fs import cache_dir
     from stacklock.bisect import Tools
     from stacklock.bisect.requirements import RequirementReader
-    from stacklock.lockarchive import Archive
     from stacklock.metadata.fetch import MetadataFetcher
     from stacklock.store import ArtifactStore
 
-    archive = Archive.from_options(getattr(args, "archive", None),
-                                   first=getattr(args, "archive_first", False))
     # the wheels' METADATA (grouping the changes) falls back to the archive too
     fetcher = MetadataFetcher(http, cache_dir=cache_dir(), store=ArtifactStore(
         cache_dir() / "artifacts", archive=archive))
-    return Tools(diff=_changes, install=_installer(args),
+    return Tools(diff=_changes, install=_installer(args, archive),
                  requirements=lambda lock: RequirementReader(fetcher, lock),
                  read_bytes=lambda: fetcher.bytes_read)
 
@@ -160,9 +156,11 @@ def bisect(args: argparse.Namespace) -> int:
         render_groups,
         render_step,
     )
+    from stacklock.cli.archive import archive_for
     from stacklock.http import make_http_client
 
     good, bad = _lock_of(args.good), _lock_of(args.bad)
+    archive = archive_for(args, good, bad)
     oracle, ident = _oracle(args, good)
     quiet = args.json or args.verbosity < 0
     total = [0]
@@ -178,8 +176,8 @@ def bisect(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     with make_http_client(timeout=120.0) as http:
-        result = bisect_locks(good, bad, folder=folder, tools=_tools(args, http),
-                              oracle=oracle,
+        result = bisect_locks(good, bad, folder=folder,
+                              tools=_tools(args, http, archive), oracle=oracle,
                               oracle_id=hashlib.sha256(ident.encode()).hexdigest(),
                               max_steps=args.max_steps, on_step=on_step,
                               on_groups=on_groups)

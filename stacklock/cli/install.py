@@ -41,10 +41,10 @@ def install(args: argparse.Namespace) -> int:
     # before uv's head start makes anything
     refuse_running_environment(VenvLayout(venv=Path(os.path.abspath(args.venv))))
     from stacklock._fs import cache_dir
+    from stacklock.cli.archive import archive_for
     from stacklock.install.early import head_start
-    from stacklock.lockarchive import Archive
 
-    args.archive = Archive.from_options(args.archive, first=args.archive_first)
+    args.archive = archive_for(args, args.lock)
     # with an archive every file goes through the store: uv gets no head start
     started = (nullcontext(None) if args.dry_run or args.reinstall or args.archive else
                head_start(Path(args.lock), venv=Path(args.venv), python=args.python,

@@ -29,7 +29,7 @@ def pack(args: argparse.Namespace) -> int:
         return 0
     if not args.output and not args.dry_run:
         raise StacklockError("pack needs -o FILE", hint="stacklock pack LOCK -o FILE")
-    from stacklock.lockarchive import Archive
+    from stacklock.cli.archive import archive_for
     from stacklock.pack.writer import render_pack, write_pack
 
     live, on_status, on_download = progress(enabled=interactive(args),
@@ -38,8 +38,7 @@ def pack(args: argparse.Namespace) -> int:
         result = write_pack(args.target, args.output or "", no_toolkit=args.no_toolkit,
                             with_plots=args.with_plots, dry_run=args.dry_run,
                             on_status=on_status, on_download=on_download,
-                            archive=Archive.from_options(
-                                args.archive, first=args.archive_first))
+                            archive=archive_for(args, args.target))
     print_json("pack", result.to_dict()) if args.json else \
         say(args, render_pack(result))
     return 0

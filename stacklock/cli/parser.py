@@ -133,7 +133,8 @@ def _add_archive(p: argparse.ArgumentParser) -> None:
                    help="an archive made by stacklock archive (folder, file://, "
                         "s3:// or https://): a file whose URL is gone (HTTP 403, "
                         "404, 410, unknown host) comes from there, checked against "
-                        "its sha256 (default: STACKLOCK_ARCHIVE)")
+                        "its sha256 (default: STACKLOCK_ARCHIVE, else the "
+                        "lock's [tool.stacklock.archive])")
     p.add_argument("--archive-first", action="store_true",
                    help="ask the archive before the original URLs "
                         "(STACKLOCK_ARCHIVE_FIRST=1)")
@@ -394,9 +395,10 @@ def _add_archive_verb(sub: _Sub) -> None:
         "archive", help="copy the files a lock installs to a folder or s3:// "
         "prefix, by sha256, with a PEP 503 index (install --archive reads it)")
     p.add_argument("lock", metavar="LOCK", help="the pylock file")
-    p.add_argument("dest", metavar="DEST",
+    p.add_argument("dest", metavar="DEST", nargs="?",
                    help="a folder, file:// URL or s3://BUCKET/PREFIX (credentials "
-                        "from AWS_* variables or ~/.aws; the [s3] extra)")
+                        "from AWS_* variables or ~/.aws; the [s3] extra); default: "
+                        "the lock's [tool.stacklock.archive] url")
     p.add_argument("--no-toolkit", action="store_true",
                    help="leave the CUDA runfile out")
     p.add_argument("--json", action="store_true")

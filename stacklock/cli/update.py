@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from stacklock.bisect.oracle import Oracle
     from stacklock.lock import Lock
-    from stacklock.lockarchive import Archive
     from stacklock.update import Validation
 
 __all__ = ["update"]
@@ -91,12 +90,12 @@ def _recorded(folder: Path) -> Any:
     return recorded
 
 
-def _validator(args: argparse.Namespace, folder: Path,
-               archive: Archive | None) -> Any:
+def _validator(args: argparse.Namespace, folder: Path) -> Any:
     """Install a lock into the scratch venv (its validation closing the
     install, its report kept by the lock's sha256), then run the oracle
     command inside it."""
     from stacklock.bisect.oracle import CommandOracle, venv_env
+    from stacklock.cli.archive import archive_for
     from stacklock.install.run import install_lock
     from stacklock.update import Validation
 
@@ -109,7 +108,8 @@ def _validator(args: argparse.Namespace, folder: Path,
             result = install_lock(
                 lock, venv=venv, python=args.python, no_toolkit=args.no_toolkit,
                 validate=True, allow_no_gpu=args.allow_no_gpu,
-                report_dir=folder / "reports" / digest, archive=archive)
+                report_dir=folder / "reports" / digest,
+                archive=archive_for(args, lock))
         except StacklockError as exc:
             if exc.exit_code == 3:
                 raise  # the network: could not run (exit 3)
@@ -172,6 +172,7 @@ def _bisector(args: argparse.Namespace, folder: Path) -> Any:
     def bisect(good: Path, bad: Path, validation: Validation
                ) -> Mapping[str, Any] | None:
         from stacklock.bisect import bisect_locks
+        from stacklock.cli.archive import archive_for
         from stacklock.cli.bisect import _tools
         from stacklock.http import make_http_client
 
@@ -181,7 +182,8 @@ def _bisector(args: argparse.Namespace, folder: Path) -> Any:
         oracle, ident = found
         with make_http_client(timeout=120.0) as http:
             result = bisect_locks(
-                good, bad, folder=folder / "bisect", tools=_tools(args, http),
+                good, bad, folder=folder / "bisect",
+                tools=_tools(args, http, archive_for(args, good, bad)),
                 oracle=oracle, oracle_id=hashlib.sha256(ident.encode()).hexdigest(),
                 max_steps=args.max_steps)
         return result.to_dict()
@@ -203,7 +205,8 @@ def update(args: argparse.Namespace) -> int:
         raise StacklockError("an oracle command after '--' runs in the validated "
                              "venv: give --validate too",
                              hint="stacklock update PROFILE --validate -- CMD")
-    archive = Archive.from_options(args.archive, first=args.archive_first)
+    if args.archive:  # a URL it cannot read fails now, not after resolving
+        Archive.from_options(args.archive, first=args.archive_first)
     urls = dict(parse_index_option(item) for item in args.index)
     upgrade, names, released = _released(args)
     lock = Path(args.output) if args.output else default_lock_path(
@@ -217,7 +220,7 @@ def update(args: argparse.Namespace) -> int:
 
     tools = UpdateTools(
         resolve=resolve, diff=_diff,
-        validate=_validator(args, folder, archive) if args.validate else None,
+        validate=_validator(args, folder) if args.validate else None,
         recorded=_recorded(folder),
         bisect=_bisector(args, folder) if args.validate else None)
     result = update_lock(lock, profile=args.profile, tools=tools, folder=folder,

@@ -38,6 +38,7 @@ __all__ = [
     "CudaEntry",
     "CudaNote",
     "FoundToolkit",
+    "LockedArchive",
     "LockedIndex",
     "PackageTool",
     "PatchRecord",
@@ -81,6 +82,37 @@ class AppliedOverride:
 class LockedIndex:
     name: str
     url: str  # credentials stripped
+
+
+@dataclass(frozen=True, kw_only=True)
+class LockedArchive:
+    """``[tool.stacklock.archive]``: where this lock's files are archived
+    (``stacklock archive``), from the profile's ``[archive]``; install, pack and
+    bisect read a file whose URL is gone from there (``first``: there first).
+    A URL, never credentials: every file is still checked against its sha256."""
+
+    url: str
+    first: bool = False
+
+    KEYS = ("url", "first")
+
+    @classmethod
+    def from_table(cls, t: LockTable) -> LockedArchive:
+        from stacklock.lockarchive import archive_url_problem
+
+        url = t.str_("url")
+        problem = archive_url_problem(url) if url else "missing url"
+        if problem:
+            raise t.reader.fail(f"{t.key}.url", f"{url!r}: {problem}",
+                                hint="an absolute folder, file://, s3:// or https:// "
+                                "URL; resolve the lock again")
+        return cls(url=url, first=t.bool_("first"))
+
+    def to_dict(self) -> dict[str, TomlValue]:
+        out: dict[str, TomlValue] = {"url": self.url}
+        if self.first:
+            out["first"] = True
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,17 +232,19 @@ class StackInfo:
     check_strict: bool = False  # [check] strict: every finding blocked
     cuda: CudaEntry | None = None
     validate: Mapping[str, object] | None = None  # [validate], read by validate
+    archive: LockedArchive | None = None  # the profile's [archive]
 
     KEYS = ("lock-version", "profile", "profile-sha256", "stacklock-version",
             "exclude-newer", "requirements", "overrides", "overrides-ignored",
             "overrides-applied", "constraints", "constraints-ignored",
             "prereleases", "target", "gpu-variants", "indexes", "allow-mixed",
-            "cuda-notes", "check", "cuda", "validate")
+            "cuda-notes", "check", "cuda", "validate", "archive")
 
     @classmethod
     def from_table(cls, t: LockTable) -> StackInfo:
         cuda = t.table("cuda", CudaEntry.KEYS)
         check = t.table("check", ("allow", "passed-over", "warnings", "strict"))
+        archive = t.table("archive", LockedArchive.KEYS)
         validate = t.data.get("validate")
         if validate is not None and not isinstance(validate, dict):
             raise t.reader.fail(f"{t.key}.validate",
@@ -255,7 +289,9 @@ class StackInfo:
             if check is not None else (),
             check_strict=check.bool_("strict") if check is not None else False,
             cuda=CudaEntry.from_table(cuda) if cuda is not None else None,
-            validate=validate if isinstance(validate, dict) else None)
+            validate=validate if isinstance(validate, dict) else None,
+            archive=LockedArchive.from_table(archive) if archive is not None
+            else None)
 
     def to_dict(self) -> dict[str, TomlValue]:
         out: dict[str, TomlValue] = {"lock-version": self.lock_version}
@@ -298,6 +334,8 @@ class StackInfo:
             out["cuda"] = self.cuda.to_dict()
         if self.validate is not None:
             out["validate"] = _plain_table(self.validate)
+        if self.archive is not None:
+            out["archive"] = self.archive.to_dict()
         return out
 
 

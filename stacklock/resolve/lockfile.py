@@ -29,6 +29,7 @@ from stacklock.lock.tables import (
     LOCK_VERSION,
     CudaEntry,
     CudaNote,
+    LockedArchive,
     LockedIndex,
     PackageTool,
     StackInfo,
@@ -161,7 +162,9 @@ def _stack(resolution: Resolution, where: str) -> StackInfo:
             for p in resolution.passed_over),
         check_warnings=tuple(dict(w) for w in resolution.native_warnings),
         check_strict=profile.check.strict,
-        cuda=cuda, validate=dict(profile.validate) if profile.validate else None)
+        cuda=cuda, validate=dict(profile.validate) if profile.validate else None,
+        archive=LockedArchive(url=profile.archive.url, first=profile.archive.first)
+        if profile.archive is not None else None)
 
 
 def make_lock(resolution: Resolution, *, path: str | Path = "") -> Lock:

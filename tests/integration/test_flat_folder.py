@@ -92,3 +92,29 @@ def test_a_folder_lock_installs_archives_and_falls_back_when_a_file_goes(
     (note,) = [n for n in json.loads(out)["notes"] if "from the archive" in n]
     assert "3 file(s)" in note and "(no such file)" in note
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
+
+
+def test_the_profiles_archive_travels_in_the_lock_to_archive_and_install(
+        folder_profile: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``[archive] url`` in the profile: recorded in the lock, the default DEST
+    of ``stacklock archive LOCK`` and where install reads a file that is gone,
+    with no flag and no variable."""
+    archive = tmp_path / "team-archive"
+    folder_profile.write_text(folder_profile.read_text()
+                              + f'\n[archive]\nurl = "{archive}"\n')
+    lock = tmp_path / "pylock.folder.toml"
+    assert _run(capsys, "resolve", str(folder_profile), "-o", str(lock),
+                "--no-check")[0] == 0
+    assert f'[tool.stacklock.archive]\nurl = "{archive}"\n' in lock.read_text()
+    code, out, err = _run(capsys, "archive", str(lock), "--json")
+    assert code == 0, err
+    assert json.loads(out)["archive"] == str(archive)
+    shutil.rmtree(tmp_path / "wheels")
+    shutil.rmtree(tmp_path / "cache")
+    code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
+                          "--python", PY, "--no-validate", "--json")
+    assert code == 0, err
+    assert any(f"3 file(s) from the archive {archive}" in n
+               for n in json.loads(out)["notes"])
+    assert _versions(tmp_path / "env") == "1.17.0 3.20"

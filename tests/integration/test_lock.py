@@ -137,6 +137,32 @@ def test_stacklock_tables_are_read_strictly_naming_file_and_key(tmp_path, edit,
         load_lock(path)
 
 
+@pytest.mark.parametrize(("table", "message"), [
+    ('url = "s3://team-wheels/stacklock"\nfirst = true\n', None),
+    ('url = "s3://team-wheels/stacklock"\nfrist = true\n',
+     "tool.stacklock.archive.frist: unknown key 'frist'"),
+    ('url = "archive"\n', "tool.stacklock.archive.url: 'archive': a relative "
+     "folder is another folder on each machine"),
+    ('url = "https://me:secret@wheels.example.com"\n',
+     "tool.stacklock.archive.url: .*credentials in the URL"),
+    ('first = true\n', "tool.stacklock.archive.url: '': missing url"),
+])
+def test_the_recorded_archive_is_read_strictly(tmp_path, table, message):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    path = _write(tmp_path, f"{text}\n[tool.stacklock.archive]\n{table}")
+    if message is None:
+        lock = load_lock(path)
+        assert lock.stack is not None and lock.stack.archive is not None
+        assert (lock.stack.archive.url, lock.stack.archive.first) == (
+            "s3://team-wheels/stacklock", True)
+        assert render_lock(lock).endswith(
+            '[tool.stacklock.archive]\nurl = "s3://team-wheels/stacklock"\n'
+            "first = true\n")
+        return
+    with pytest.raises(LockError, match=f"^{path}: {message}"):
+        load_lock(path)
+
+
 def test_bad_toml_and_missing_file_are_lock_errors(tmp_path):
     with pytest.raises(LockError, match="not valid TOML"):
         load_lock(_write(tmp_path, "lock-version = \n"))

@@ -125,6 +125,13 @@ def test_full_schema_parses() -> None:
          "index[0].url"),
         ({**MINIMAL, "index": [{"name": "m", "url": "https:///simple"}]},
          "index[0].url"),
+        ({**MINIMAL, "archive": {"first": True}}, "archive.url"),
+        ({**MINIMAL, "archive": {"url": "s3://b/p", "frist": True}}, "archive.frist"),
+        ({**MINIMAL, "archive": {"url": "s3://b/p", "first": "yes"}}, "archive.first"),
+        ({**MINIMAL, "archive": {"url": "archive/here"}}, "archive.url"),
+        ({**MINIMAL, "archive": {"url": "https://u:secret@host/a"}}, "archive.url"),
+        ({**MINIMAL, "archive": {"url": "s3:///prefix"}}, "archive.url"),
+        ({**MINIMAL, "archive": {"url": "gs://bucket/p"}}, "archive.url"),
     ],
 )
 def test_bad_input_names_the_key(data: dict, key: str) -> None:
@@ -133,6 +140,15 @@ def test_bad_input_names_the_key(data: dict, key: str) -> None:
     assert info.value.key == key
     assert str(info.value).startswith(f"p.toml: {key}: ")
     assert "\n" not in str(info.value)
+
+
+def test_archive_is_a_url_every_machine_reads_the_same() -> None:
+    for url in ("s3://team-wheels/stacklock", "https://wheels.example.com/a",
+                "file:///srv/archive", "/srv/archive"):
+        profile = parse_profile({**MINIMAL, "archive": {"url": url + "/"}}, name="x")
+        assert profile.archive is not None
+        assert (profile.archive.url, profile.archive.first) == (url, False)
+    assert parse_profile(MINIMAL, name="x").archive is None
 
 
 def test_no_build_and_build_requires() -> None:
