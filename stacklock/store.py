@@ -157,17 +157,52 @@ class ArtifactStore:
 
                 sha = download(http, url, part, size=size, progress=progress,
                                retry=self.retry)
-            if expected is not None and sha != expected:
-                part.unlink(missing_ok=True)
-                raise HashMismatchError(url=shown, expected=expected, actual=sha)
-            blob = self._blob(sha)
-            blob.parent.mkdir(parents=True, exist_ok=True)
             had = before[1] if part == before[0] else 0
-            self.bytes_fetched += max(part.stat().st_size - had, 0)
-            os.replace(part, blob)
-            _seal(blob)
+            received = max(part.stat().st_size - had, 0)
+            blob = self._keep(part, sha, expected=expected, shown=shown)
+            self.bytes_fetched += received
             self._remember(url, sha)
             return blob, sha
+
+    def fetch_archived(self, http: httpx.Client, *, sha256: str, filename: str,
+                       size: int | None = None, why: str = "not beside the lock"
+                       ) -> Path | None:
+        """A file known by its sha256 alone (a lock's patch file, which has no
+        URL) from the store, else from the archive into the store, checked
+        against ``sha256``; None when neither has it."""
+        done = self.path_for(sha256)
+        if done is not None or self.archive is None:
+            return done
+        from stacklock.lockarchive import fetch_from_archive
+
+        tmp = self.root / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        key = _url_key(f"{self.archive.url}/{sha256}")
+        with _locked(tmp / f"{key}.lock"):
+            part = tmp / f"{key}.part"
+            got = fetch_from_archive(self.archive, http, sha256=sha256,
+                                     filename=filename, part=part, size=size,
+                                     progress=None)
+            if got is None:
+                return self.path_for(sha256)  # or another process stored it
+            received = part.stat().st_size
+            blob = self._keep(part, got[0], expected=sha256, shown=got[1])
+            self.bytes_fetched += received
+        self.from_archive.append((filename, why))
+        return blob
+
+    def _keep(self, part: Path, sha: str, *, expected: str | None,
+              shown: str) -> Path:
+        """Move a fetched file into the store under its sha256, unless it is
+        not the ``expected`` one (then it is deleted)."""
+        if expected is not None and sha != expected:
+            part.unlink(missing_ok=True)
+            raise HashMismatchError(url=shown, expected=expected, actual=sha)
+        blob = self._blob(sha)
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(part, blob)
+        _seal(blob)
+        return blob
 
     def _with_archive(
         self,

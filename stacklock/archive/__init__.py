@@ -15,7 +15,7 @@ files it listed.
 
     {"schema": "stacklock.archive/1", "lock": "path", "archive": "s3://...",
      "files": [{"filename": "...", "sha256": "...", "size": 123,
-                "kind": "wheel" | "sdist" | "archive" | "runfile",
+                "kind": "wheel" | "sdist" | "archive" | "runfile" | "patch",
                 "project": "torch" | null, "state": "copied" | "present"}],
      "copied": 3, "present": 40, "bytes_copied": 123,
      "projects": ["torch", ...], "skipped": ["pkg: a vcs checkout, not a file"]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -73,8 +73,9 @@ class ArchiveResult:
 
 def lock_files(lock: Lock, *, no_toolkit: bool = False
                ) -> tuple[list[ArchivedFile], list[str]]:
-    """Every file the lock may install, and what it installs that is no file
-    (a vcs checkout, a directory): with its sha256, from its URL or its path."""
+    """Every file the lock may install (its patch files too), and what it
+    installs that is no file (a vcs checkout, a directory): with its sha256,
+    from its URL or its path."""
     from stacklock.lock import wheel_sha256
 
     base = Path(lock.path).parent
@@ -103,6 +104,11 @@ def lock_files(lock: Lock, *, no_toolkit: bool = False
                 size=entry.size, url=entry.url,
                 path=base / entry.path if entry.path and not entry.url else None,
                 requires_python=str(requires) if requires else None))
+        for patch in pkg.tool.patches:  # beside the lock; no index page lists them
+            found.setdefault(patch.sha256, ArchivedFile(
+                filename=PurePosixPath(patch.path).name, sha256=patch.sha256,
+                kind="patch", project=None, size=patch.size,
+                path=base / patch.path))
     cuda = lock.cuda
     if cuda is not None and cuda.source == "runfile" and not no_toolkit:
         if not (cuda.url and cuda.sha256):

@@ -20,7 +20,7 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
@@ -88,7 +88,8 @@ def _read(package: LockedPackage, record: PatchRecord, folder: Path,
           lock: str, store: ArtifactStore | None) -> Patch:
     path = folder / record.path
     if not path.exists() and store is not None:
-        path = store.path_for(record.sha256) or path
+        path = store.path_for(record.sha256) or _archived(
+            store, record, PurePosixPath(record.path).name) or path
     patch = load_patch(path, where=str(path))
     if patch.sha256 != record.sha256 or patch.size != record.size:
         raise PatchError(
@@ -98,6 +99,18 @@ def _read(package: LockedPackage, record: PatchRecord, folder: Path,
             hint="restore the patch file the lock was resolved with, or resolve "
             "the lock again and review the diff")
     return patch
+
+
+def _archived(store: ArtifactStore, record: PatchRecord, name: str) -> Path | None:
+    """The patch file from the store's archive (``stacklock archive`` keeps
+    the lock's patch files too), checked against its sha256."""
+    if store.archive is None:
+        return None
+    from stacklock.http import make_http_client
+
+    with make_http_client(timeout=60.0) as http:
+        return store.fetch_archived(http, sha256=record.sha256, filename=name,
+                                    size=record.size)
 
 
 def _site_packages(generation: Path) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
-from stacklock.errors import PatchError
+from stacklock.errors import PatchError, StacklockError
 from stacklock.install.run import install_lock
 from stacklock.lock import load_lock
+from stacklock.lockarchive import Archive
 from stacklock.patches.record import record_digest
 from stacklock.validate.run import validate
 from tests.helpers.install_server import tree_state
@@ -203,3 +205,38 @@ def test_wheel_in_the_artifact_store_checks_the_declared_hash(tmp_path,
     checks = _checks(validate(load_lock(lock), venv=venv, allow_no_gpu=True,
                               gate=False, probes=False))
     assert checks["wheel-hashes"][0] == "fail"
+
+
+def test_the_archive_keeps_the_patch_file_and_install_reads_it_there(
+        tmp_path, lock, patched_index, capsys) -> None:
+    """``stacklock archive`` copies the patch file by its sha256 (no index page
+    lists it); once it and the index are gone, ``install --archive`` takes the
+    wheel and the patch from the archive, each checked, and applies it."""
+    archive = tmp_path / "archive"
+    assert main(["archive", str(lock), str(archive), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (patch,) = [f for f in report["files"] if f["kind"] == "patch"]
+    record = load_lock(lock).package("iniconfig").tool.patches[0]
+    kept = archive / "files" / record.sha256 / "iniconfig-semicolon.patch"
+    assert patch["sha256"] == record.sha256 and kept.is_file()
+    assert patch["project"] is None and "iniconfig-semicolon" not in (
+        archive / "simple" / "iniconfig" / "index.html").read_text()
+    (tmp_path / "patches" / "iniconfig-semicolon.patch").unlink()
+    patched_index.files.clear()
+    for cache in ("cache", "uv-cache"):
+        shutil.rmtree(tmp_path / cache, ignore_errors=True)
+    venv = tmp_path / "env"
+    result = install_lock(lock, venv=venv, python=PY, allow_no_gpu=True,
+                          archive=Archive(url=str(archive)))
+    assert result.ok
+    assert any("iniconfig-semicolon.patch (not beside the lock)" in n
+               for n in result.notes)
+    assert _run(venv, PARSE_SEMICOLON) == "a;b"
+    # wrong bytes in the archive are refused, the venv untouched
+    kept.write_bytes(kept.read_bytes().replace(b"keep", b"kept"))
+    shutil.rmtree(tmp_path / "cache")
+    before = tree_state(venv)
+    with pytest.raises(StacklockError, match="sha256 mismatch"):
+        install_lock(lock, venv=venv, python=PY, allow_no_gpu=True, reinstall=True,
+                     archive=Archive(url=str(archive)))
+    assert tree_state(venv) == before
