@@ -224,12 +224,16 @@ def _add_resolve(sub: _Sub) -> None:
     p.add_argument("--check", "--locked", dest="check", action="store_true",
                    help="write nothing; exit 0 if the lock is what resolving "
                         "would write, else 1 with what differs (for CI)")
+    _add_timeout(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(verb="resolve:resolve")
+
+
+def _add_timeout(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="seconds one request may take in all (default 120, or "
                         "STACKLOCK_HTTP_TIMEOUT); the whole resolve's requests "
                         "end after STACKLOCK_RUN_TIMEOUT (default 1800)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(verb="resolve:resolve")
 
 
 def _add_update(sub: _Sub) -> None:
@@ -276,6 +280,7 @@ def _add_update(sub: _Sub) -> None:
                    help="revalidate cached pages with the indexes")
     p.add_argument("--no-check", action="store_true",
                    help="resolve without the native check")
+    _add_timeout(p)
     _add_archive(p)
     p.add_argument("--json", action="store_true")
     p.epilog = ("exit codes: 0 unchanged (nothing written), 4 changed (lock and "

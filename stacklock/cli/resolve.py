@@ -8,11 +8,25 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
-__all__ = ["resolve", "resolved_now"]
+__all__ = ["apply_timeout", "resolve", "resolved_now"]
+
+
+def apply_timeout(args: argparse.Namespace) -> None:
+    """``--timeout SECONDS``: each request's deadline, for this process (the
+    http module reads ``STACKLOCK_HTTP_TIMEOUT``)."""
+    import os
+
+    from stacklock.errors import StacklockError
+
+    if args.timeout is None:
+        return
+    if args.timeout <= 0:
+        raise StacklockError(f"--timeout: {args.timeout:g} is not a number of "
+                             "seconds > 0", hint="e.g. --timeout 60")
+    os.environ["STACKLOCK_HTTP_TIMEOUT"] = str(args.timeout)
 
 
 def resolve(args: argparse.Namespace) -> int:
-    import os
 
     from stacklock.cli.output import (
         interactive,
@@ -21,13 +35,8 @@ def resolve(args: argparse.Namespace) -> int:
         print_json,
         progress,
     )
-    from stacklock.errors import StacklockError
 
-    if args.timeout is not None:
-        if args.timeout <= 0:
-            raise StacklockError(f"--timeout: {args.timeout:g} is not a number of "
-                                 "seconds > 0", hint="e.g. --timeout 60")
-        os.environ["STACKLOCK_HTTP_TIMEOUT"] = str(args.timeout)  # this process's
+    apply_timeout(args)
     from stacklock.resolve.memo import replay_lock
 
     urls = dict(parse_index_option(item) for item in args.index)

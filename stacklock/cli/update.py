@@ -81,9 +81,12 @@ def _diff(old: Lock, new: Lock) -> tuple[Mapping[str, Any], str]:
 
 def _recorded(folder: Path) -> Any:
     """The last validation report kept for a lock's bytes, by their sha256."""
-    from stacklock.validate.report import read_report
 
     def recorded(lock: Path) -> Mapping[str, Any] | None:
+        # validate's modules load only for a changed lock: an unchanged
+        # update costs what a warm resolve --check does
+        from stacklock.validate.report import read_report
+
         digest = hashlib.sha256(lock.read_bytes()).hexdigest()
         return read_report(folder / "reports" / digest / "report.json")
 
@@ -193,11 +196,11 @@ def _bisector(args: argparse.Namespace, folder: Path) -> Any:
 
 def update(args: argparse.Namespace) -> int:
     from stacklock.cli.output import parse_index_option, print_json, say
-    from stacklock.cli.resolve import resolved_now
-    from stacklock.lockarchive import Archive
+    from stacklock.cli.resolve import apply_timeout, resolved_now
     from stacklock.profile import default_lock_path, load_profile
     from stacklock.update import UpdateTools, render_summary, render_update, update_lock
 
+    apply_timeout(args)
     if args.max_steps < 1 or args.step_timeout <= 0 or args.repeat < 0:
         raise StacklockError("--max-steps, --step-timeout and --repeat take a "
                              "number >= 1")
@@ -206,6 +209,8 @@ def update(args: argparse.Namespace) -> int:
                              "venv: give --validate too",
                              hint="stacklock update PROFILE --validate -- CMD")
     if args.archive:  # a URL it cannot read fails now, not after resolving
+        from stacklock.lockarchive import Archive
+
         Archive.from_options(args.archive, first=args.archive_first)
     urls = dict(parse_index_option(item) for item in args.index)
     upgrade, names, released = _released(args)

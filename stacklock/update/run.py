@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import atomic_write_bytes, atomic_write_text, check_writable
-from stacklock.lock import parse_lock
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -133,6 +132,8 @@ def update_lock(
     if current == data:
         return UpdateResult(state="unchanged", seconds=time.monotonic() - started,
                             **base)  # type: ignore[arg-type]
+    from stacklock.lock import parse_lock  # only for a changed lock (see above)
+
     new = parse_lock(data, path=f"{lock_path} (resolved now)")
     old = None if current is None else parse_lock(current, path=str(lock_path))
     diff, markdown = tools.diff(old, new) if old is not None else (None, "")

@@ -136,15 +136,16 @@ def test_a_typo_in_a_profile_exits_2_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "locks").exists()
 
 
-def test_every_dead_index_is_named_and_exits_3(tmp_path: Path,
-                                               silent: Silent) -> None:
+@pytest.mark.parametrize("verb", ["resolve", "update"])
+def test_every_dead_index_is_named_and_exits_3(tmp_path: Path, silent: Silent,
+                                               verb: str) -> None:
     """Two refusing ports and one server that never answers: all three named,
     one line each, the silent one within the request deadline (--timeout 2)
-    rather than after three 30 s attempts."""
+    rather than after three 30 s attempts; update as resolve."""
     dead = {"dead-a": _refused_url(), "silent": silent.url,
             "dead-b": _refused_url()}
     profile = _profile(tmp_path / "dead.toml", dead)
-    done = _stacklock("resolve", str(profile), "--timeout", "2", cwd=tmp_path,
+    done = _stacklock(verb, str(profile), "--timeout", "2", cwd=tmp_path,
                       cache=tmp_path / "c", timeout=60)
     assert done.returncode == 3, done.stderr
     lines = done.stderr.splitlines()
