@@ -204,8 +204,10 @@ def _add_links(sub: _Sub) -> None:
 
 def _add_resolve(sub: _Sub) -> None:
     p = sub.add_parser("resolve", help="resolve a profile into a PEP 751 lock")
-    p.add_argument("profile", metavar="PROFILE",
-                   help="a built-in profile name or a path to a .toml file")
+    p.add_argument("profile", metavar="PROFILE", nargs="?",
+                   help="a built-in profile name or a path to a .toml file "
+                        "(--check without it: every locks/pylock.NAME.toml "
+                        "against the profile NAME)")
     p.add_argument("-o", "--output", metavar="PATH",
                    help="where to write the lock (default locks/pylock.PROFILE.toml)")
     p.add_argument("--index", action="append", default=[], metavar="NAME=URL",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import argparse
@@ -35,13 +35,20 @@ def resolve(args: argparse.Namespace) -> int:
         print_json,
         progress,
     )
+    from stacklock.errors import StacklockError
 
     apply_timeout(args)
     from stacklock.resolve.memo import replay_lock
 
     urls = dict(parse_index_option(item) for item in args.index)
+    if args.check and args.profile is None:
+        return _check_all(args, urls)
+    if args.profile is None:
+        raise StacklockError("resolve needs a PROFILE (only --check checks every "
+                             "lock in locks/ without one)",
+                             hint="stacklock resolve pypi-cu130")
     if args.check:
-        return _check(args, urls)
+        return 0 if _check(args, urls)[0] else 1
     # nothing changed since the last resolution of this profile: its lock again,
     # without importing the resolver (stacklock.resolve.memo)
     replayed = replay_lock(args.profile, output=args.output, index_urls=urls,
@@ -101,10 +108,38 @@ def resolved_now(args: argparse.Namespace, urls: dict[str, str], *,
     return Path(result.lock), result.text, result.seconds
 
 
-def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
+def _check_all(args: argparse.Namespace, urls: dict[str, str]) -> int:
+    """``resolve --check`` without a PROFILE (the pre-commit hook's default):
+    every ``locks/pylock.NAME.toml`` against the profile NAME; 1 when any
+    differs. With ``--json``: ``{"locks": [each lock's object]}``."""
+    from copy import copy
+
+    from stacklock.cli.output import print_json
+    from stacklock.errors import StacklockError
+
+    if args.output:
+        raise StacklockError("-o names one lock: give its PROFILE too",
+                             hint="stacklock resolve --check PROFILE -o PATH")
+    locks = sorted(Path("locks").glob("pylock.*.toml"))
+    if not locks:
+        raise StacklockError("locks/ has no pylock.NAME.toml to check",
+                             hint="stacklock resolve --check PROFILE [-o PATH]")
+    results = []
+    for lock in locks:
+        one = copy(args)
+        one.profile = lock.name.removeprefix("pylock.").removesuffix(".toml")
+        one.output = str(lock)
+        results.append(_check(one, urls, emit=not args.json))
+    if args.json:
+        print_json("resolve-check-all", {"locks": [found for _, found in results]})
+    return 0 if all(same for same, _ in results) else 1
+
+
+def _check(args: argparse.Namespace, urls: dict[str, str], *,
+           emit: bool = True) -> tuple[bool, dict[str, Any]]:
     """``resolve --check``: resolve as ``resolve`` would, write nothing, and
     compare with the lock there; what differs is shown by ``stacklock diff``'s
-    renderer."""
+    renderer. ``(same, its JSON)``; ``emit=False``: with nothing printed."""
     from stacklock.cli.output import print_json, say
 
     path, text, seconds = resolved_now(args, urls, upgrade=args.upgrade,
@@ -122,11 +157,13 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
         differences = diff_locks(
             parse_lock(current, path=str(path)),
             parse_lock(text.encode("utf-8"), path=f"{path} (resolved now)"))
+    found = {"lock": str(path), "profile": args.profile, "up_to_date": same,
+             "exists": current is not None, "seconds": round(seconds, 3),
+             "diff": differences.to_dict() if differences else None}
+    if not emit:
+        return same, found
     if args.json:
-        print_json("resolve-check", {
-            "lock": str(path), "profile": args.profile, "up_to_date": same,
-            "exists": current is not None, "seconds": round(seconds, 3),
-            "diff": differences.to_dict() if differences else None})
+        print_json("resolve-check", found)
     elif same:
         say(args, f"{path} is up to date with {args.profile} ({seconds:.1f} s)")
     elif current is None:
@@ -139,7 +176,7 @@ def _check(args: argparse.Namespace, urls: dict[str, str]) -> int:
                 "(header, stacklock version, layout)")
         say(args, f"{path} is not what resolving {args.profile} writes now "
             f"({seconds:.1f} s); stacklock resolve {args.profile} updates it")
-    return 0 if same else 1
+    return same, found
 
 
 def _report(args: argparse.Namespace, text: str) -> None:

@@ -282,7 +282,7 @@ def test_a_noisy_gate_classifies_only_clear_numbers(
     args = argparse.Namespace(python=sys.executable, no_toolkit=False)
     with httpx.Client() as http:
         result = bisect_locks(*locks, folder=tmp_path / "gate",
-                              tools=_tools(args, http), oracle_id="gate",
+                              tools=_tools(args, http, None), oracle_id="gate",
                               oracle=GateOracle(measure=measure, repeat=3))
     report = result.to_dict()
     assert _culprit(report) == [("alpha", "1.0", "2.0")]

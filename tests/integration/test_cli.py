@@ -69,6 +69,11 @@ CORPUS = [
      "{in}/bad.toml is a file, not a directory"),
     (["resolve", "pypi-small", "-o", "/proc/pylock.pypi-small.toml"], 2,
      "/proc/pylock.pypi-small.toml: cannot write in /proc"),
+    # only --check goes without a PROFILE (every locks/pylock.NAME.toml)
+    (["resolve"], 2, "resolve needs a PROFILE (only --check checks every lock"),
+    (["resolve", "--check", "-o", "{in}/x.toml"], 2,
+     "-o names one lock: give its PROFILE too"),
+    (["archive", "{in}/nope.toml"], 2, "nope.toml"),
     # typos in [validate] / [validate.gate] and TOML types, named by file and key
     (["resolve", "{in}/validate-import.toml"], 2,
      "validate-import.toml: validate.import: unknown key 'import'"),
@@ -116,7 +121,7 @@ CORPUS = [
      "/proc/report/report.json: cannot write in /proc"),
     (["links", "torch", "--index", ""], 2, "--index '' is not NAME=URL"),
     # usage errors: one line too, naming the argument and where the help is
-    (["resolve"], 2, "required: PROFILE (see 'stacklock resolve --help')"),
+    (["diff"], 2, "required: OLD, NEW (see 'stacklock diff --help')"),
     (["install", "--bogus"], 2, "unrecognized arguments: --bogus"),
     (["cuda", "bogus"], 2, "invalid choice: 'bogus'"),
     # a refused rollback makes no <venv>.stacklock folder (and no lock file in it)

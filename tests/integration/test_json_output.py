@@ -25,7 +25,7 @@ from tests.helpers.packs import write_small_pack
 # the schemas each verb prints (resolve --check, install --rollback, ...)
 VERBS = {
     "profiles": {"profiles"}, "links": {"links"},
-    "resolve": {"resolve", "resolve-check"}, "check": {"check"},
+    "resolve": {"resolve", "resolve-check", "resolve-check-all"}, "check": {"check"},
     "cuda list": {"cuda-list"}, "cuda show": {"cuda-show"},
     "cuda check-driver": {"cuda-check-driver"}, "cuda refresh": {"cuda-refresh"},
     "install": {"install", "install-rollback", "install-pack"},

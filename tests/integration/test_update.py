@@ -14,34 +14,20 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
 from functools import partial
-from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import pytest
-from packaging.utils import parse_wheel_filename
 
 from scripts.record_mirror import NIGHTLY_CUTOFF
 from stacklock.cli import main
 from tests.helpers.jsonout import parse_output
 from tests.helpers.loopback import loopback
 from tests.helpers.mirror import WheelHost, resolve_on_mirror, serve_mirror
-from tests.helpers.pytorch_index import render_pytorch_page
-from tests.helpers.standins import StandIn, pytorch_files
+from tests.helpers.nightly import NIGHTLY, Quiet, derive_nightly, newest, oracle
 from tests.helpers.uv import python312
-from tests.helpers.wheelkit import build_wheel
 
 PROFILE = "blackwell-cu130-nightly"
-NIGHTLY = ("torch", "torchvision", "torchaudio")
-
-
-def _newest(project: str, as_of: str | None = None) -> str:
-    """The newest cp312 x86_64 nightly of ``project`` on the pages then."""
-    return str(max(parse_wheel_filename(f.filename)[1] for f in pytorch_files()
-                   if f.channel == "nightly/cu130" and f.project == project
-                   and "cp312" in f.filename and "x86_64" in f.filename
-                   and (as_of is None or f.upload_time <= as_of)))
 
 
 def test_update_writes_todays_lock_and_a_summary_naming_every_change(
@@ -76,8 +62,8 @@ def test_update_writes_todays_lock_and_a_summary_naming_every_change(
     assert (report["state"], report["released"]) == ("changed", "all")
     changes = {c["name"]: (c["change"], c["old"], c["new"])
                for c in report["diff"]["packages"]}
-    moved = {p: ("upgraded", _newest(p, NIGHTLY_CUTOFF), _newest(p))
-             for p in NIGHTLY if _newest(p, NIGHTLY_CUTOFF) != _newest(p)}
+    moved = {p: ("upgraded", newest(p, NIGHTLY_CUTOFF), newest(p))
+             for p in NIGHTLY if newest(p, NIGHTLY_CUTOFF) != newest(p)}
     assert moved and changes == moved
     assert report["written"] == [str(lock), str(summary)]
     assert (code, again["state"], again["written"]) == (0, "unchanged", [])
@@ -102,7 +88,7 @@ def test_summary_names_each_change_and_what_the_check_passed_over(
     assert text.startswith(f"# stacklock update {PROFILE}: ")
     assert "(not validated)" in text and "Released: " in text
     for project in NIGHTLY:
-        old, new = _newest(project, NIGHTLY_CUTOFF), _newest(project)
+        old, new = newest(project, NIGHTLY_CUTOFF), newest(project)
         assert project in text and old in text and new in text, project
         assert re.search(rf"{project} upgraded {re.escape(old)} -> "
                          rf"{re.escape(new)}", out), out
@@ -112,54 +98,6 @@ def test_summary_names_each_change_and_what_the_check_passed_over(
 # -- validation and bisect, on nightly stand-ins with no requirements --------
 
 
-# what a torch built for CUDA 13.0 answers validate's probe with on a machine
-# with no GPU
-_CPU_TORCH = ("__version__ = %r\n\nclass version:\n    cuda = \"13.0\"\n\n\n"
-              "class cuda:\n    @staticmethod\n    def is_available():\n"
-              "        return False\n")
-
-
-def _derived(folder: Path, host: str, as_of: str) -> None:
-    """The nightly pages of NIGHTLY as of ``as_of`` under ``folder/whl/
-    nightly/cu130/``, and every nightly as a wheel with no requirements (torch
-    a module answering validate's probe) under ``folder/files/`` with its
-    METADATA file."""
-    files = []
-    for f in pytorch_files():
-        if f.channel != "nightly/cu130" or f.project not in NIGHTLY or \
-                "cp312" not in f.filename:
-            continue
-        version = str(parse_wheel_filename(f.filename)[1])
-        module = (_CPU_TORCH % version).encode() if f.project == "torch" else b""
-        built = build_wheel(folder / "files", f.project, version,
-                            {f"{f.project}/__init__.py": module},
-                            tag=f.filename.split("-", 2)[2].removesuffix(".whl"))
-        assert built.name == f.filename
-        with zipfile.ZipFile(built) as zf:
-            meta = zf.read(f"{f.project}-{version}.dist-info/METADATA")
-        (folder / "files" / f"{f.filename}.metadata").write_bytes(meta)
-        files.append(StandIn(channel="files", filename=f.filename, metadata=meta,
-                             upload_time=f.upload_time, page_sha256=False,
-                             wheel=built.read_bytes()))
-    for project in NIGHTLY:
-        listed = [f for f in files if f.project == project and f.upload_time <= as_of]
-        page = render_pytorch_page(project, listed, host).replace(b"/whl/files/",
-                                                                  b"/files/")
-        target = folder / "whl" / "nightly" / "cu130" / project / "index.html"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(page)
-
-
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-def _oracle(condition: str) -> list[str]:
-    return ["python", "-c", "import importlib.metadata as m, sys\n"
-            f"sys.exit({condition})"]
-
-
 def test_validate_then_bisect_names_the_culprit_verified_both_ways(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,10 +105,10 @@ def test_validate_then_bisect_names_the_culprit_verified_both_ways(
     monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
     monkeypatch.chdir(tmp_path)
     folder = tmp_path / "served"
-    today = {p: _newest(p) for p in NIGHTLY}
+    today = {p: newest(p) for p in NIGHTLY}
     culprit = "torchaudio"
-    failing = _oracle(f"m.version({culprit!r}) == {today[culprit]!r}")
-    with loopback(partial(_Quiet, directory=str(folder))) as base:
+    failing = oracle(f"m.version({culprit!r}) == {today[culprit]!r}")
+    with loopback(partial(Quiet, directory=str(folder))) as base:
         profile = tmp_path / "nightly.toml"
         profile.write_text(
             '[target]\npython = "3.12"\n\n[[index]]\nname = "pytorch-nightly-cu130"'
@@ -180,13 +118,13 @@ def test_validate_then_bisect_names_the_culprit_verified_both_ways(
         common = [str(profile), "-o", "pylock.toml", "--validate", "--allow-no-gpu",
                   "--python", python312(tmp_path), "--summary", "update.md",
                   "--json", "--no-check"]
-        _derived(folder, base, NIGHTLY_CUTOFF)
+        derive_nightly(folder, base, NIGHTLY_CUTOFF)
         code = main(["update", *common, "--", *failing])
         first = parse_output(capsys.readouterr().out, "update")
         # last week's lock: new, validated, passing
         assert code == 4, json.dumps(first["validation"])[:3000]
         assert first["validation"]["ok"] is True
-        _derived(folder, base, "2999-01-01T00:00:00Z")  # today's pages, and
+        derive_nightly(folder, base, "2999-01-01T00:00:00Z")  # today's pages, and
         monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache2"))  # a
         # week later no page in the cache is fresh
         code = main(["update", *common, "--max-steps", "12", "--", *failing])
