@@ -213,8 +213,8 @@ def test_bisect_reads_every_file_from_the_archive_when_the_index_is_gone(
                           "--archive", str(folder), "--dir", str(tmp_path / "b"),
                           "--json", "--", *oracle)
     assert code == 0, err
-    report = json.loads(out)
-    assert [c["name"] for c in report["culprit"]] == ["six"]
+    (culprit,) = parse_output(out, "bisect")["culprits"]
+    assert [c["name"] for c in culprit["changes"]] == ["six"]
     # each file was asked of the original (404) before the archive
     assert {p.rsplit("/", 1)[-1] for p, _ in served.requests} == WHEELS
 

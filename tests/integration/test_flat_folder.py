@@ -7,7 +7,6 @@ archive, pack) reads them from the folder, never asking the HTTP client for a
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from stacklock.cli import main
+from tests.helpers.jsonout import parse_output
 
 WHEELS = Path(__file__).resolve().parents[1] / "data" / "install" / "wheels"
 PY = sys.executable
@@ -56,7 +56,15 @@ def test_a_folder_index_resolves_checks_and_updates_from_its_files(
     assert _run(capsys, "check", str(lock))[0] == 0
     code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
                           "--json")
-    assert (code, json.loads(out)["state"]) == (0, "unchanged"), err
+    assert (code, parse_output(out, "update")["state"]) == (0, "unchanged"), err
+    # every lock in locks/ against its profile, the pre-commit hook's default
+    (tmp_path / "profiles").mkdir()
+    shutil.copy2(folder_profile, tmp_path / "profiles" / "folder.toml")
+    assert _run(capsys, "resolve", "folder")[0] == 0  # locks/pylock.folder.toml
+    code, out, err = _run(capsys, "resolve", "--check", "--json")
+    assert code == 0, err
+    (one,) = parse_output(out, "resolve-check-all")["locks"]
+    assert (one["profile"], one["up_to_date"]) == ("folder", True)
     # a cold cache reads each METADATA from the folder again
     shutil.rmtree(tmp_path / "cache")
     code, _, err = _run(capsys, "resolve", "--check", str(folder_profile),
@@ -89,7 +97,8 @@ def test_a_folder_lock_installs_archives_and_falls_back_when_a_file_goes(
                           "--python", PY, "--no-validate", "--json",
                           "--archive", str(tmp_path / "archive"))
     assert code == 0, err
-    (note,) = [n for n in json.loads(out)["notes"] if "from the archive" in n]
+    (note,) = [n for n in parse_output(out, "install")["notes"]
+               if "from the archive" in n]
     assert "3 file(s)" in note and "(no such file)" in note
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
 
@@ -109,12 +118,12 @@ def test_the_profiles_archive_travels_in_the_lock_to_archive_and_install(
     assert f'[tool.stacklock.archive]\nurl = "{archive}"\n' in lock.read_text()
     code, out, err = _run(capsys, "archive", str(lock), "--json")
     assert code == 0, err
-    assert json.loads(out)["archive"] == str(archive)
+    assert parse_output(out, "archive")["archive"] == str(archive)
     shutil.rmtree(tmp_path / "wheels")
     shutil.rmtree(tmp_path / "cache")
     code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
                           "--python", PY, "--no-validate", "--json")
     assert code == 0, err
     assert any(f"3 file(s) from the archive {archive}" in n
-               for n in json.loads(out)["notes"])
+               for n in parse_output(out, "install")["notes"])
     assert _versions(tmp_path / "env") == "1.17.0 3.20"

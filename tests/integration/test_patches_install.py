@@ -24,6 +24,7 @@ from stacklock.lockarchive import Archive
 from stacklock.patches.record import record_digest
 from stacklock.validate.run import validate
 from tests.helpers.install_server import tree_state
+from tests.helpers.jsonout import parse_output
 from tests.helpers.patched import (
     INICONFIG,
     PARSE_SEMICOLON,
@@ -214,7 +215,7 @@ def test_the_archive_keeps_the_patch_file_and_install_reads_it_there(
     wheel and the patch from the archive, each checked, and applies it."""
     archive = tmp_path / "archive"
     assert main(["archive", str(lock), str(archive), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = parse_output(capsys.readouterr().out, "archive")
     (patch,) = [f for f in report["files"] if f["kind"] == "patch"]
     record = load_lock(lock).package("iniconfig").tool.patches[0]
     kept = archive / "files" / record.sha256 / "iniconfig-semicolon.patch"
