@@ -131,16 +131,22 @@ def check_writable(path: str | os.PathLike[str], *, example: str) -> Path:
     if not folder.is_dir():
         raise OutputError(f"{folder} is a file, not a directory", path=target,
                           hint="choose a path whose parents are directories")
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"cannot write in {folder} ({exc.strerror})", path=target,
-                          hint="choose a writable directory") from None
-    os.close(fd)
-    os.unlink(probe)
-    return target
+    # a name of this process's own, made with O_EXCL (tempfile and the random
+    # module it loads cost an unchanged update or resolve --check ~4 ms)
+    for n in itertools.count():
+        probe = folder / f".{target.name}.{os.getpid()}.{n}.probe"
+        try:
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise OutputError(f"cannot write in {folder} ({exc.strerror})",
+                              path=target, hint="choose a writable directory"
+                              ) from None
+        os.close(fd)
+        os.unlink(probe)
+        return target
+    raise AssertionError("unreachable")
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
