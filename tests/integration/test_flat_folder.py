@@ -99,7 +99,7 @@ def test_a_folder_lock_installs_archives_and_falls_back_when_a_file_goes(
     assert code == 0, err
     (note,) = [n for n in parse_output(out, "install")["notes"]
                if "from the archive" in n]
-    assert "3 file(s)" in note and "(no such file)" in note
+    assert "3 files" in note and "(no such file)" in note
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
 
 
@@ -124,6 +124,6 @@ def test_the_profiles_archive_travels_in_the_lock_to_archive_and_install(
     code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
                           "--python", PY, "--no-validate", "--json")
     assert code == 0, err
-    assert any(f"3 file(s) from the archive {archive}" in n
+    assert any(f"3 files from the archive {archive}" in n
                for n in parse_output(out, "install")["notes"])
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
