@@ -23,6 +23,7 @@
      +-- FleetError         a fleet run could not start (no Ansible, no inventory)
      +-- NativeError        a wheel's shared objects cannot be read
      +-- PackError          a pack is unreadable, altered, or made for another node
+     +-- RecordError        a RECORD (a wheel's, or an installed one) is malformed
  +-- PatchError         a declared patch is unreadable, malformed or refused
  |    +-- PatchConflictError  exit 1: a patch does not apply to its wheel's file
      +-- ResolutionError    exit 1: no set of candidates satisfies the profile
@@ -62,6 +63,7 @@ __all__ = [
     "PatchError",
     "PreflightError",
     "ProfileError",
+    "RecordError",
     "ResolutionError",
     "SdistBuildError",
     "ServerError",
@@ -265,6 +267,12 @@ class PackError(StacklockError):
     """A pack is unreadable, altered, or made for another node; nothing changed.
     (Raised by the bootstrap inside a pack too: this module stays standard-library
     only.)"""
+
+
+class RecordError(StacklockError):
+    """A RECORD cannot be used: not CSV, over a bound, or a row whose path,
+    digest or size an installer never writes (the message names the file and
+    line: :mod:`stacklock.record`)."""
 
 
 class PatchError(StacklockError):

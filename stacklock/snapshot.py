@@ -30,12 +30,13 @@ from packaging.utils import canonicalize_name
 
 from stacklock import __version__
 from stacklock._fs import atomic_write_bytes
-from stacklock.bounded import Malformed, parse_json, read_regular
+from stacklock.bounded import Malformed, open_regular, parse_json, read_regular
 from stacklock.cuda.driver import parse_nvcc_version, read_driver
-from stacklock.errors import CudaError, InstallError
+from stacklock.errors import CudaError, InstallError, RecordError
 from stacklock.lock import Lock, load_lock, parse_lock_document
 from stacklock.lock.model import wheel_tags
 from stacklock.lock.write import dump_lock
+from stacklock.record import load_record, record_bytes, sha256_of_digest
 from stacklock.runner import SubprocessRunner
 
 if TYPE_CHECKING:
@@ -174,9 +175,14 @@ def _package(dist_info: Path, known: Known, warnings: list[str]
     # PEP 751 wants the normalized name ("Pygments" -> "pygments")
     entry: dict[str, Any] = {"name": str(canonicalize_name(name)), "version": version}
     tool: dict[str, Any] = {}
-    record = dist_info / "RECORD"
-    if record.is_file():
-        tool["record-sha256"] = hashlib.sha256(record.read_bytes()).hexdigest()
+    try:
+        record = record_bytes(dist_info)
+    except RecordError as exc:
+        warnings.append(f"{exc.message}; {entry['name']} {version} is listed "
+                        "without its RECORD's fingerprint")
+        record = None
+    if record is not None:
+        tool["record-sha256"] = hashlib.sha256(record).hexdigest()
     installer = dist_info / "INSTALLER"
     if installer.is_file():
         tool["installer"] = installer.read_text("utf-8").strip()
@@ -323,8 +329,6 @@ def find_edits(venv: Path) -> dict[Path, list[str]]:
     """Per dist-info, the files (relative to site-packages) whose bytes differ
     from the RECORD installed with them, plus those the generation's lock
     patched (whose RECORD install rewrote): the files to compare with the wheel."""
-    from stacklock.patches.record import parse_record, sha256_of_digest
-
     site = site_packages(venv)
     declared: dict[str, set[str]] = {}
     lock_path = installed_lock_path(venv)
@@ -334,10 +338,10 @@ def find_edits(venv: Path) -> dict[Path, list[str]]:
                 declared.setdefault(pkg.name, set()).update(f.path for f in patch.files)
     out: dict[Path, list[str]] = {}
     for dist_info in sorted(site.glob("*.dist-info")):
-        try:
-            record = parse_record((dist_info / "RECORD").read_text("utf-8"))
-        except OSError:
+        read = load_record(dist_info)
+        if read is None:
             continue
+        record = read.hashed
         name = canonicalize_name(dist_info.name.removesuffix(".dist-info")
                                  .partition("-")[0])
         edited = set(declared.get(name, ()))
@@ -346,7 +350,7 @@ def find_edits(venv: Path) -> dict[Path, list[str]]:
                     or path.startswith("../"):
                 continue
             try:
-                with (site / path).open("rb") as fh:
+                with open(site / path, "rb", opener=open_regular) as fh:
                     found = hashlib.file_digest(fh, "sha256").hexdigest()
             except OSError:
                 continue  # removed by hand: a patch deletes no file

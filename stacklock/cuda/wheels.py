@@ -13,13 +13,14 @@ each installed distribution's ``RECORD`` and takes the folder that holds ``bin/n
 
 from __future__ import annotations
 
-import importlib.metadata as md
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from stacklock.record import parse_record, record_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -62,15 +63,19 @@ def _rank(path: PurePosixPath) -> int | None:
     return None
 
 
-_MARKS = ("/nvcc", "/cuda_runtime.h", "/libcudart.so")
+_MARKS = (b"/nvcc", b"/cuda_runtime.h", b"/libcudart.so")
 
 
-def _may_hold_toolkit(dist: md.Distribution) -> bool:
-    """Does the distribution's RECORD name any file :func:`_rank` ranks? A
-    substring test on the text before it is parsed into thousands of entries
-    (torch's alone: the whole of a CUDA stack's RECORDs took about a second)."""
-    record = dist.read_text("RECORD")
-    return record is None or any(mark in record for mark in _MARKS)
+def _toolkit_entries(dist_info: Path) -> list[tuple[int, str]]:
+    """(rank, path) of each file the distribution's RECORD names that
+    :func:`_rank` ranks. A substring test on the bytes first: torch's RECORD
+    alone has 16,000 rows, and few distributions name any of these."""
+    content = record_bytes(dist_info)
+    if content is None or not any(mark in content for mark in _MARKS):
+        return []
+    record = parse_record(content, where=str(dist_info / "RECORD"), installed=True)
+    return [(rank, path) for path in record.entries
+            if (rank := _rank(PurePosixPath(path))) is not None]
 
 
 def _major(version: str) -> int | None:
@@ -85,26 +90,22 @@ def find_wheel_toolkit(sites: Iterable[Path], *,
     """The toolkit the installed wheels hold in ``sites``, preferring one whose
     distribution's major version is ``major`` (a venv may carry CUDA 12 wheels
     beside CUDA 13 ones); None when no RECORD names nvcc, cuda_runtime.h or
-    libcudart."""
+    libcudart. Each distribution is named by its ``<name>-<version>.dist-info``
+    folder, as installers write it."""
     found: list[tuple[int, int, str, WheelToolkit]] = []
     for site in sites:
-        for dist in md.distributions(path=[str(site)]):
-            if not _may_hold_toolkit(dist):
+        for dist_info in sorted(site.glob("*.dist-info")):
+            name, _, version = dist_info.name.removesuffix(".dist-info").partition("-")
+            if not name or not version:
                 continue
-            name = dist.metadata["Name"]
-            if not name:
-                continue
-            for entry in dist.files or ():
-                rank = _rank(PurePosixPath(str(entry)))
-                if rank is None:
-                    continue
-                home = Path(str(dist.locate_file(entry))).parent.parent
+            for rank, entry in _toolkit_entries(dist_info):
+                home = (site / entry).parent.parent
                 nvcc = home / "bin" / "nvcc"
-                other = 0 if major is None or _major(dist.version) == major else 1
-                found.append((other, rank, str(entry), WheelToolkit(
+                other = 0 if major is None or _major(version) == major else 1
+                found.append((other, rank, entry, WheelToolkit(
                     home=home, nvcc=nvcc if nvcc.is_file() else None,
-                    distribution=canonicalize_name(name), version=dist.version,
-                    marker=str(entry))))
+                    distribution=canonicalize_name(name), version=version,
+                    marker=entry)))
     if not found:
         return None
     return min(found, key=lambda item: item[:3])[3]

@@ -27,13 +27,8 @@ from packaging.utils import canonicalize_name
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import PatchError
-from stacklock.patches import load_patch
-from stacklock.patches.record import (
-    apply_patches,
-    parse_record,
-    rewrite_record,
-    sha256_of_digest,
-)
+from stacklock.patches import apply_patches, load_patch
+from stacklock.record import load_record, rewrite_record, sha256_of_digest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -156,9 +151,12 @@ def apply_to_generation(generation: Path,
     lines = []
     for package in packages:
         dist_info = _dist_info(site, package.name, package.version)
-        record_path = dist_info / "RECORD"
-        record_text = record_path.read_text("utf-8")
-        record = parse_record(record_text)
+        read = load_record(dist_info)
+        if read is None:
+            raise PatchError(f"{dist_info}: no RECORD, and the lock patches "
+                             f"{package.name} {package.version}",
+                             hint="install again")
+        record = read.entries
         paths = sorted({f.path for p, _ in package.patches for f in p.files})
         files = {}
         for relative in paths:
@@ -191,9 +189,8 @@ def apply_to_generation(generation: Path,
             # a new file renamed over the old one: never written through a link
             atomic_write_bytes(path, files[relative], durable=False)
             os.chmod(path, mode)
-        atomic_write_bytes(record_path, rewrite_record(
-            record_text, {p: files[p] for p in paths}).encode("utf-8"),
-            durable=False)
+        atomic_write_bytes(dist_info / "RECORD", rewrite_record(
+            read, {p: files[p] for p in paths}), durable=False)
     return lines
 
 

@@ -12,7 +12,6 @@ sha256 by the caller.
 
 from __future__ import annotations
 
-import re
 import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,6 +23,14 @@ from stacklock.http import describe_http_error, is_network_failure
 from stacklock.metadata import remote_zip
 from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.ranges import RangeReader
+from stacklock.record import (
+    MAX_RECORD_BYTES,
+    Record,
+    check_record_size,
+    parse_record,
+    record_name,
+    wheel_record,
+)
 from stacklock.urls import file_url_path, redact_url
 
 if TYPE_CHECKING:
@@ -35,18 +42,18 @@ if TYPE_CHECKING:
 __all__ = ["WheelFiles", "read_wheel_files"]
 
 _TAIL = 64 << 10
-_RECORD = re.compile(r"[^/]+\.dist-info/RECORD")
 
 
 @dataclass(frozen=True, kw_only=True)
 class WheelFiles:
-    """What was read of a wheel: every member's name, its RECORD's text and
-    name, and the wanted members it holds (a wanted name that is no member, or
-    a folder, is absent); ``bytes_read`` from the network."""
+    """What was read of a wheel: every member's name, its RECORD (read by
+    :func:`stacklock.record.parse_record`) and its name, and the wanted members
+    it holds (a wanted name that is no member, or a folder, is absent);
+    ``bytes_read`` from the network."""
 
     names: frozenset[str]
     record_name: str
-    record: str
+    record: Record
     files: dict[str, bytes]
     bytes_read: int = 0
 
@@ -85,10 +92,13 @@ def read_wheel_files(http: httpx.Client, *, filename: str, url: str | None,
                               bytes_read=local.stat().st_size)
         entries = remote_zip.read_entries(reader)
         names = frozenset(e.name for e in entries)
-        record_name = _record_name(names, filename)
-        chosen = [e for e in entries if want(e.name) or e.name == record_name]
-        remote_zip.prefetch_entries(reader, chosen)
+        name = record_name(names, filename)
+        record = next(e for e in entries if e.name == name)
+        check_record_size(record.size, where=f"{filename}: {name}")
+        chosen = [e for e in entries if want(e.name) and e.name != name]
+        remote_zip.prefetch_entries(reader, [*chosen, record])
         read = {e.name: remote_zip.read_entry(reader, e) for e in chosen}
+        record_bytes = remote_zip.read_entry(reader, record, limit=MAX_RECORD_BYTES)
     except httpx.HTTPError as exc:
         raise MetadataError(f"{redact_url(url)}: cannot read {filename} "
                             f"({describe_http_error(exc)})",
@@ -98,24 +108,10 @@ def read_wheel_files(http: httpx.Client, *, filename: str, url: str | None,
         raise MetadataError(f"{redact_url(url)}: cannot read {filename}: {exc}",
                             hint="the wheel or the server's range answers are "
                             "broken") from exc
-    return WheelFiles(names=names, record_name=record_name,
-                      record=_text(read.pop(record_name), filename),
+    return WheelFiles(names=names, record_name=name,
+                      record=parse_record(record_bytes, where=f"{filename}: {name}",
+                                          installed=False),
                       files=read, bytes_read=counted[0])
-
-
-def _record_name(names: Collection[str], filename: str) -> str:
-    found = sorted(n for n in names if _RECORD.fullmatch(n))
-    if len(found) != 1:
-        raise MetadataError(f"{filename}: expected one *.dist-info/RECORD, found "
-                            f"{found or 'none'}", hint="a wheel holds one RECORD")
-    return found[0]
-
-
-def _text(data: bytes, filename: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MetadataError(f"{filename}: its RECORD is not UTF-8 ({exc})") from None
 
 
 def _from_file(path: Path, filename: str,
@@ -123,13 +119,11 @@ def _from_file(path: Path, filename: str,
     try:
         with zipfile.ZipFile(path) as archive:
             names = frozenset(archive.namelist())
-            record_name = _record_name(names, filename)
-            files = {name: archive.read(name) for name in sorted(names)
-                     if want(name) and not name.endswith("/")}
-            record = archive.read(record_name)
+            name, record = wheel_record(archive, filename)
+            files = {member: archive.read(member) for member in sorted(names)
+                     if want(member) and not member.endswith("/")}
     except BROKEN_ARCHIVE as exc:
         raise MetadataError(f"{path}: cannot read {filename}: {exc}",
                             hint="delete the file from the cache and try again"
                             ) from exc
-    return WheelFiles(names=names, record_name=record_name,
-                      record=_text(record, filename), files=files)
+    return WheelFiles(names=names, record_name=name, record=record, files=files)

@@ -367,12 +367,16 @@ def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
         reader.read_at(lo, hi - lo)
 
 
-def read_entry(reader: RangeReader, entry: Entry) -> bytes:
-    """The uncompressed bytes of ``entry``, CRC-checked, through the cache."""
-    return _read_member(reader, entry)
+def read_entry(reader: RangeReader, entry: Entry, *,
+               limit: int | None = None) -> bytes:
+    """The uncompressed bytes of ``entry``, CRC-checked, through the cache;
+    more than ``limit`` of them (whatever the directory says) is a
+    ZipReadError, found without inflating the rest."""
+    return _read_member(reader, entry, limit=limit)
 
 
-def _read_member(reader: RangeReader, entry: Entry) -> bytes:
+def _read_member(reader: RangeReader, entry: Entry, *,
+                 limit: int | None = None) -> bytes:
     start = data_start(reader, entry, prefetch=entry.compressed_size)
     data = reader.read_at(start, entry.compressed_size)
     if len(data) != entry.compressed_size:
@@ -381,11 +385,16 @@ def _read_member(reader: RangeReader, entry: Entry) -> bytes:
         raw = data
     elif entry.method == 8:
         try:
-            raw = isal_zlib.decompress(data, -15)
+            if limit is None:
+                raw = isal_zlib.decompress(data, -15)
+            else:
+                raw = isal_zlib.decompressobj(-15).decompress(data, limit + 1)
         except BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
     else:
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
+    if limit is not None and len(raw) > limit:
+        raise ZipReadError(f"{entry.name}: more than {limit:,} bytes uncompressed")
     if isal_zlib.crc32(raw) != entry.crc:
         raise ZipReadError(f"{entry.name}: CRC mismatch")
     return raw

@@ -6,8 +6,6 @@ the node's validate report is written without its plots."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import zipfile
 from datetime import UTC, datetime
@@ -19,6 +17,7 @@ from packaging.requirements import Requirement
 
 import stacklock
 from stacklock.profile import parse_profile
+from stacklock.record import record_digest
 from stacklock.resolve.resolution import resolve_profile
 
 if TYPE_CHECKING:
@@ -47,11 +46,6 @@ def zip_entry(zf: zipfile.ZipFile, name: str, data: bytes, *,
     info.external_attr = (0o755 if executable else 0o644) << 16
     info.compress_type = zipfile.ZIP_STORED
     zf.writestr(info, data)
-
-
-def _record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return "sha256=" + digest.decode()
 
 
 def _requirements(extra: str = "") -> list[str]:
@@ -92,7 +86,7 @@ def make_self_wheel() -> tuple[str, bytes]:
                               b"Root-Is-Purelib: true\nTag: py3-none-any\n")
     files[f"{dist}/entry_points.txt"] = (
         b"[console_scripts]\nstacklock = stacklock.cli:run\n")
-    record = [f"{name},{_record_hash(data)},{len(data)}"
+    record = [f"{name},{record_digest(data)},{len(data)}"
               for name, data in sorted(files.items())]
     record.append(f"{dist}/RECORD,,")
     files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()

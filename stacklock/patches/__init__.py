@@ -1,18 +1,17 @@
 """Declared patches: a profile's ``[[patches]]`` applied to locked wheels' files.
 
-One reader of patch files (:mod:`~stacklock.patches.read`: bounded, strict), one
-applier (:mod:`~stacklock.patches.apply`: exact, no fuzz) and the RECORD
-arithmetic (:mod:`~stacklock.patches.record`), shared by resolve (which records
+One reader of patch files (:mod:`~stacklock.patches.read`: bounded, strict) and
+one applier (:mod:`~stacklock.patches.apply`: exact, no fuzz; the RECORD that
+tells of it is :mod:`stacklock.record`'s), shared by resolve (which records
 the patched files' sha256 in the lock), install (which applies them inside the
 new generation), validate, snapshot and the rest. Pure: bytes in, bytes out.
 """
 
 from __future__ import annotations
 
-from stacklock.patches.apply import Applied, apply_file
+from stacklock.patches.apply import Applied, apply_file, apply_patches
 from stacklock.patches.model import FilePatch, Hunk, Patch
 from stacklock.patches.read import check_member_path, load_patch, parse_patch
-from stacklock.patches.record import apply_patches, record_digest
 from stacklock.patches.write import render_file_diff
 
 __all__ = [
@@ -25,6 +24,5 @@ __all__ = [
     "check_member_path",
     "load_patch",
     "parse_patch",
-    "record_digest",
     "render_file_diff",
 ]

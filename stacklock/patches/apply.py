@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 from stacklock.errors import PatchConflictError, PatchError
 
 if TYPE_CHECKING:
-    from stacklock.patches.model import FilePatch, Hunk
+    from collections.abc import Mapping, Sequence
 
-__all__ = ["Applied", "apply_file", "split_lines"]
+    from stacklock.patches.model import FilePatch, Hunk, Patch
+
+__all__ = ["Applied", "apply_file", "apply_patches", "split_lines"]
 
 _LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
@@ -120,3 +122,26 @@ def _conflict(lines: list[str], hunk: Hunk, stated: int, *, package: str,
 def _short(line: str) -> str:
     line = line.rstrip("\n")
     return line if len(line) <= 80 else line[:77] + "..."
+
+
+def apply_patches(files: Mapping[str, bytes], patches: Sequence[tuple[Patch, str]],
+                  *, package: str, version: str) -> tuple[dict[str, bytes], list[str]]:
+    """The files ``patches`` change (in order: a later patch sees an earlier
+    one's result), from ``files`` (every path the patches name, as the wheel
+    holds it); and a note per hunk applied away from its header's line. Each
+    patch is ``(patch, where)``, ``where`` naming it in errors."""
+    current = dict(files)
+    changed: dict[str, bytes] = {}
+    notes: list[str] = []
+    for patch, where in patches:
+        for file in patch.files:
+            if file.path not in current:
+                raise PatchError(f"{package} {version}: {where}: {file.path} is not "
+                                 "a file of the wheel")
+            applied = apply_file(current[file.path], file, package=package,
+                                 version=version, where=where)
+            current[file.path] = changed[file.path] = applied.data
+            notes.extend(f"{where}: {file.path}: hunk {n} applied {abs(d)} lines "
+                         f"{'below' if d > 0 else 'above'} its header's"
+                         for n, d in applied.offsets)
+    return changed, notes

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import PatchError, ResolutionError
 from stacklock.lock.tables import PatchedFile, PatchRecord
-from stacklock.patches.record import apply_patches, parse_record, sha256_of_digest
+from stacklock.patches import apply_patches
+from stacklock.record import sha256_of_digest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -146,7 +147,7 @@ def _apply(package: ResolvedPackage, specs: Sequence[tuple[int, PatchSpec]], *,
     found = read_wheel_files(
         http, filename=wheel.filename, url=wheel.url or None, sha256=wheel.sha256,
         size=wheel.size, wanted=paths, store=store, offline=offline)
-    record = parse_record(found.record)
+    record = found.record.entries
     for i, spec in specs:
         for path in _patch(spec).paths:
             _check_listed(path, record, found.names, found.files,

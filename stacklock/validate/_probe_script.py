@@ -100,9 +100,10 @@ def _dists() -> dict[str, object]:
             "dist_info": str(path) if path is not None else None,
             "requires": list(dist.requires or []),
         })
-    modules = {k: sorted(set(v)) for k, v in md.packages_distributions().items()}
-    return {"python": sys.executable, "prefix": sys.prefix, "distributions": rows,
-            "modules": modules}
+    # which distribution a top-level module comes from is read by stacklock
+    # (stacklock.validate.run.read_distributions): from top_level.txt or through
+    # its one RECORD reader, never by importlib.metadata's csv here
+    return {"python": sys.executable, "prefix": sys.prefix, "distributions": rows}
 
 
 def _causes(exc: BaseException) -> list[str]:

@@ -12,7 +12,6 @@ where the artifact cache holds it by its sha256, else the one uv wrote at instal
 from __future__ import annotations
 
 import base64
-import csv
 import hashlib
 import re
 import subprocess
@@ -28,8 +27,10 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock import runner
 from stacklock._fs import cache_dir, file_digest
+from stacklock.bounded import open_regular
+from stacklock.errors import RecordError
 from stacklock.lock import wheel_sha256
-from stacklock.patches.record import digest_of_sha256
+from stacklock.record import digest_of_sha256, load_record, wheel_record
 from stacklock.store import ArtifactStore
 
 if TYPE_CHECKING:
@@ -145,34 +146,22 @@ def _artifact_path(sha256: str) -> Path | None:
     return ArtifactStore(cache_dir() / "artifacts").path_for(sha256)
 
 
-def _record(text: str) -> dict[str, str]:
-    """RECORD's ``path -> algorithm=digest`` (entries without a hash left out)."""
-    out = {}
-    for row in csv.reader(text.splitlines()):
-        if len(row) == 3 and row[1]:
-            out[row[0]] = row[1]
-    return out
-
-
 def _wheel_record(wheel: Path) -> dict[str, str]:
     """The RECORD inside a ``.whl`` (its own, as the wheel was built), less the
     ``*.data`` files an installer moves elsewhere and RECORD itself."""
     with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist()
-                    if n.endswith(".dist-info/RECORD") and n.count("/") == 1)
-        entries = _record(zf.read(name).decode("utf-8"))
-    return {path: digest for path, digest in entries.items()
+        _, record = wheel_record(zf, str(wheel))
+    return {path: digest for path, digest in record.hashed.items()
             if ".data/" not in path and not path.endswith(".dist-info/RECORD")}
 
 
 def _installed_record(dist_info: Path) -> dict[str, str] | None:
     """The RECORD the installer wrote (PEP 376/627: one hash per installed file);
     None when there is none."""
-    try:
-        text = (dist_info / "RECORD").read_text(encoding="utf-8")
-    except OSError:
+    record = load_record(dist_info)
+    if record is None:
         return None
-    return {path: digest for path, digest in _record(text).items()
+    return {path: digest for path, digest in record.hashed.items()
             if not path.endswith(".dist-info/RECORD")}
 
 
@@ -181,10 +170,10 @@ def _file_matches(path: Path, expected: str) -> bool:
     algorithm, _, digest = expected.partition("=")
     if algorithm not in hashlib.algorithms_guaranteed:
         return False
-    try:
-        with path.open("rb") as fh:
+    try:  # a regular file only: a FIFO or a device would never end
+        with open(path, "rb", opener=open_regular) as fh:
             found = hashlib.file_digest(fh, algorithm).digest()
-    except OSError:  # gone, or not readable
+    except OSError:  # gone, not readable, or not a regular file
         return False
     return base64.urlsafe_b64encode(found).rstrip(b"=").decode() == digest
 
@@ -282,7 +271,10 @@ def check_wheel_hashes(lock: Lock, dists: dict[str, Any]) -> CheckResult:
                 _check_sdist(name, pkg.sdist, built=tally.built,
                              mismatched=tally.mismatched, uncached=uncached)
                 continue
-            _check_wheel(name, pkg, Path(dist["dist_info"]), tally, pool)
+            try:
+                _check_wheel(name, pkg, Path(dist["dist_info"]), tally, pool)
+            except RecordError as exc:  # nothing to check its files against
+                tally.mismatched.append(f"{name}: {exc.message}")
     details = {**tally.to_dict(), "sdist_not_in_artifact_cache": uncached}
     notes = []
     if tally.built:

@@ -10,11 +10,13 @@ verdict (any failed check fails it, skipped checks do not). It raises
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from stacklock._fs import check_writable
-from stacklock.errors import ValidateError
+from stacklock.bounded import Malformed, read_regular, shorten
+from stacklock.errors import RecordError, ValidateError
+from stacklock.record import load_record
 from stacklock.validate.checks import (
     FAIL,
     SKIP,
@@ -80,10 +82,46 @@ def read_distributions(python: Path, *, timeout: float = 120.0) -> dict[str, Any
         raise ValidateError(f"{python} cannot list its distributions: {exc}") from exc
     data = last_json(proc.stdout)
     if data is None or "distributions" not in data:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ValidateError(f"{python} cannot list its distributions: {tail}",
+        said = data.get("error") if isinstance(data, dict) else None
+        tail = said or (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ValidateError(f"{python} cannot list its distributions: "
+                            f"{shorten(str(tail))}",
                             hint="is it a Python 3.9+ interpreter?")
+    data["modules"] = _modules(data["distributions"])
     return data
+
+
+def _modules(rows: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Top-level module -> the distributions it comes from, as
+    ``importlib.metadata.packages_distributions`` says, from each dist-info's
+    ``top_level.txt``, else the ``.py`` files its RECORD lists (read by the
+    RECORD reader: a RECORD it refuses adds nothing here, and fails the
+    wheel-hashes check)."""
+    out: dict[str, set[str]] = {}
+    for row in rows:
+        if not row.get("dist_info"):
+            continue
+        for module in _top_level(Path(row["dist_info"])):
+            out.setdefault(module, set()).add(str(row["name"]))
+    return {module: sorted(names) for module, names in out.items()}
+
+
+def _top_level(dist_info: Path) -> set[str]:
+    try:
+        declared = read_regular(dist_info / "top_level.txt", limit=1 << 20)
+    except (OSError, Malformed):
+        declared = b""
+    names = set(declared.decode("utf-8", "replace").split())
+    if names:
+        return names
+    try:
+        record = load_record(dist_info)
+    except RecordError:
+        return set()
+    if record is None:
+        return set()
+    paths = [PurePosixPath(p) for p in record.entries if p.endswith(".py")]
+    return {p.parts[0] if len(p.parts) > 1 else p.stem for p in paths}
 
 
 def _lock_checks(lock: Lock | None, dists: dict[str, Any],

@@ -21,7 +21,7 @@ from stacklock.cuda.catalog import load_catalog
 from stacklock.cuda.driver import parse_nvcc_version, parse_version_json
 from stacklock.cuda.lock_entry import PYPI_TOOLKIT
 from stacklock.cuda.wheels import find_wheel_toolkit
-from stacklock.errors import CudaError
+from stacklock.errors import CudaError, RecordError
 from stacklock.runner import SubprocessRunner
 from stacklock.validate.checks import FAIL, PASS, SKIP, CheckResult
 
@@ -127,7 +127,10 @@ def _check_wheels(lock: Lock, cuda: CudaEntry, dists: dict[str, Any]) -> CheckRe
         major = Version(want).major
     except InvalidVersion:
         major = None
-    kit = find_wheel_toolkit(sites, major=major)
+    try:
+        kit = find_wheel_toolkit(sites, major=major)
+    except RecordError as exc:  # the venv's RECORDs say nothing to trust
+        return CheckResult(name=NAME, status=FAIL, reason=exc.message)
     details: dict[str, Any] = {"source": "pypi", "locked": want,
                                "site_packages": [str(s) for s in sites]}
     if kit is not None:

@@ -21,7 +21,7 @@ from stacklock.errors import PatchError, StacklockError
 from stacklock.install.run import install_lock
 from stacklock.lock import load_lock
 from stacklock.lockarchive import Archive
-from stacklock.patches.record import record_digest
+from stacklock.record import record_digest
 from stacklock.validate.run import validate
 from tests.helpers.install_server import tree_state
 from tests.helpers.jsonout import parse_output

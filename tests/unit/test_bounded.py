@@ -66,6 +66,105 @@ def direct_parses(source: str) -> list[str]:
     return found
 
 
+# RECORD has one reader (stacklock/record.py): nothing else reads CSV, or the
+# bytes of a RECORD, or asks importlib.metadata for them (csv, unbounded)
+RECORD_READER = "stacklock/record.py"
+_READS = {"read_text", "read_bytes", "open", "read_regular"}
+_METADATA = {"importlib.metadata", "importlib_metadata"}
+
+
+def _names_record(node: ast.AST) -> bool:
+    """``X / "RECORD"`` or the string ``"RECORD"``."""
+    if isinstance(node, ast.Constant):
+        return node.value == "RECORD"
+    return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+            and isinstance(node.right, ast.Constant) and node.right.value == "RECORD")
+
+
+def record_reads(source: str) -> list[str]:
+    """``line: what`` for every CSV read, every read of a RECORD file and every
+    importlib.metadata file list in ``source``."""
+    tree = ast.parse(source)
+    csv_names: set[str] = set()
+    uses_metadata = False  # importlib.metadata parses RECORD for .files
+    record_paths: set[str] = set()  # names given X / "RECORD"
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "csv":
+                    csv_names.add(alias.asname or "csv")
+                uses_metadata |= alias.name in _METADATA
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "csv":
+                found += [f"{node.lineno}: from csv import {a.name}"
+                          for a in node.names
+                          if a.name in ("reader", "DictReader", "*")]
+            uses_metadata |= node.module in _METADATA or (
+                node.module == "importlib"
+                and any(a.name == "metadata" for a in node.names))
+            if node.module in _METADATA:
+                found += [f"{node.lineno}: from {node.module} import files"
+                          for a in node.names if a.name == "files"]
+        elif (isinstance(node, ast.Assign) and _names_record(node.value)
+              and not isinstance(node.value, ast.Constant)):
+            record_paths.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if (isinstance(node.value, ast.Name) and node.value.id in csv_names
+                    and node.attr in ("reader", "DictReader")):
+                found.append(f"{node.lineno}: csv.{node.attr}")
+            if uses_metadata and node.attr == "files":
+                found.append(f"{node.lineno}: importlib.metadata's .files")
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else (
+            func.id if isinstance(func, ast.Name) else "")
+        if name not in _READS:
+            continue
+        receiver = func.value if isinstance(func, ast.Attribute) else None
+        if any(_names_record(n) or (isinstance(n, ast.Name) and n.id in record_paths)
+               for n in (receiver, *node.args) if n is not None):
+            found.append(f"{node.lineno}: {name} of a RECORD")
+    return found
+
+
+def test_nothing_reads_a_record_outside_its_reader() -> None:
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = path.relative_to(ROOT).as_posix()
+        if name != RECORD_READER:
+            offenders += [f"{name}:{hit}" for hit in record_reads(path.read_text())]
+    assert not offenders, (
+        "read RECORD through stacklock.record (load_record, wheel_record, "
+        "parse_record, record_bytes):\n" + "\n".join(offenders))
+
+
+@pytest.mark.parametrize("source", [
+    "import csv\nrows = csv.reader(text.splitlines())",
+    "import csv as c\nc.DictReader(fh)",
+    "from csv import reader\n",
+    "rows = (dist_info / 'RECORD').read_text('utf-8')",
+    "data = open(folder / 'RECORD', 'rb')",
+    "text = dist.read_text('RECORD')",
+    "import importlib.metadata as md\nfor f in md.files('torch'): pass",
+    "import importlib.metadata as md\nfor d in md.distributions():\n    d.files",
+    "record = dist_info / 'RECORD'\nif record.is_file():\n    record.read_bytes()",
+    "from importlib import metadata\nmetadata.files('six')",
+    "from importlib.metadata import files\n",
+])
+def test_the_walk_finds_each_way_to_read_a_record(source: str) -> None:
+    assert record_reads(source)
+
+
+def test_the_walk_leaves_writing_and_looking_alone() -> None:
+    assert not record_reads("import csv\ncsv.writer(buf).writerow(row)\n"
+                            "(dist_info / 'RECORD').is_file()\n"
+                            "atomic_write_bytes(dist_info / 'RECORD', data)\n"
+                            "from importlib import metadata\nmetadata.requires('x')")
+
+
 def test_nothing_parses_json_or_toml_outside_the_bounded_readers() -> None:
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -12,12 +12,6 @@ import pytest
 from stacklock.errors import PatchConflictError, PatchError
 from stacklock.patches import apply_patches, parse_patch
 from stacklock.patches.read import MAX_PATCH_BYTES, load_patch
-from stacklock.patches.record import (
-    parse_record,
-    record_digest,
-    rewrite_record,
-    sha256_of_digest,
-)
 from tests.helpers.patched import PATCHED_FILE, SEMICOLON, WHEELS
 
 OLD = b"import os\n\ndef f():\n    return 1\n\nX = {9: 1, 10: 2}\n"
@@ -199,16 +193,3 @@ def test_binary_target_file_is_refused() -> None:
     with pytest.raises(PatchError, match="is a binary file") as err:
         _apply(_diff(OLD, NEW), {"pkg/m.py": b"\x7fELF\0\0" + OLD})
     assert err.value.exit_code == 2
-
-
-def test_record_rewrite_touches_only_the_changed_rows() -> None:
-    record = ('pkg/m.py,sha256=abc,10\r\n"pkg/a,b.py",sha256=def,3\r\n'
-              "pkg-1.0.dist-info/RECORD,,\r\n")
-    out = rewrite_record(record, {"pkg/a,b.py": b"new"})
-    lines = out.split("\r\n")
-    assert lines[0] == "pkg/m.py,sha256=abc,10"
-    assert lines[1] == f'"pkg/a,b.py",{record_digest(b"new")},3'
-    assert lines[2] == "pkg-1.0.dist-info/RECORD,,"
-    assert parse_record(out)["pkg/a,b.py"] == record_digest(b"new")
-    assert sha256_of_digest(record_digest(b"new")) == \
-        hashlib.sha256(b"new").hexdigest()
