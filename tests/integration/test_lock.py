@@ -1,16 +1,20 @@
-"""The committed locks: strict loading, PEP 751 validity, and uv accepting them."""
+"""The committed locks: strict loading, PEP 751 validity, uv accepting them, and
+a patched lock agreeing with its patch files."""
 
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from packaging.pylock import Pylock
 
 from stacklock.errors import LockError
+from stacklock.install.patching import read_patches
 from stacklock.lock import LOCK_VERSION, load_lock, wheel_sha256
 from stacklock.lock.write import dump_lock, render_lock
+from stacklock.profile import load_profile
 from tests.helpers.uv import uv_dry_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +24,7 @@ LOCKS = sorted((ROOT / "locks").glob("pylock.*.toml"))
 def test_there_are_committed_locks():
     names = {p.name for p in LOCKS}
     assert {"pylock.pypi-small.toml", "pylock.pypi-cu130.toml",
-            "pylock.blackwell-cu128.toml"} <= names
+            "pylock.pypi-cu130-sm120.toml", "pylock.blackwell-cu128.toml"} <= names
 
 
 @pytest.mark.parametrize("path", LOCKS, ids=lambda p: p.name)
@@ -44,6 +48,40 @@ def test_uv_accepts_committed_lock(path, tmp_path):
     lock = load_lock(path)
     for pkg in lock.packages:
         assert f"+ {pkg.name}=={pkg.version}" in out
+
+
+@pytest.mark.parametrize("path", LOCKS, ids=lambda p: p.name)
+def test_committed_patches_are_the_profiles_files(path):
+    """Each patch a committed lock records is the file its profile names, with
+    those bytes (install refuses others), changing the files the patch names:
+    a patch edited without resolving again fails here, not on a GPU node."""
+    lock = load_lock(path)
+    assert lock.profile is not None
+    profile = load_profile(lock.profile, profiles_dir=ROOT / "profiles")
+    recorded = [(p.name, r) for p in lock.packages for r in p.tool.patches]
+    assert [(str(s.package), s.path.resolve()) for s in profile.patches] == \
+        [(n, (path.parent / r.path).resolve()) for n, r in recorded]
+    read = [pair for found in read_patches(lock) for pair in found.patches]
+    assert len(read) == len(recorded)
+    for patch, record in read:
+        assert {f.path for f in record.files} == set(patch.paths)
+
+
+def test_the_sm120_lock_is_pypi_cu130s_with_its_patches():
+    """pypi-cu130-sm120 extends pypi-cu130 and adds patches: every package,
+    file and hash is pypi-cu130's, sglang's two patches the only addition (what
+    ``stacklock diff`` of the two shows)."""
+    base = load_lock(ROOT / "locks" / "pylock.pypi-cu130.toml")
+    sm120 = load_lock(ROOT / "locks" / "pylock.pypi-cu130-sm120.toml")
+    unpatched = [replace(p, tool=replace(p.tool, patches=()))
+                 for p in sm120.packages]
+    assert unpatched == list(base.packages)
+    sglang = sm120.package("sglang")
+    assert sglang is not None and str(sglang.version) == "0.5.23"
+    assert [Path(r.path).name for r in sglang.tool.patches] == [
+        "sglang-0.5.23-sm120-symm-mem.patch",
+        "sglang-0.5.23-sm120-allreduce-fusion.patch"]
+    assert [p.name for p in sm120.packages if p.tool.patches] == ["sglang"]
 
 
 def test_the_dry_run_ignores_what_the_interpreter_has_installed(

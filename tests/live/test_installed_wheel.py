@@ -31,8 +31,9 @@ def test_the_built_wheel_carries_the_profiles_and_resolves_from_anywhere(
     (wheel,) = dist.glob("stacklock-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         shipped = {n for n in zf.namelist() if n.startswith("stacklock/profiles/")}
-    assert {f"stacklock/profiles/{p.name}" for p in (ROOT / "profiles").glob(
-        "*.toml")} <= shipped
+    # the profiles and the patch files they name (profiles/patches/)
+    assert {f"stacklock/profiles/{p.relative_to(ROOT / 'profiles').as_posix()}"
+            for p in (ROOT / "profiles").rglob("*") if p.is_file()} <= shipped
     venv = tmp_path / "venv"
     _run(uv, "venv", "--python", sys.executable, venv, cwd=tmp_path)
     _run(uv, "pip", "install", "--python", venv / "bin" / "python", wheel,

@@ -172,11 +172,13 @@ def test_torchvision_for_a_newer_torch_is_refused_and_misses_that_symbol(
     assert symbol in missing
 
 
-@pytest.mark.parametrize("name", ["pypi-cu130", "blackwell-cu128"])
+@pytest.mark.parametrize("name",
+                         ["pypi-cu130", "pypi-cu130-sm120", "blackwell-cu128"])
 def test_committed_locks_pass_the_check(name, capsys):
     """All 169 wheels of blackwell-cu128 are on files.pythonhosted.org and are
     read; its CUDA toolkit (a runfile from developer.download.nvidia.com) is not
-    a wheel and provides nothing to the check."""
+    a wheel and provides nothing to the check. pypi-cu130-sm120 holds
+    pypi-cu130's wheels (their facts cached by sha256) and patches .py files."""
     assert main(["check", str(REPO / "locks" / f"pylock.{name}.toml")]) == 0
     assert "native check passed" in capsys.readouterr().out
 
