@@ -35,6 +35,8 @@ _DETAIL = (
     ("not loaded in this stack", "not loaded in this stack", True),
     ("for the system to provide", "soname|s for the system to provide", True),
     ("skipped ", "skipped", False),
+    ("patch:", "patch|es applied", False),
+    ("patch note:", "patch note|s", False),
 )
 _MORE = "more line|s"  # a detail line of no kind above
 _PHASE = "native check:"  # a line that starts a phase of its own
@@ -148,8 +150,11 @@ def brief(lines: Sequence[str], *, more: str = "-v shows them") -> list[str]:
 
 
 def _counted(n: int, label: str) -> str:
-    """``3 overrides``, ``1 override``: a label's ``|s`` is its plural ending."""
-    return f"{n} {label.replace('|s', '' if n == 1 else 's')}".rstrip()
+    """``3 overrides``, ``1 override``: a label's ``|s`` (``|es``) is its plural
+    ending."""
+    for ending in ("|es", "|s"):
+        label = label.replace(ending, "" if n == 1 else ending[1:])
+    return f"{n} {label}".rstrip()
 
 
 def parse_index_option(text: str, *,

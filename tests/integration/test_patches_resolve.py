@@ -69,6 +69,19 @@ def test_lock_records_patch_and_patched_sha256(tmp_path, cache, capsys) -> None:
     assert render_lock(lock) == out.read_text()
 
 
+def test_default_output_says_the_patches_apply(tmp_path, cache, capsys) -> None:
+    """Without -v, resolve counts the patches applied (as it counts overrides),
+    so ``--upgrade-package`` of a patched package says they still apply."""
+    out = tmp_path / "locks" / "pylock.patched.toml"
+    with serve_index() as index:
+        profile = write_profile(tmp_path, index.url, patches=[semicolon(tmp_path)])
+        assert _resolve(profile, out) == 0
+        capsys.readouterr()
+        assert _resolve(profile, out, "--upgrade-package", "iniconfig") == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.endswith("; 1 patch applied (-v shows them)"), line
+
+
 def test_server_without_ranges_costs_one_download(tmp_path, cache) -> None:
     out = tmp_path / "pylock.toml"
     with serve_index() as index:

@@ -22,3 +22,13 @@ def test_one_of_a_kind_is_singular() -> None:
     assert brief(["locked 3 packages", "  override: a==1", "  override: b==2",
                   "  warning: yanked"]) == [
         "locked 3 packages; 2 overrides, 1 warning (-v shows them)"]
+
+
+def test_a_plural_in_es() -> None:
+    patch = "  patch: sglang 0.5.23: patches/x.patch (1 file): why"
+    assert brief(["locked 3 packages", patch]) == [
+        "locked 3 packages; 1 patch applied (-v shows them)"]
+    assert brief(["locked 3 packages", patch, patch,
+                  "  patch note: patches/x.patch: a.py: hunk 1 applied 2 lines "
+                  "below its header's"]) == [
+        "locked 3 packages; 2 patches applied, 1 patch note (-v shows them)"]
