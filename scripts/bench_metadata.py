@@ -1,4 +1,5 @@
-"""Measure (and record) how few bytes stacklock reads to get a wheel's METADATA.
+"""Measure (and record) how few bytes stacklock reads to get a wheel's METADATA,
+and a patched package's files.
 
     python scripts/bench_metadata.py              # table: size, bytes read, cold/warm
     python scripts/bench_metadata.py --record tests/data/metadata
@@ -9,6 +10,13 @@ cache, so 0 bytes). ``--record`` also writes every range response the cold read 
 (Content-Range plus body) and the METADATA file into ``DIR/<wheel filename>/``,
 the fixtures that tests/integration/test_metadata.py serves back through
 httpx.MockTransport.
+
+Then, for each patched package of a committed lock (``--patched-lock``, default
+locks/pylock.pypi-cu130-sm120.toml), what resolve reads of its wheel to apply the
+patches: :func:`stacklock.metadata.members.read_wheel_files` with the files the
+lock's patch records change, cold (an empty artifact store), as
+``resolve.patching`` calls it; the wheel's size is what a tool without range reads
+(uv, pip) downloads to get at those files.
 """
 
 from __future__ import annotations
@@ -27,8 +35,12 @@ import httpx
 from packaging.utils import parse_wheel_filename
 
 from stacklock.index.pages import Link, parse_json_page
+from stacklock.lock import load_lock, wheel_sha256
 from stacklock.metadata import MetadataFetcher
+from stacklock.metadata.members import read_wheel_files
+from stacklock.store import ArtifactStore
 
+ROOT = Path(__file__).resolve().parent.parent
 SIMPLE = "https://pypi.org/simple"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json"
 
@@ -165,9 +177,68 @@ def render(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+class Counter(httpx.BaseTransport):
+    """Passes requests through and counts them."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+        self.requests = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        return self.inner.handle_request(request)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchedRow:
+    wheel: str
+    size: int
+    files: int  # the patched files, RECORD not counted
+    read: int
+    requests: int
+    seconds: float
+
+
+def bench_patched(lock_path: Path) -> list[PatchedRow]:
+    """Read, cold, what resolve reads of each patched package's wheel."""
+    rows = []
+    for package in load_lock(lock_path).packages:
+        if not package.tool.patches:
+            continue
+        (wheel,) = package.wheels
+        paths = sorted({f.path for r in package.tool.patches for f in r.files})
+        counter = Counter(httpx.HTTPTransport(retries=2))
+        with (httpx.Client(transport=counter, timeout=60) as http,
+              tempfile.TemporaryDirectory() as store):
+            start = time.perf_counter()
+            found = read_wheel_files(
+                http, filename=wheel.name or "", url=wheel.url,
+                sha256=wheel_sha256(wheel) or "", size=wheel.size, wanted=paths,
+                store=ArtifactStore(Path(store)), offline=False)
+            seconds = time.perf_counter() - start
+        assert sorted(found.files) == paths, "every patched file read"
+        rows.append(PatchedRow(wheel=wheel.name or "", size=wheel.size or 0,
+                               files=len(paths), read=found.bytes_read,
+                               requests=counter.requests, seconds=seconds))
+    return rows
+
+
+def render_patched(rows: list[PatchedRow], lock: Path) -> str:
+    lines = [f"patched packages of {lock.name}: RECORD and the patched files, "
+             "cold (the wheel's size: what uv or pip download for them)"]
+    for row in rows:
+        lines.append(f"{row.wheel}: {row.files} files + RECORD, {row.read:,} bytes "
+                     f"of {row.size:,} ({row.read / row.size:.2%}) in "
+                     f"{row.requests} requests, {row.seconds:.2f}s")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--record", type=Path, help="write range fixtures into DIR")
+    parser.add_argument("--patched-lock", type=Path, metavar="LOCK",
+                        default=ROOT / "locks" / "pylock.pypi-cu130-sm120.toml",
+                        help="a lock whose patched packages are read")
     args = parser.parse_args(argv)
     with httpx.Client(timeout=60) as http:
         links = {p: find_wheel(http, p, pattern) for p, pattern in WHEELS}
@@ -177,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"recorded {links[project].filename}: {read:,} bytes")
         return 0
     print(render(bench(list(links.values()))))
+    print(render_patched(bench_patched(args.patched_lock), args.patched_lock))
     return 0
 
 

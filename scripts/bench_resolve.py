@@ -14,7 +14,8 @@ and the load average before the first set.
 The sets live in scripts/resolve_sets.toml (groups "gpu", "everyday" and
 "application").
 ``--baseline PYTHON`` times a second stacklock (``PYTHON -m stacklock.cli``, e.g.
-the venv of an older checkout) in the same run, beside this one and uv.
+the venv of an older checkout, run outside any checkout) in the same run, beside
+this one and uv, and prints this one's time over the baseline's.
 
 Talks to real PyPI (https://pypi.org/simple); needs the ``uv`` next to the
 interpreter or on PATH. uv runs with ``UV_PYTHON_DOWNLOADS=never``: where no
@@ -111,10 +112,12 @@ def run_stacklock(reqs: list[str], cache: Path, work: Path, allow: list[str],
     env = {**os.environ, "STACKLOCK_CACHE_DIR": str(cache)}
     report = work / "resolve.json"
     before = _cached_bytes(cache)
+    # cwd: `python -m` puts the working directory first on sys.path, so from a
+    # checkout's root the baseline's interpreter would import that checkout
     with report.open("wb") as fh:
         seconds, cpu = timed([*(command or stacklock_command()), "resolve",
                               str(profile), "-o", str(out), "--json", *FLAGS],
-                             env=env, stdout=fh)
+                             env=env, stdout=fh, cwd=work)
     if command is None:  # this stacklock: the bytes each phase took in
         printed = json.loads(report.read_text() or "{}")
         native = printed.get("native") or {}
@@ -187,7 +190,14 @@ def bench(name: str, reqs: list[str], repeat: int) -> dict[str, object]:
     differences = diff(pins["sl"], pins["uv"])
     extra = {} if not BASELINE else {
         "baseline-cold-ratio": round(med["base-cold"] / med["uv-cold"], 2),
-        "baseline-warm-ratio": round(med["base-warm"] / med["uv-warm"], 2)}
+        "baseline-warm-ratio": round(med["base-warm"] / med["uv-warm"], 2),
+        # this stacklock's time over the baseline's (below 1: faster now)
+        "over-baseline-cold": round(med["sl-cold"] / med["base-cold"], 2),
+        "over-baseline-warm": round(med["sl-warm"] / med["base-warm"], 2),
+        "over-baseline-cpu-cold": round(statistics.median(cpus["sl-cold"])
+                                        / statistics.median(cpus["base-cold"]), 2),
+        "over-baseline-cpu-warm": round(statistics.median(cpus["sl-warm"])
+                                        / statistics.median(cpus["base-warm"]), 2)}
     return {**extra,
         "set": name, "requirements": reqs, "packages": len(pins["sl"]),
         "identical": not differences, "differences": differences,
@@ -256,7 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         if BASELINE:
             print(f"    baseline: cold {s['base-cold']:.2f} s (ratio "
                   f"{r['baseline-cold-ratio']}), warm {s['base-warm']:.2f} s (ratio "
-                  f"{r['baseline-warm-ratio']})")
+                  f"{r['baseline-warm-ratio']}); this over the baseline: cold "
+                  f"{r['over-baseline-cold']}, warm {r['over-baseline-warm']}; CPU "
+                  f"cold {r['over-baseline-cpu-cold']}, warm "
+                  f"{r['over-baseline-cpu-warm']}")
         print(f"    warm: stacklock {s['sl-warm']:.2f} s, uv {s['uv-warm']:.2f} s, "
               f"ratio {r['warm-ratio']}")
         b = r["cold-bytes-mb"]
@@ -281,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         base = [float(r["baseline-cold-ratio"]) for r in results]  # type: ignore[arg-type]
         print(f"baseline cold ratio: median {statistics.median(base):.2f}, worst "
               f"{max(base):.2f}")
+        for what in ("", "cpu-"):
+            over = [float(r[f"over-baseline-{what}{phase}"])  # type: ignore[arg-type]
+                    for r in results for phase in ("cold", "warm")]
+            print(f"this over the baseline, {'CPU' if what else 'wall'} (cold and "
+                  f"warm): median {statistics.median(over):.2f}, worst "
+                  f"{max(over):.2f}")
     print(f"flags: {' '.join(FLAGS) or '(defaults)'}")
     print(f"cold ratio: median {statistics.median(cold):.2f}, worst {max(cold):.2f}; "
           f"warm ratio: median {statistics.median(warm):.2f}, worst {max(warm):.2f}; "
