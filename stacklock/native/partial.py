@@ -168,14 +168,15 @@ def _agree(later: _Piece, earlier: _Piece) -> bool:
     ours = earlier.out[later.start - earlier.start:]
     if ours == later.out:
         return True
-    fill = deflate.FILL
-    differ = (int.from_bytes(ours, "little") ^ int.from_bytes(later.out, "little")
-              ).to_bytes(len(ours), "little")
-    return all(ours[i] == fill or later.out[i] == fill
-               for i in (m.start() for m in _NONZERO.finditer(differ)))
+    # in C: the bytes that differ where neither is the fill
+    differ = int.from_bytes(ours, "little") ^ int.from_bytes(later.out, "little")
+    known = int.from_bytes(ours.translate(_KNOWN), "little") & \
+        int.from_bytes(later.out.translate(_KNOWN), "little")
+    return not differ & known
 
 
-_NONZERO = re.compile(rb"[^\x00]")
+# 0x00 for the fill, 0xFF for any other byte
+_KNOWN = bytes(0 if value == deflate.FILL else 0xFF for value in range(256))
 
 
 class _Exact(io.RawIOBase):
@@ -359,9 +360,9 @@ class _Member:
         if headers.shstrndx < len(sections):
             found = sections.first[headers.shstrndx]
             for piece in self.image.pieces:
-                both = piece.both(found.offset, found.size)
-                if both is not None:
-                    table = both[0]
+                at = found.offset - piece.start
+                if 0 <= at and at + found.size <= len(piece.out):
+                    table = piece.out[at:at + found.size]
         out = []
         for section in sections.first:
             end = table.find(b"\0", section.name)
