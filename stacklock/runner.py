@@ -5,7 +5,8 @@ venv's own python during validation) goes through a :class:`Runner`, so tests us
 the real one for what can run here (uv, python) and :class:`RecordingRunner` for
 what cannot (a 4 GB runfile as root, nvidia-smi without a GPU). ``run`` sends
 output to a log file the caller names (nothing is lost, nothing is printed);
-``capture`` returns a short query's output. Also here: where uv is, and a free
+``capture`` returns a short query's output, bounded and decoded the one way
+uv's output is read (:mod:`stacklock.uvoutput`). Also here: where uv is, and a free
 local port for a server stacklock starts.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from stacklock.uvbin import find_uv
+from stacklock.uvoutput import capture
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -111,19 +113,8 @@ class SubprocessRunner:
         self, argv: Sequence[str], *, env: Mapping[str, str | None] | None = None,
         timeout: float = 60.0, stderr: bool = False,
     ) -> tuple[int, str]:
-        try:
-            proc = subprocess.run(
-                list(argv),
-                capture_output=True,
-                stdin=subprocess.DEVNULL,
-                env=_merged_env(env),
-                check=False,
-                text=True,
-                timeout=timeout,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return 127, ""
-        return proc.returncode, proc.stdout + (proc.stderr if stderr else "")
+        said = capture(argv, env=_merged_env(env), timeout=timeout)
+        return said.rc, said.stdout + (said.stderr if stderr else "")
 
 
 @dataclass(frozen=True, kw_only=True)

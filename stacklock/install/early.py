@@ -57,6 +57,7 @@ from stacklock.install.uvsteps import (
 )
 from stacklock.lockbytes import read_lock_bytes
 from stacklock.uvbin import find_uv
+from stacklock.uvoutput import lines_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
@@ -91,7 +92,7 @@ def find_base_python(request: str | None, *, uv: str, runner: Runner) -> str:
     argv = [uv, "python", "find", "--no-project", NO_CONFIG,
             *([request] if request else [])]
     rc, out = runner.capture(argv, env=uv_environment(), stderr=True)
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
+    lines = lines_of(out)  # bounded and decoded: what uv said may be anything
     path = next((line for line in reversed(lines) if line.startswith("/")), "")
     if rc != 0 or not path:
         said = shorten(lines[-1]) if lines else f"exit {rc}, no output"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from stacklock.uvoutput import read_log
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -33,7 +35,6 @@ _LINE = re.compile(r"^DEBUG (Sending fresh GET request|Found fresh response|"
                    r"Sending revalidation request|Found not-modified response|"
                    r"Found modified response) for: (\S+)$", re.M)
 _BODY = ("Sending fresh GET request", "Found modified response")
-_LOG_BOUND = 16 << 20  # a few lines a file: far less than this
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,11 +65,10 @@ def uv_fetched(log: Path, plan: InstallPlan) -> tuple[int | None, int | None]:
     remote = [d for d in plan.downloads
               if d.sha256 not in plan.local_wheels and "://" in d.url]
     try:
-        with log.open("rb") as fh:
-            text = fh.read(_LOG_BOUND).decode("utf-8", "replace")
+        text = read_log(log)
     except OSError:
         return None, None
-    run = text.rpartition("\n$ ")[2] if "\n$ " in text else text
+    run = text.rpartition("\n$ ")[2]  # the last run (its last 16 MiB at most)
     said = _LINE.findall(run)
     if remote and not said:
         return None, None

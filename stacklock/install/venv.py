@@ -19,6 +19,7 @@ from stacklock.install.early import STEPS
 from stacklock.install.plan import build_config
 from stacklock.install.uvauth import lock_indexes, uv_credentials
 from stacklock.install.uvsteps import BUILD_CONFIG_NAME, uv_environment
+from stacklock.uvoutput import read_log
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -144,7 +145,7 @@ def _failed(plan: InstallPlan, step: str, rc: int, log: Path) -> StacklockError:
     """The one-line error for a failed uv step: a wheel that is not the locked
     one is named with both hashes; anything else points at the log."""
     try:
-        mismatch = parse_uv_hash_mismatch(log.read_text("utf-8", errors="replace"))
+        mismatch = parse_uv_hash_mismatch(read_log(log))
     except OSError:
         mismatch = None
     if mismatch is not None:

@@ -28,9 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stacklock.bounded import shorten
 from stacklock.errors import MetadataError, SdistBuildError
 from stacklock.metadata.archive_errors import BROKEN_ARCHIVE
 from stacklock.metadata.removals import find_removal
+from stacklock.uvoutput import last_line, lines_of, read_log
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -103,19 +105,19 @@ def find_build_python(setup: BuildSetup) -> BuildPython:
         path = request
     else:
         rc, out = runner.capture(argv, env=env)
-        lines = out.strip().splitlines()
-        if rc != 0 or not lines:
+        found = last_line(out)
+        if rc != 0 or found is None:
             raise _no_python(request, f"{shown} found none"
                              + _why_not(setup, runner, argv, env))
-        path = lines[-1].strip()
+        path = found
     rc, out = runner.capture([path, "-c", _ASK])
     words = out.split()
     if rc != 0 or len(words) != 2:
-        raise _no_python(request, f"{path} does not run (exit {rc})")
+        raise _no_python(request, f"{shorten(path)} does not run (exit {rc})")
     implementation, version = words
     if "/" not in request and not _same_release(version, request):
-        raise _no_python(request, f"{shown} gave {path}, which is "
-                         f"{implementation} {version}")
+        raise _no_python(request, f"{shown} gave {shorten(path)}, which is "
+                         f"{shorten(implementation, 40)} {shorten(version, 40)}")
     return BuildPython(path=path, describe=f"{implementation} {version}")
 
 
@@ -132,9 +134,9 @@ def _why_not(setup: BuildSetup, runner: Runner, argv: Sequence[str],
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_bytes(b"")
     runner.run(list(argv), log=log, env=env)
-    lines = [ln.strip() for ln in log.read_text("utf-8", "replace").splitlines()]
+    lines = lines_of(read_log(log))
     found = [ln for ln in lines if "not found" in ln or ln.startswith("error:")]
-    return f" ({found[-1][:160]})" if found else ""
+    return f" ({shorten(found[-1], 160)})" if found else ""
 
 
 def _no_python(request: str, why: str) -> MetadataError:
@@ -310,7 +312,10 @@ def _log_backend_traceback(log: Path, exc: Exception) -> None:
 
 def _failure(filename: str, project: str, log: Path,
              exc: Exception, python: BuildPython) -> SdistBuildError:
-    text = log.read_text("utf-8", "replace") if log.exists() else ""
+    try:  # uv's and the backend's output: its last 16 MiB, decoded one way
+        text = read_log(log)
+    except OSError:
+        text = ""
     removed = find_removal(text, _release(python))
     if removed is not None:
         return SdistBuildError(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stacklock._fs import cache_dir
+from stacklock.bounded import shorten
 from stacklock.errors import PackError, StacklockError
 from stacklock.pack.format import (
     Manifest,
@@ -30,6 +31,7 @@ from stacklock.pack.format import (
     render_listing,
     scratch_dir,
 )
+from stacklock.uvoutput import capture, last_line
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,10 +67,10 @@ def _env(scratch: Path, cache: Path) -> dict[str, str]:
 
 
 def _run(argv: list[str], env: dict[str, str], what: str) -> None:
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PackError(f"{what} failed: {tail}",
+    said = capture(argv, env=env, timeout=1800)
+    if said.rc != 0:
+        tail = last_line(said.stderr) or last_line(said.stdout) or "no output"
+        raise PackError(f"{what} failed (exit {said.rc}): {shorten(tail, 200)}",
                         hint="is this the Python the pack was made for?")
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-import subprocess
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,11 +26,12 @@ from packaging.version import InvalidVersion, Version
 
 from stacklock import runner
 from stacklock._fs import cache_dir, file_digest
-from stacklock.bounded import open_regular
+from stacklock.bounded import open_regular, shorten
 from stacklock.errors import RecordError
 from stacklock.lock import wheel_sha256
 from stacklock.record import digest_of_sha256, load_record, wheel_record
 from stacklock.store import ArtifactStore
+from stacklock.uvoutput import capture, lines_of
 
 if TYPE_CHECKING:
     from packaging.pylock import PackageSdist
@@ -378,8 +378,7 @@ def parse_uv_pip_check(text: str) -> tuple[list[dict[str, str | None]], list[str
     """uv's report lines -> (conflicts, lines it does not recognise)."""
     conflicts: list[dict[str, str | None]] = []
     other: list[str] = []
-    for line in text.splitlines():
-        line = line.strip()
+    for line in lines_of(text):
         match = _CONFLICT.search(line)
         if match:
             conflicts.append({"package": match["pkg"], "requirement": match["req"],
@@ -411,13 +410,17 @@ def _explained(conflict: dict[str, str | None], lock: Lock) -> str | None:
 def check_uv_pip_check(lock: Lock | None, python: Path, *,
                        uv: str | None = None, timeout: float = 120.0) -> CheckResult:
     uv = uv or runner.find_uv()  # a dependency: never a reason to skip the check
-    proc = subprocess.run([uv, "pip", "check", "--python", str(python)],
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    conflicts, other = parse_uv_pip_check(proc.stdout + "\n" + proc.stderr)
-    if proc.returncode != 0 and not conflicts:
+    # no uv.toml of the working directory or the user's (a broken one failed it)
+    said = capture([uv, "pip", "check", "--no-config", "--python", str(python)],
+                   timeout=timeout)
+    if said.timed_out:
         return CheckResult(name="uv-pip-check", status=FAIL,
-                           reason=f"uv pip check exited {proc.returncode}: "
-                           + (other[-1] if other else "no output"))
+                           reason=f"uv pip check did not finish in {timeout:g} s")
+    conflicts, other = parse_uv_pip_check(said.stdout + "\n" + said.stderr)
+    if said.rc != 0 and not conflicts:
+        return CheckResult(name="uv-pip-check", status=FAIL,
+                           reason=f"uv pip check exited {said.rc}: "
+                           + (shorten(other[-1], 200) if other else "no output"))
     notes, unexplained = [], []
     for conflict in conflicts:
         note = _explained(conflict, lock) if lock is not None else None
@@ -431,7 +434,8 @@ def check_uv_pip_check(lock: Lock | None, python: Path, *,
     if unexplained:
         return CheckResult(name="uv-pip-check", status=FAIL,
                            reason=f"{len(unexplained)} unexplained: "
-                           + "; ".join(unexplained[:3]), notes=tuple(notes),
+                           + shorten("; ".join(unexplained[:3]), 600),
+                           notes=tuple(notes),
                            details=details)
     reason = ("no conflicts" if not conflicts else
               f"{len(conflicts)} reported conflicts, each intended by an override")
