@@ -48,17 +48,22 @@ def _changes(good: Lock, bad: Lock) -> list[Change]:
     return list(unique.values())
 
 
-def _installer(args: argparse.Namespace,
-               archive: Archive | None) -> Callable[[Path, Path], int]:
+def _installer(args: argparse.Namespace, archive: Archive | None, *,
+               unknown_runfile: bool) -> Callable[[Path, Path], int]:
     """Install a lock into the scratch venv, every wheel through the artifact
     store (fetched once for the whole bisect); returns the bytes it fetched,
     as install measured them (its store's, and uv's of any file not there)."""
+    from stacklock.cli.output import notice
+    from stacklock.install.inputs import Wanted
     from stacklock.install.run import install_lock
+
+    wanted = Wanted(unknown_runfile=unknown_runfile)
 
     def install(lock: Path, venv: Path) -> int:
         result = install_lock(lock, venv=venv, python=args.python,
                               no_toolkit=args.no_toolkit, validate=False,
-                              allow_no_gpu=True, prefetch=True, archive=archive)
+                              allow_no_gpu=True, prefetch=True, archive=archive,
+                              wanted=wanted, on_notice=notice)
         fetched = result.fetched
         if fetched is None:  # the venv held this very lock: nothing was done
             return 0
@@ -68,7 +73,7 @@ def _installer(args: argparse.Namespace,
 
 
 def _tools(args: argparse.Namespace, http: httpx.Client,
-           archive: Archive | None) -> Tools:
+           archive: Archive | None, *, unknown_runfile: bool = False) -> Tools:
     from stacklock._fs import cache_dir
     from stacklock.bisect import Tools
     from stacklock.bisect.requirements import RequirementReader
@@ -78,7 +83,8 @@ def _tools(args: argparse.Namespace, http: httpx.Client,
     # the wheels' METADATA (grouping the changes) falls back to the archive too
     fetcher = MetadataFetcher(http, cache_dir=cache_dir(), store=ArtifactStore(
         cache_dir() / "artifacts", archive=archive))
-    return Tools(diff=_changes, install=_installer(args, archive),
+    return Tools(diff=_changes, install=_installer(args, archive,
+                                                       unknown_runfile=unknown_runfile),
                  requirements=lambda lock: RequirementReader(fetcher, lock),
                  read_bytes=lambda: fetcher.bytes_read)
 
@@ -177,7 +183,9 @@ def bisect(args: argparse.Namespace) -> int:
     folder = Path(args.dir)
     with make_http_client(timeout=120.0) as http:
         result = bisect_locks(good, bad, folder=folder,
-                              tools=_tools(args, http, archive), oracle=oracle,
+                              tools=_tools(args, http, archive,
+                                           unknown_runfile=args.allow_unknown_runfile),
+                              oracle=oracle,
                               oracle_id=hashlib.sha256(ident.encode()).hexdigest(),
                               max_steps=args.max_steps, on_step=on_step,
                               on_groups=on_groups)

@@ -64,6 +64,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
     from stacklock.cli.output import (
         brief,
         interactive,
+        notice,
         print_json,
         progress,
         say,
@@ -95,6 +96,7 @@ def _install(args: argparse.Namespace, head: HeadStart | None) -> int:
             reinstall=args.reinstall,
             archive=args.archive,
             content=head.lock_bytes if head is not None else None,
+            on_notice=notice,
         )
     if args.json:
         print_json("install", result.to_dict())

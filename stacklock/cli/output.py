@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["brief", "interactive", "parse_index_option", "phase_lines", "piped",
-           "print_json", "progress", "say", "verbose"]
+__all__ = ["brief", "interactive", "notice", "parse_index_option", "phase_lines",
+           "piped", "print_json", "progress", "say", "verbose"]
 
 # The detail lines ``resolve`` and ``check`` print under a phase, by how they
 # start: what the default output counts instead (label; True: count the
@@ -57,6 +57,12 @@ def say(args: argparse.Namespace, text: str, *, end: str = "\n") -> None:
     """Print what a person reads, unless ``-q`` asked for errors only."""
     if getattr(args, "verbosity", 0) >= 0:
         print(text, end=end)
+
+
+def notice(line: str) -> None:
+    """A line said the moment it is true, whatever -q, --json or a pipe ask
+    (a runfile starting as root): on stderr, flushed."""
+    print(f"stacklock: {line}", file=sys.stderr, flush=True)
 
 
 def verbose(args: argparse.Namespace) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stacklock.cli.output import interactive, print_json, progress, say
+from stacklock.cli.output import interactive, notice, print_json, progress, say
 from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def install_from_pack(args: argparse.Namespace) -> int:
             toolkit_prefix=Path(args.toolkit_prefix) if args.toolkit_prefix else None,
             allow_no_gpu=args.allow_no_gpu,
             report_dir=Path(args.report) if args.report else None,
-            on_bytes=on_bytes)
+            on_bytes=on_bytes, unknown_runfile=args.allow_unknown_runfile,
+            on_notice=notice)
     if args.json:
         print_json("install-pack", result.to_dict())
     else:

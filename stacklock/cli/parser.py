@@ -365,9 +365,7 @@ def _add_install(sub: _Sub) -> None:
                    help="install without a driver (e.g. to build an image)")
     p.add_argument("--link-cuda", action="store_true",
                    help="also point /usr/local/cuda at the new toolkit")
-    p.add_argument("--allow-unknown-runfile", action="store_true",
-                   help="run a CUDA runfile whose sha256 is not the catalog's for "
-                   "its release (by default refused: a lock is code)")
+    _add_unknown_runfile(p)
     p.add_argument("--no-validate", action="store_true",
                    help="skip the validation that ends an install")
     p.add_argument("--report", metavar="DIR",
@@ -483,6 +481,12 @@ def _add_fleet(sub: _Sub) -> None:
     p.set_defaults(verb="fleet:fleet_report")
 
 
+def _add_unknown_runfile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-unknown-runfile", action="store_true",
+                   help="run a CUDA runfile whose sha256 is not the catalog's for "
+                   "its release (by default refused: a lock is code)")
+
+
 def _add_bisect(sub: _Sub) -> None:
     p = sub.add_parser(
         "bisect", help="find which change between two locks breaks a stack",
@@ -508,6 +512,7 @@ def _add_bisect(sub: _Sub) -> None:
     p.add_argument("--python", help="interpreter to build the scratch venv from")
     p.add_argument("--no-toolkit", action="store_true",
                    help="leave a runfile toolkit out of each step's install")
+    _add_unknown_runfile(p)
     _add_archive(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(verb="bisect:bisect")

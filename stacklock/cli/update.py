@@ -99,6 +99,7 @@ def _validator(args: argparse.Namespace, folder: Path) -> Any:
     command inside it."""
     from stacklock.bisect.oracle import CommandOracle, venv_env
     from stacklock.cli.archive import archive_for
+    from stacklock.cli.output import notice
     from stacklock.install.run import install_lock
     from stacklock.update import Validation
 
@@ -112,7 +113,7 @@ def _validator(args: argparse.Namespace, folder: Path) -> Any:
                 lock, venv=venv, python=args.python, no_toolkit=args.no_toolkit,
                 validate=True, allow_no_gpu=args.allow_no_gpu,
                 report_dir=folder / "reports" / digest,
-                archive=archive_for(args, lock))
+                archive=archive_for(args, lock), on_notice=notice)
         except StacklockError as exc:
             if exc.exit_code == 3:
                 raise  # the network: could not run (exit 3)

@@ -44,6 +44,8 @@ _TEMPLATE = """\
 #                             host [<stacklock_venv>.fleet]
 #   stacklock_toolkit_prefix  where the CUDA toolkit goes [the lock's prefix]
 #   stacklock_allow_no_gpu    install on a host without an NVIDIA driver [false]
+#   stacklock_allow_unknown_runfile  run a CUDA runfile that is not the catalog's
+#                             for its release (a lock is code) [false]
 #   stacklock_cache_dir       STACKLOCK_CACHE_DIR on the host [~/.cache/stacklock]
 - name: stacklock fleet install
   hosts: all
@@ -123,7 +125,10 @@ _TEMPLATE = """\
               + (['--toolkit-prefix', stacklock_toolkit_prefix]
                  if stacklock_toolkit_prefix | default('') else [])
               + (['--allow-no-gpu']
-                 if stacklock_allow_no_gpu | default(false) | bool else []) }}}}
+                 if stacklock_allow_no_gpu | default(false) | bool else [])
+              + (['--allow-unknown-runfile']
+                 if stacklock_allow_unknown_runfile | default(false) | bool
+                 else []) }}}}
       register: _install
       # the pack leaves a venv that already matches its lock as it is
       changed_when: "'already matches the lock' not in _install.stdout"

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from stacklock.install.inputs import Interpreter
     from stacklock.install.plan import InstallPlan
     from stacklock.install.selection import Selected
-    from stacklock.lock import Lock
+    from stacklock.lock import CudaEntry, Lock
 
 __all__ = [
     "INSTALLER_LOG",
@@ -34,6 +34,7 @@ __all__ = [
     "check_lock_fits",
     "check_places",
     "run_preflight",
+    "runfile_notice",
     "toolkit_installed",
 ]
 
@@ -301,30 +302,43 @@ def _check_runfile(plan: InstallPlan, allowed: bool, notes: list[str]
     kit = plan.toolkit
     if not plan.runfile_command or kit is None:
         return []
+    known, found = _catalog_runfile(kit)
+    if not known and not allowed:
+        return [Problem(
+            check="runfile",
+            message=f"{kit.runfile or 'the runfile'}: sha256 {kit.sha256} is not a "
+            f"runfile stacklock knows ({found}); a lock is code, and this would run "
+            "it" + (" as root" if _root() else ""),
+            hint="check where the lock came from; --allow-unknown-runfile runs "
+            "it all the same")]
+    if _root() or not known:
+        notes.append(f"runs {runfile_notice(kit)}")
+    return []
+
+
+def _catalog_runfile(kit: CudaEntry) -> tuple[bool, str]:
+    """Whether ``kit``'s runfile is the one the shipped catalog records for its
+    CUDA release and platform, and the words for what the catalog says."""
     from stacklock.cuda.catalog import load_catalog
 
     release = load_catalog().find(kit.version)
     known = release.runfile(kit.platform or "linux-x86_64") if release else None
-    name = kit.runfile or "the runfile"
     if known is not None and known.sha256 and known.sha256 == kit.sha256:
-        whose = f"the catalog's for CUDA {kit.version}"
-    else:
-        found = (f"the catalog's is {known.sha256}" if known and known.sha256 else
-                 f"the catalog has no runfile sha256 for CUDA {kit.version}")
-        if not allowed:
-            return [Problem(
-                check="runfile",
-                message=f"{name}: sha256 {kit.sha256} is not a runfile stacklock "
-                f"knows ({found}); a lock is code, and this would run it"
-                + (" as root" if _root() else ""),
-                hint="check where the lock came from; --allow-unknown-runfile runs "
-                "it all the same")]
-        whose = f"NOT the catalog's ({found}), allowed by --allow-unknown-runfile"
-    if _root():
-        notes.append(f"runs {name} as root: sha256 {kit.sha256}, {whose}")
-    elif allowed:
-        notes.append(f"runs {name}: sha256 {kit.sha256}, {whose}")
-    return []
+        return True, f"the catalog's for CUDA {kit.version}"
+    return False, (f"the catalog's is {known.sha256}" if known and known.sha256 else
+                   f"the catalog has no runfile sha256 for CUDA {kit.version}")
+
+
+def runfile_notice(kit: CudaEntry) -> str:
+    """What is said of a runfile before it runs (the plan's note, and the line
+    install prints as it starts it): its name, sha256, whether it runs as root
+    and whether it is the catalog's (else it runs only because
+    ``--allow-unknown-runfile`` said so: preflight refused it otherwise)."""
+    known, found = _catalog_runfile(kit)
+    whose = found if known else (f"NOT the catalog's ({found}), allowed by "
+                                 "--allow-unknown-runfile")
+    root = " as root" if _root() else ""
+    return f"{kit.runfile or 'the runfile'}{root}: sha256 {kit.sha256}, {whose}"
 
 
 def _root() -> bool:

@@ -30,9 +30,7 @@ from stacklock.install.layout import (
     rollback,
     swap_in,
 )
-from stacklock.install.preflight import (
-    INSTALLER_LOG,
-)
+from stacklock.install.preflight import INSTALLER_LOG, runfile_notice
 from stacklock.install.read import read_installable
 from stacklock.install.replay import remember
 from stacklock.install.toolkit import (
@@ -137,9 +135,11 @@ def _build(
     notes: list[str],
     head: HeadStart | None,
     patches: tuple[PackagePatches, ...] = (),
+    on_notice: Callable[[str], None] | None = None,
 ) -> None:
     """The new generation (its packages patched as the lock says) and the
-    toolkit; on any failure both are removed."""
+    toolkit; on any failure both are removed. ``on_notice`` is told, as the
+    runfile starts, which runfile runs (as root), its sha256 and whose it is."""
     layout = VenvLayout(venv=plan.venv)
     try:
         try:
@@ -156,6 +156,9 @@ def _build(
             notes.extend(apply_to_generation(plan.generation_dir, patches))
         check_generation(plan)  # before anything is swapped in
         if runfile is not None:
+            assert plan.toolkit is not None
+            if on_notice is not None:
+                on_notice(f"running {runfile_notice(plan.toolkit)}")
             logs["runfile"] = log_for("runfile")
             logs.update(
                 install_toolkit(
@@ -281,6 +284,7 @@ def install_lock(
     reinstall: bool = False,
     archive: Archive | None = None,
     content: bytes | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> InstallResult:
     """Install ``lock_path`` into ``venv`` (and its toolkit); see the module doc.
 
@@ -291,7 +295,9 @@ def install_lock(
     ``cuda_link`` (``/usr/local/cuda``) is left as it was by the runfile; only
     ``link_cuda_at`` (``--link-cuda``) moves it, once the install succeeded.
 
-    ``on_download(filename, done, total)`` reports download progress.
+    ``on_download(filename, done, total)`` reports download progress;
+    ``on_notice(line)`` is said the moment the runfile starts (which one, its
+    sha256, as root), whatever else is shown.
     uv downloads the wheels (in parallel, each checked against the locked sha256
     with ``--require-hashes``) into its own cache, the one copy kept; wheels
     already in the artifact store (a pack) are installed from there.
@@ -374,7 +380,7 @@ def install_lock(
                    installer_log=installer_log,
                    system_installer_log=system_installer_log,
                    cuda_link=link_cuda_at or cuda_link, notes=notes, head=head,
-                   patches=decided.patches)
+                   patches=decided.patches, on_notice=on_notice)
         except BaseException:
             if made and plan.snapshot_path is not None:
                 plan.snapshot_path.unlink(missing_ok=True)

@@ -10,7 +10,9 @@ every uv command install runs has ``--no-config`` (no ``uv.toml`` or
 TOML changes nothing), and every ``UV_*`` variable but those of :data:`UV_KEPT`
 (where the cache is, how files are linked, timeouts, TLS, the keyring) is removed
 from its environment (``UV_CONSTRAINT``, ``UV_INDEX_URL``, ``UV_CONFIG_FILE``,
-``UV_NO_VERIFY_HASHES`` ...). uv reads no ``PIP_*`` variable.
+``UV_NO_VERIFY_HASHES`` ...). uv reads no ``PIP_*`` variable. The pack's bootstrap
+builds its own venv by the same rule (it carries this module: standard library
+only).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
 
-__all__ = ["BUILD_CONFIG_NAME", "UV_KEPT", "UV_LOCK_NAME", "uv_commands",
-           "uv_environment"]
+__all__ = ["BUILD_CONFIG_NAME", "UV_KEPT", "UV_LOCK_NAME", "is_uv_setting",
+           "uv_commands", "uv_environment"]
 
 # uv settings that change how, never what, uv installs
 UV_KEPT = frozenset({
@@ -38,14 +40,20 @@ NO_CONFIG = "--no-config"
 CLIENT_LOG = "uv_client=debug"  # a line for each URL: from its cache or the network
 
 
+def is_uv_setting(key: str) -> bool:
+    """Whether the variable ``key`` is a ``UV_*`` setting install's uv runs
+    without (one that may change what uv installs: not in :data:`UV_KEPT`)."""
+    return key.startswith("UV_") and key not in UV_KEPT
+
+
 def uv_environment(environ: Mapping[str, str] = os.environ
                    ) -> dict[str, str | None]:
     """The changes to ``environ`` a uv command of install runs with: every
     ``UV_*`` variable not in :data:`UV_KEPT` removed (None), and uv's HTTP
     client told to log what it did for each URL (what install reports uv
     fetched: :mod:`~stacklock.install.fetched`)."""
-    changes: dict[str, str | None] = {
-        key: None for key in environ if key.startswith("UV_") and key not in UV_KEPT}
+    changes: dict[str, str | None] = {key: None for key in environ
+                                      if is_uv_setting(key)}
     wanted = environ.get("RUST_LOG")
     changes["RUST_LOG"] = f"{wanted},{CLIENT_LOG}" if wanted else CLIENT_LOG
     return changes

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from stacklock._fs import cache_dir
 from stacklock.bounded import shorten
 from stacklock.errors import PackError, StacklockError
+from stacklock.install.uvsteps import is_uv_setting
 from stacklock.pack.format import (
     Manifest,
     check_node,
@@ -60,7 +61,12 @@ def node_needs(manifest: Manifest, *, cache: Path, venv: Path | None,
 
 
 def _env(scratch: Path, cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    """The bootstrap's uv and the stacklock it hands on to run without the
+    user's ``PYTHON*`` and ``UV_*`` settings (those :mod:`stacklock install
+    <stacklock.install.uvsteps>` drops: a UV_CONSTRAINT or UV_REQUIRE_HASHES
+    stopped the bootstrap's own install)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTHON") and not is_uv_setting(k)}
     env.update(UV_CACHE_DIR=str(scratch / "uv-cache"), UV_PYTHON_DOWNLOADS="never",
                UV_OFFLINE="1", UV_NO_CONFIG="1", STACKLOCK_CACHE_DIR=str(cache))
     return env
@@ -124,6 +130,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     p.add_argument("--toolkit-prefix", metavar="PATH", help="where the toolkit goes")
     p.add_argument("--allow-no-gpu", action="store_true",
                    help="install without a driver (e.g. to build an image)")
+    p.add_argument("--allow-unknown-runfile", action="store_true",
+                   help="run a CUDA runfile whose sha256 is not the catalog's for "
+                   "its release (by default refused: a lock is code)")
     _report_option(p)
     p = sub.add_parser("validate", help="validate an installed venv only")
     p.add_argument("--venv", required=True)
@@ -151,6 +160,8 @@ def _command(args: argparse.Namespace, pack: Path, manifest: Manifest,
                 "--python", sys.executable]
     if args.allow_no_gpu:
         argv.append("--allow-no-gpu")
+    if getattr(args, "allow_unknown_runfile", False):
+        argv.append("--allow-unknown-runfile")
     if args.toolkit_prefix:
         argv += ["--toolkit-prefix", args.toolkit_prefix]
     if args.report_dir:

@@ -18,6 +18,7 @@ from packaging.markers import default_environment
 
 from stacklock._fs import cache_dir as default_cache_dir
 from stacklock.errors import PackError, StacklockError
+from stacklock.install.inputs import Wanted
 from stacklock.install.layout import VenvLayout
 from stacklock.install.plan import applicable
 from stacklock.install.preflight import toolkit_installed
@@ -170,8 +171,12 @@ def install_pack(
     cache: Path | None = None,
     validate: bool = True,
     on_bytes: Callable[[int, int], None] | None = None,
+    unknown_runfile: bool = False,
+    on_notice: Callable[[str], None] | None = None,
 ) -> PackInstallResult:
-    """Check, install (unless the venv already matches), validate."""
+    """Check, install (unless the venv already matches), validate.
+    ``unknown_runfile``: a runfile the catalog does not know may run
+    (``--allow-unknown-runfile``); ``on_notice`` as for install_lock."""
     pack = Path(os.path.abspath(pack))
     venv = Path(os.path.abspath(venv))
     manifest = read_manifest(pack)
@@ -193,7 +198,9 @@ def install_pack(
         installed = install_lock(lock, venv=venv, python=python,
                                  toolkit_prefix=toolkit_prefix,
                                  allow_no_gpu=allow_no_gpu, validate=False,
-                                 cache=cache, prefetch=True, content=content)
+                                 cache=cache, prefetch=True, content=content,
+                                 wanted=Wanted(unknown_runfile=unknown_runfile),
+                                 on_notice=on_notice)
     validation = None
     if validate:
         from stacklock.validate.run import validate as run_validate

@@ -320,3 +320,115 @@ def test_a_directory_in_the_links_place_is_never_removed(tmp_path: Path) -> None
                     "directory); not put back: stacklock never removes or recreates "
                     "a directory")
     assert os.readlink(folder) == "cuda-13.0"
+
+
+# -- the runfile, said as it starts, on every path that can run one ------------------
+
+
+def _machine_paths_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                        module: object, capsys: pytest.CaptureFixture[str]
+                        ) -> list[str]:
+    """``module.install_lock`` with this test's installer logs and cuda link
+    (not the machine's), and a runner that runs everything for real, keeping
+    what stderr held the moment the runfile started."""
+    from functools import partial
+
+    from stacklock.runner import SubprocessRunner
+
+    seen: list[str] = []
+
+    class Watching(SubprocessRunner):
+        def run(self, argv, **kw):  # type: ignore[no-untyped-def,override]
+            if any(a.startswith("--toolkitpath=") for a in argv):
+                seen.append(capsys.readouterr().err)
+            return super().run(argv, **kw)
+
+    monkeypatch.setattr(module, "install_lock", partial(
+        install_lock, runner=Watching(),
+        installer_log=tmp_path / "cuda-installer.log",
+        system_installer_log=tmp_path / "var-log-cuda-installer.log",
+        cuda_link=tmp_path / "usr-local" / "cuda"))
+    return seen
+
+
+def _notice(lock: Path) -> str:
+    from stacklock.lock import load_lock
+
+    cuda = load_lock(lock).cuda
+    assert cuda is not None
+    root = " as root" if os.geteuid() == 0 else ""
+    return (f"stacklock: running {cuda.runfile}{root}: sha256 {cuda.sha256}, NOT the "
+            "catalog's (the catalog's is ")
+
+
+def test_install_says_which_runfile_runs_as_root_as_it_starts(
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The plan said it; the install says it again the moment the runfile starts
+    (on stderr, -q or not): which runfile, its sha256, that it runs as root and
+    that only --allow-unknown-runfile lets it."""
+    import stacklock.install.run as run
+    from stacklock.cli import main
+
+    base, served = server
+    lock = toolkit_lock(tmp_path, base, served, make_runfile(tmp_path))
+    seen = _machine_paths_here(monkeypatch, tmp_path, run, capsys)
+    code = main(["install", str(lock), "--venv", str(tmp_path / "env"), "--python",
+                 PY, "--no-validate", "--allow-unknown-runfile", "-q"])
+    assert code == 0
+    (before,) = seen
+    lines = [line for line in before.splitlines() if "running" in line]
+    assert len(lines) == 1 and lines[0].startswith(_notice(lock)), before
+    assert lines[0].endswith("allowed by --allow-unknown-runfile")
+
+
+def test_a_pack_and_bisect_run_an_unknown_runfile_only_when_told(
+    server: tuple[str, Served], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``stacklock install PACK`` (what the pack's bootstrap hands on to) and
+    bisect's installs refuse a runfile the catalog does not know, as install
+    does, and take --allow-unknown-runfile (neither could run one before), saying
+    it as it starts."""
+    import stacklock.cli.bisect as bisect_cli
+    import stacklock.install.run as run
+    import stacklock.pack.install as pack_install
+    from stacklock.cli import main
+    from tests.helpers.packs import write_lock_pack
+
+    base, served = server
+    runfile = make_runfile(tmp_path)
+    lock = toolkit_lock(tmp_path, base, served, runfile)
+    pack = write_lock_pack(lock, tmp_path / "toolkit.pack", runfile=runfile)
+    seen = _machine_paths_here(monkeypatch, tmp_path, pack_install, capsys)
+    args = ["install", str(pack), "--venv", str(tmp_path / "env"), "--python", PY,
+            "--allow-no-gpu"]
+    assert main(args) == 2
+    refusal = capsys.readouterr().err
+    assert "runfile: cuda_13.0.1_580.82.07_linux.run: sha256" in refusal
+    assert not (tmp_path / "runfile-args.txt").exists()
+    assert main([*args, "--allow-unknown-runfile"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "runfile-args.txt").exists() and len(seen) == 1
+    assert _notice(lock) in seen[0]
+
+    seen = _machine_paths_here(monkeypatch, tmp_path, run, capsys)
+    shutil.rmtree(tmp_path / "usr-local" / "cuda-13.0")
+    for allowed in (False, True):
+        parsed = _bisect_args(lock, allowed)
+        install = bisect_cli._installer(parsed, None, unknown_runfile=allowed)
+        venv = tmp_path / f"bisect-{allowed}"
+        if not allowed:
+            with pytest.raises(PreflightError, match="not a runfile stacklock knows"):
+                install(lock, venv)
+            continue
+        install(lock, venv)
+        assert len(seen) == 1 and _notice(lock) in seen[0]
+
+
+def _bisect_args(lock: Path, allowed: bool):  # type: ignore[no-untyped-def]
+    from stacklock.cli.parser import build_parser
+
+    flag = ["--allow-unknown-runfile"] if allowed else []
+    return build_parser().parse_args(["bisect", str(lock), str(lock), "--python", PY,
+                                      *flag, "--", "true"])

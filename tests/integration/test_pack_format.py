@@ -170,23 +170,56 @@ def test_glibc_floor_of_real_locked_wheels():
     ]) == "2.27"
 
 
-@pytest.mark.parametrize("command", ["install", "validate"])
-def test_allow_no_gpu_reaches_stacklock_on_the_node(pack: Path, tmp_path: Path,
-                                                    command: str):
+@pytest.mark.parametrize(("command", "flag"), [
+    ("install", "--allow-no-gpu"), ("validate", "--allow-no-gpu"),
+    ("install", "--allow-unknown-runfile")])
+def test_a_flag_reaches_stacklock_on_the_node(pack: Path, tmp_path: Path,
+                                              command: str, flag: str):
     """``python3 PACK install|validate --allow-no-gpu`` (an image build) hands the
-    flag to the stacklock it runs, so its validation skips what needs a GPU."""
+    flag to the stacklock it runs, so its validation skips what needs a GPU;
+    ``install --allow-unknown-runfile`` lets that stacklock run a runfile the
+    catalog does not know."""
     from stacklock.pack.boot import _command, _parser
 
     args = _parser("python3 small.pack").parse_args(
-        [command, "--venv", str(tmp_path / "env"), "--allow-no-gpu"])
+        [command, "--venv", str(tmp_path / "env"), flag])
     (tmp_path / "scratch").mkdir()
     argv = _command(args, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
                     tmp_path / "scratch", tmp_path / "cache")
-    assert argv[1] == command and "--allow-no-gpu" in argv
+    assert argv[1] == command and flag in argv
     plain = _parser("python3 small.pack").parse_args([command, "--venv", "env"])
-    assert "--allow-no-gpu" not in _command(
+    assert flag not in _command(
         plain, pack, read_manifest(pack), tmp_path / "bin" / "stacklock",
         tmp_path / "scratch", tmp_path / "cache")
+
+
+def test_the_bootstraps_uv_ignores_the_users_uv_settings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bootstrap builds its own venv with real uv from the pack's uv wheel
+    while the environment holds UV_CONSTRAINT (stacklock pinned to a version
+    that does not exist), UV_OVERRIDE, UV_REQUIRE_HASHES and a UV_CONFIG_FILE
+    that is not there: each stopped it ("uv pip install of stacklock (the
+    bootstrap) failed"); it drops them as stacklock install does (one list,
+    stacklock.install.uvsteps, carried in the pack)."""
+    from stacklock.pack.boot import _env, _tool_venv
+    from tests.helpers.packs import write_small_pack
+
+    pack = write_small_pack(tmp_path / "small.pack", with_uv=True)
+    pins = tmp_path / "pins.txt"
+    pins.write_text("stacklock==0.0.1\n")
+    for key, value in {"UV_CONSTRAINT": str(pins), "UV_OVERRIDE": str(pins),
+                       "UV_REQUIRE_HASHES": "1",
+                       "UV_CONFIG_FILE": str(tmp_path / "absent.toml")}.items():
+        monkeypatch.setenv(key, value)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = _env(scratch, tmp_path / "cache")
+    assert not any(k in env for k in ("UV_CONSTRAINT", "UV_OVERRIDE",
+                                      "UV_REQUIRE_HASHES", "UV_CONFIG_FILE"))
+    tool = _tool_venv(pack, read_manifest(pack), scratch, env)
+    assert tool == scratch / "tool" / "bin" / "stacklock" and tool.is_file()
+    assert list((scratch / "tool").glob("lib/python*/site-packages/"
+                                        "stacklock-*.dist-info"))
 
 
 @pytest.mark.parametrize("option", ["--report", "--report-dir"])
