@@ -136,7 +136,13 @@ class _Piece:
         return self.start + len(self.out)
 
     def exact(self, offset: int, length: int) -> bytes | None:
-        """The bytes at ``offset`` when all of them are exact, else None."""
+        """The bytes at ``offset`` when all of them are exact, else None (also,
+        without a second decode, where the fill is more than one byte in 64:
+        not likely to be all the member's own)."""
+        lo = offset - self.start
+        if self.source is not None and 0 <= lo and lo + length <= len(self.out) and \
+                self.out.count(deflate.FILL, lo, lo + length) * 64 > length:
+            return None
         both = self.both(offset, length)
         return None if both is None or both[0] != both[1] else both[0]
 
@@ -591,9 +597,9 @@ def _fetch_more(member: _Member, missing: _Missing) -> Iterator[Spans]:
     elif choice in ("tail", "sections"):
         tail_from = at - lead if choice == "tail" else \
             member.estimate(headers.shoff) - _TAIL
-        # at least a quarter as far again as the tail reaches (guesses err)
-        tail_from = max(min(tail_from, member.tail_from -
-                            (member.csize - member.tail_from) // 4), 0)
+        # at least twice as far from the end as before: a tail is decoded again
+        # whole each time, so its decodes add up to twice the last at most
+        tail_from = max(min(tail_from, 2 * member.tail_from - member.csize), 0)
         if tail_from >= member.tail_from:
             raise Unavailable(f"bytes {lo}-{hi} are never exact")
         spans.append(member.span(tail_from, member.tail_from))
