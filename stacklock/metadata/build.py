@@ -18,10 +18,12 @@ quoting the log's own line (``No module named 'torch'``) and what to do instead.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tarfile
 import tempfile
+import threading
 import warnings
 import zipfile
 from dataclasses import dataclass
@@ -211,25 +213,56 @@ def prepare_metadata(
             def hook_runner(cmd: Sequence[str], cwd: str | None = None,
                             extra_environ: Mapping[str, str] | None = None) -> None:
                 env.check(cmd, env=extra_environ, cwd=Path(cwd) if cwd else None)
+                _log_hook_warnings(Path(cmd[-1]), log)
 
-            # build reports the backend's warnings with warnings.warn; they go
-            # to the log, never to the user's terminal.
-            with warnings.catch_warnings(record=True) as caught:
+            # pypa/build's own warnings (a typo in pyproject.toml) go to the
+            # log too; recorded under a lock, builds run in several threads
+            with _WARNINGS, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 builder = ProjectBuilder.from_isolated_env(env, source,
                                                            runner=hook_runner)
-                env.install([*builder.build_system_requires,
-                             *setup.build_requires.get(project, ())])
-                env.install(sorted(builder.get_requires_for_build("wheel")))
-                prepared = Path(builder.metadata_path(Path(tmp) / "out"))
             with log.open("a", encoding="utf-8") as fh:
                 fh.writelines(f"warning: {w.message}\n" for w in caught)
+            env.install([*builder.build_system_requires,
+                         *setup.build_requires.get(project, ())])
+            env.install(sorted(builder.get_requires_for_build("wheel")))
+            prepared = Path(builder.metadata_path(Path(tmp) / "out"))
             return (prepared / "METADATA").read_bytes()
         except (BuildBackendException, BuildException, _StepFailed) as exc:
             _log_backend_traceback(log, exc)
             raise _failure(filename, project, log, exc, python) from exc
         except BROKEN_ARCHIVE as exc:  # an sdist that cannot be unpacked
             raise _failure(filename, project, log, exc, python) from exc
+
+
+_WARNINGS = threading.Lock()  # warnings.catch_warnings is one for the process
+
+
+def _log_hook_warnings(control: Path, log: Path) -> None:
+    """Move the warnings a backend's hook gave (setuptools' "License
+    classifiers are deprecated") from the hook's ``output.json`` into the
+    build's log. pyproject_hooks runs a hook in a subprocess, which writes
+    them there, and raises them again with ``warnings.warn_explicit`` in the
+    thread that called it: builds run in the resolver's threads, and a
+    ``catch_warnings`` around each (one state for the whole process, restored
+    by whichever build ends first) let them through to the user's terminal
+    as ``BuildBackendWarning``. Emptied here, before the caller reads the
+    file, they are raised nowhere."""
+    from stacklock.bounded import Malformed, parse_json
+
+    output = control / "output.json"
+    try:
+        data = parse_json(output.read_bytes())
+    except (OSError, Malformed):
+        return  # not a hook's control folder, or nothing written: as it is
+    found = data.get("warnings") if isinstance(data, dict) else None
+    if not isinstance(found, list) or not found:
+        return
+    with log.open("a", encoding="utf-8") as fh:
+        fh.writelines(f"warning: {w.get('message') if isinstance(w, dict) else w}\n"
+                      for w in found)
+    data["warnings"] = []
+    output.write_text(json.dumps(data), encoding="utf-8")
 
 
 class _StepFailed(Exception):

@@ -96,10 +96,15 @@ def _sdist(folder: Path, name: str, version: str, runtime: str,
     top = f"{dist}-{version}"
     backend = BACKEND.format(runtime=runtime, dist=dist, name=name,
                              version=version).encode()
+    return _tar(folder, top, {"PKG-INFO": pkg_info, "pyproject.toml": PYPROJECT,
+                              "_backend.py": backend})
+
+
+def _tar(folder: Path, top: str, files: dict[str, bytes]) -> Path:
+    """``folder/top.tar.gz`` holding ``files`` under ``top/``."""
     path = folder / f"{top}.tar.gz"
     with tarfile.open(path, "w:gz") as archive:
-        for member, body in (("PKG-INFO", pkg_info), ("pyproject.toml", PYPROJECT),
-                             ("_backend.py", backend)):
+        for member, body in files.items():
             info = tarfile.TarInfo(f"{top}/{member}")
             info.size = len(body)
             archive.addfile(info, io.BytesIO(body))
@@ -115,13 +120,7 @@ def _legacy_sdist(folder: Path) -> Path:
                          b"Dynamic: Requires-Dist\n",
              "pyproject.toml": PYPROJECT,
              "_backend.py": b"import formatter  # gone since Python 3.10\n"}
-    path = folder / f"{top}.tar.gz"
-    with tarfile.open(path, "w:gz") as archive:
-        for member, body in files.items():
-            info = tarfile.TarInfo(f"{top}/{member}")
-            info.size = len(body)
-            archive.addfile(info, io.BytesIO(body))
-    return path
+    return _tar(folder, top, files)
 
 
 def _pip_wheel() -> Path:
@@ -330,3 +329,84 @@ def test_a_match_runtime_lock_installs_built_against_its_runtime(
                             "import demo; print(demo.BUILT_WITH)"],
                            capture_output=True, text=True, check=True)
     assert built.stdout.strip() == version
+
+
+# A backend that warns while preparing its metadata, as setuptools does
+# ("License classifiers are deprecated"); two of them hand over through files so
+# that the first build ends while the second one's hook still runs, as two
+# metadata builds in the resolver's threads do.
+WARNING_BACKEND = '''\
+import os, time, warnings
+
+def _wait(path):
+    for _ in range(600):
+        if os.path.exists(path):
+            return
+        time.sleep(0.05)
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+def prepare_metadata_for_build_wheel(directory, config_settings=None):
+    {before}
+    warnings.warn("{name}: License classifiers are deprecated.")
+    {after}
+    info = os.path.join(directory, "{name}-1.0.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as fh:
+        fh.write("Metadata-Version: 2.1\\nName: {name}\\nVersion: 1.0\\n")
+    return "{name}-1.0.dist-info"
+'''
+
+
+def _warning_sdist(folder: Path, name: str, before: str, after: str) -> Path:
+    top = f"{name}-1.0"
+    files = {"PKG-INFO": f"Metadata-Version: 2.2\nName: {name}\nVersion: 1.0\n"
+                         "Dynamic: Requires-Dist\n".encode(),
+             "pyproject.toml": PYPROJECT,
+             "_backend.py": WARNING_BACKEND.format(name=name, before=before,
+                                                   after=after).encode()}
+    return _tar(folder, top, files)
+
+
+def test_a_backends_warnings_stay_in_its_build_log(uv_offline: Path) -> None:
+    """Two real metadata builds at once (``stacklock resolve`` as a user runs
+    it), each backend warning as setuptools does: the first build ends while
+    the second one's hook still runs. Each warning is in its own build's log
+    and none on stderr (the second one's reached the terminal as a
+    BuildBackendWarning, and the first one's log took the other's)."""
+    hand = uv_offline / "handover"
+    hand.mkdir()
+    first = _warning_sdist(
+        uv_offline, "warna", before=f"_wait({str(hand / 'b-in')!r})",
+        after=f"open({str(hand / 'a-done')!r}, 'w').close()")
+    second = _warning_sdist(
+        uv_offline, "warnb",
+        before=f"open({str(hand / 'b-in')!r}, 'w').close(); "
+        f"_wait({str(hand / 'a-done')!r}); time.sleep(2)", after="")
+    folder = uv_offline / "simple"
+    for project, path in (("warna", first), ("warnb", second)):
+        (folder / project).mkdir(parents=True)
+        data = path.read_bytes()
+        (folder / project / path.name).write_bytes(data)
+        sha = hashlib.sha256(data).hexdigest()
+        (folder / project / "index.html").write_text(
+            f'<html><body><a href="{path.name}#sha256={sha}">{path.name}</a>'
+            "</body></html>")
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    with loopback(handler) as url:
+        profile = _profile(uv_offline, url + "/", ["warna", "warnb"])
+        done = subprocess.run(
+            [sys.executable, "-m", "stacklock.cli", "resolve", str(profile), "-o",
+             str(uv_offline / "pylock.toml"), "--no-check"],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "STACKLOCK_CACHE_DIR": str(uv_offline / "cache")})
+    assert done.returncode == 0, done.stderr
+    assert (hand / "a-done").exists()  # the builds overlapped as arranged
+    assert "License classifiers" not in done.stderr
+    assert "BuildBackendWarning" not in done.stderr
+    logs = uv_offline / "cache" / "logs"
+    for own, other in (("warna", "warnb"), ("warnb", "warna")):
+        log = (logs / f"build-{own}-1.0.tar.gz.log").read_text()
+        assert f"warning: {own}: License classifiers are deprecated." in log
+        assert other not in log
