@@ -17,7 +17,11 @@ the reader's own tests. Nothing here is typed by hand.
 
 ``--add PROFILE`` records only the wheels of those profiles that facts.json.gz
 lacks, into it, leaving every other record as it is (a new consumer's wheel is
-read, not the 8 GB of the rest). Either way ``imports.json.gz`` is written:
+read, not the 8 GB of the rest). ``--add --checked PROFILE ...`` resolves them
+with the native check instead and adds every wheel the check judged: each
+candidate set it was given and each provider release it read beside a consumer
+(``NativeGate.judged``), so a test replays a resolve that moved a provider.
+Either way ``imports.json.gz`` is written:
 what each consumer's Python modules import (``stacklock.native.sources``),
 read from its ``.py`` members, for the check's question whether an import of
 the package loads the object a finding is in.
@@ -41,7 +45,9 @@ from stacklock.http import make_http_client  # noqa: E402
 from stacklock.native.check import symbol_family  # noqa: E402
 from stacklock.native.sources import SourceReader  # noqa: E402
 from stacklock.native.wheel import NativeWheel, WheelReader  # noqa: E402
-from stacklock.resolve.locking import lock_profile  # noqa: E402
+from stacklock.profile import load_profile  # noqa: E402
+from stacklock.resolve.locking import NativeGate, lock_profile  # noqa: E402
+from stacklock.resolve.resolution import resolve_profile  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "native"
 CONSUMERS = {"torchaudio", "torchvision", "xformers", "bitsandbytes",
@@ -82,6 +88,22 @@ def _locked(profiles: list[Path], tmp: str) -> dict[str, NativeWheel]:
     return wanted
 
 
+def _judged(profiles: list[Path], http: object) -> dict[str, NativeWheel]:
+    """Every wheel the native check judged while resolving ``profiles`` (in
+    the user's cache, where the check leaves what it read)."""
+    wanted: dict[str, NativeWheel] = {}
+    for path in profiles:
+        profile = load_profile(str(path))
+        gate = NativeGate(profile, http=http, offline=False,  # type: ignore[arg-type]
+                          cache_dir=None)
+        try:
+            resolve_profile(profile, http=http, gate=gate)  # type: ignore[arg-type]
+        finally:
+            gate.stop()
+        wanted.update((w.filename, w) for w in gate.judged.values())
+    return wanted
+
+
 def _write_imports(http: object, records: list[dict]) -> int:
     """imports.json.gz: the import facts of every consumer's wheel."""
     sources = SourceReader(http, cache_dir=cache_dir())  # type: ignore[arg-type]
@@ -97,18 +119,32 @@ def _write_imports(http: object, records: list[dict]) -> int:
     return len(facts)
 
 
-def add(profiles: list[Path]) -> int:
-    """Merge the wheels of ``profiles`` that facts.json.gz lacks into it."""
+def add(profiles: list[Path], *, checked: bool = False) -> int:
+    """Merge the wheels of ``profiles`` that facts.json.gz lacks into it
+    (``checked``: every wheel their resolutions' checks judged)."""
     data = json.loads(gzip.decompress((OUT / "facts.json.gz").read_bytes()))
     records: list[dict] = data["wheels"]
     have = {r["wheel"]["filename"] for r in records}
     with tempfile.TemporaryDirectory() as tmp, make_http_client() as http:
-        wanted = {n: w for n, w in _locked(profiles, tmp).items() if n not in have}
+        found = _judged(profiles, http) if checked else _locked(profiles, tmp)
+        # a judged wheel recorded before for other consumers is trimmed again
+        # for all of them (a provider moved for a new consumer's symbols)
+        again = {n for n, w in found.items()
+                 if n in have and checked and w.package not in CONSUMERS}
+        wanted = {n: w for n, w in found.items() if n not in have or n in again}
+        # the members read for the earlier record are read again (large ones
+        # the new consumers did not need included)
+        earlier = {r["wheel"]["filename"]: {o["path"] for o in r["natives"]["objects"]}
+                   for r in records if r["wheel"]["filename"] in again}
+        records = [r for r in records if r["wheel"]["filename"] not in again]
         reader = WheelReader(http, cache_dir=cache_dir())
-        facts = {name: reader.read(w).to_dict() for name, w in sorted(wanted.items())}
+        facts = {name: reader.read_large(w, sorted(earlier.get(name, ()))).to_dict()
+                 for name, w in sorted(wanted.items())}
         needed = {s for name, f in facts.items()
                   if wanted[name].package in CONSUMERS
                   for o in f["objects"] for s in o["undefined"]}
+        needed |= {s for r in records if r["wheel"]["package"] in CONSUMERS
+                   for o in r["natives"]["objects"] for s in o["undefined"]}
         for name, natives in facts.items():
             wheel = wanted[name]
             if wheel.package not in CONSUMERS:
@@ -123,6 +159,8 @@ def add(profiles: list[Path]) -> int:
 
 
 def main() -> int:
+    if sys.argv[1:3] == ["--add", "--checked"]:
+        return add([Path(p) for p in sys.argv[3:]], checked=True)
     if sys.argv[1:2] == ["--add"]:
         return add([Path(p) for p in sys.argv[2:]])
     wanted: dict[str, NativeWheel] = {}

@@ -59,10 +59,16 @@ class PagesOnly(httpx.BaseTransport):
         return self.pages.handle_request(request)
 
 
-def keep_metadata(cache: Path, folder: Path) -> None:
-    """The METADATA files of the cache, as ``folder/metadata.json.gz``."""
+def keep_metadata(cache: Path, folder: Path, base: Path | None = None) -> None:
+    """The METADATA files of the cache, as ``folder/metadata.json.gz``, less
+    those ``base``'s metadata.json.gz holds (tests seed both)."""
     files = {p.name.removesuffix(".metadata"): p.read_text("utf-8")
              for p in sorted((cache / "metadata").glob("*.metadata"))}
+    held = base / "metadata.json.gz" if base is not None else None
+    if held is not None and held.exists():
+        for key in json.loads(gzip.decompress(held.read_bytes())):
+            files.pop(key, None)
+    folder.mkdir(parents=True, exist_ok=True)  # the base may hold every page
     (folder / "metadata.json.gz").write_bytes(gzip.compress(
         json.dumps(files, sort_keys=True).encode(), mtime=0))
 
@@ -70,7 +76,7 @@ def keep_metadata(cache: Path, folder: Path) -> None:
 class Layered(httpx.BaseTransport):
     """Answer from an existing cassette; record only what it lacks."""
 
-    def __init__(self, base: ReplayTransport, rest: RecordingTransport) -> None:
+    def __init__(self, base: ReplayTransport, rest: httpx.BaseTransport) -> None:
         self.base, self.rest = base, rest
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -86,8 +92,8 @@ def record(profile_arg: str, base: str | None = None, check: bool = False,
     folder = OUT / profile.name
     transport = RecordingTransport(folder, httpx.HTTPTransport(retries=2))
     outer: httpx.BaseTransport = PagesOnly(transport) if metadata else transport
-    if base is not None:
-        outer = Layered(ReplayTransport(OUT / base), transport)
+    if base is not None:  # pages only still, with --metadata
+        outer = Layered(ReplayTransport(OUT / base), outer)
     http = make_http_client(transport=outer)
     with tempfile.TemporaryDirectory(prefix="record-resolution-") as cache, \
             make_http_client() as plain:
@@ -106,7 +112,7 @@ def record(profile_arg: str, base: str | None = None, check: bool = False,
         finally:
             http.close()
         if metadata:
-            keep_metadata(Path(cache), folder)
+            keep_metadata(Path(cache), folder, OUT / base if base else None)
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%MZ")
     line = (f"- `{profile.name}/`: {when}, `scripts/record_resolution.py "

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from packaging.utils import NormalizedName
     from packaging.version import Version
 
-    from stacklock.native import Finding, NativeReport
+    from stacklock.native import Finding, NativeReport, NativeWheel
     from stacklock.native.ahead import ReadAhead
     from stacklock.profile import Profile
     from stacklock.resolve.hashes import LockedWheel
@@ -201,6 +201,10 @@ class NativeGate:
         self.report: NativeReport | None = None
         self._seconds = 0.0  # every round's, a passed-over candidate's included
         self._ahead: ReadAhead | None = None  # this round's reads
+        self._checked: dict[str, NativeWheel] = {}  # the last set's, by name
+        # every wheel judged, in a set or beside a consumer, by sha256: what
+        # scripts/record_native.py records for a test to replay the resolve
+        self.judged: dict[str, NativeWheel] = {}
 
     def pinned(self, name: NormalizedName, version: Version,
                wheel: LockedWheel) -> None:
@@ -234,6 +238,8 @@ class NativeGate:
             for p in packages if not p.is_sdist and p.wheel is not None
             and (p.direct is None or p.direct.ref.url is not None)
         ]
+        self._checked = {canonicalize_name(w.package): w for w in wheels}
+        self.judged.update((w.sha256, w) for w in wheels)
         target = self._profile.target
         done: list[str] = []
 
@@ -267,6 +273,30 @@ class NativeGate:
         return [PassedOver(name=canonicalize_name(name), version=versions[name],
                            reason=these[0].reason(), findings=tuple(these))
                 for name, these in sorted(found.items()) if name in versions]
+
+    def lacks(self, consumer: NormalizedName, provider: NormalizedName,
+              version: Version, wheel: LockedWheel) -> frozenset[str]:
+        """The symbols ``consumer`` (its wheel in the last set checked) needs
+        from the families ``provider`` owns that ``provider`` ``version``
+        (``wheel``) does not export: the check of the two wheels alone
+        (:mod:`stacklock.resolve.moves`; each read once per machine, the
+        bytes and time counted in ``report``)."""
+        from stacklock.native import NativeWheel, check_native
+
+        target = self._profile.target
+        pair = [self._checked[consumer],
+                NativeWheel(package=provider, version=str(version),
+                            filename=wheel.filename, url=wheel.url,
+                            sha256=wheel.sha256, size=wheel.size)]
+        self.judged.update((w.sha256, w) for w in pair)
+        report = check_native(pair, reader=self._reader, manylinux=target.manylinux,
+                              platform=target.platform, python=target.python,
+                              strict=True)
+        self._seconds += report.seconds
+        return frozenset(
+            f.missing for f in report.findings
+            if f.package == consumer and f.kind == "symbol" and f.counterpart
+            and canonicalize_name(f.counterpart.rsplit(" ", 1)[0]) == provider)
 
     def accept_warnings(self) -> bool:
         """No combination was left without a warning: from now on a warning

@@ -10,25 +10,30 @@ itself: torchao==0.15.* has no other consumer to take, a pinned torch has no
 other provider.
 
 :func:`provider_move` turns a check's findings into exclusions that move the
-provider: for a soname shipped in another major by a wheel whose own version
+provider. For a soname shipped in another major by a wheel whose own version
 has that major (NVIDIA's wheels: ``nvidia-cuda-runtime 13.2.86`` ships
-``libcudart.so.13``), every version of that project in that major, so the
+``libcudart.so.13``): every version of that project in that major, so the
 resolver goes straight to a provider that brings the major needed instead of
-one release at a time. A symbol moves nothing: which torch a consumer was built
-against is written nowhere, and walking torch back a release at a time costs a
-check of another torch's libraries each (torchtext 0.18.0 beside torch 2.15.0
-went back through 2.14 ... 2.4.1 and ran out of tries, where passing torchtext
-over locks at once); the consumer is passed over, as before. The lock names
-the provider the user sees (the package that requires the counterpart, torch)
-with the version passed over, why, and (:func:`with_choice`) what was chosen.
-:func:`newness` orders alternatives the way a resolver prefers them: the
-profile's own requirements as new as they can be, counted in releases back.
+one release at a time. For symbols of a family the counterpart owns
+(``c10::``, ``at::``, ``aoti_*``), which provider release exports them is
+written nowhere but in its libraries: :func:`newest_exporting` bisects the
+counterpart's releases with a check of the consumer's wheel beside each one's
+(two wheels, each read once per machine; torchtext 0.18.0 beside torch 2.14.1
+... 2.3.0 finds 2.3.1 in 4 reads where a check per release ran out of tries),
+and every release newer than the one found is excluded. A soname move comes
+first: it changes the provider's whole CUDA line, and the symbols are judged
+again beside the release it leads to. The lock names the provider the user
+sees (the package that requires the counterpart, torch; for symbols the
+counterpart itself) with the version passed over, why, and
+(:func:`with_choice`) what was chosen. :func:`newness` orders alternatives the
+way a resolver prefers them: the profile's own requirements as new as they can
+be, counted in releases back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -36,7 +41,7 @@ from packaging.version import InvalidVersion, Version
 from stacklock.resolve.result import PassedOver
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
     from packaging.utils import NormalizedName
 
@@ -44,7 +49,10 @@ if TYPE_CHECKING:
     from stacklock.resolve.result import ResolvedPackage
     from stacklock.resolve.source import PackageSource
 
-__all__ = ["Move", "newness", "provider_move", "with_choice"]
+__all__ = ["MAX_PROBES", "Move", "SymbolNeed", "newest_exporting", "newness",
+           "provider_move", "symbol_needs", "with_choice"]
+
+MAX_PROBES = 7  # provider releases checked beside a consumer, per move
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,14 +64,95 @@ class Move:
     passed: tuple[PassedOver, ...]
 
 
+@dataclass(frozen=True, kw_only=True)
+class SymbolNeed:
+    """A consumer whose objects need symbols of a family its counterpart owns
+    and that the counterpart's locked ``version`` does not export (``missing``,
+    mangled): torchtext 0.18.0's ``c10::`` beside torch 2.15.0."""
+
+    consumer: PassedOver
+    provider: NormalizedName
+    version: Version
+    missing: frozenset[str]
+
+
+def symbol_needs(rejected: Sequence[PassedOver],
+                 chosen: Sequence[Candidate]) -> list[SymbolNeed]:
+    """The symbol findings of ``rejected`` by consumer and counterpart, for
+    consumers no soname moves a provider for (:func:`provider_move` first)."""
+    versions = {c.name: c.version for c in chosen}
+    out: list[SymbolNeed] = []
+    for consumer in rejected:
+        found = [(f, _counterpart(f, versions)) for f in consumer.findings]
+        if any(c is not None and _moved_major(f, c[1]) is not None
+               for f, c in found):
+            continue  # its provider moves for a soname: judged again there
+        missing: dict[NormalizedName, set[str]] = {}
+        for finding, counterpart in found:
+            if _kind(finding) == "symbol" and counterpart is not None \
+                    and counterpart[0] != consumer.name:
+                missing.setdefault(counterpart[0], set()).add(finding.missing)
+        out.extend(SymbolNeed(consumer=consumer, provider=name,
+                              version=versions[name], missing=frozenset(names))
+                   for name, names in sorted(missing.items()))
+    return out
+
+
+def newest_exporting(versions: Sequence[Version],
+                     lacks: Callable[[Version], frozenset[str] | None],
+                     need: SymbolNeed) -> Version | None:
+    """The newest of ``versions`` (the provider's releases newest first, all
+    older than ``need.version``) whose ``lacks`` (the symbols a consumer
+    needs that it does not export) is empty; None when none checked is, or
+    ``lacks`` said None (no wheel to read) for all.
+
+    A symbol is exported from the release that added it until one removes it,
+    so the releases a consumer loads beside are a run of neighbours, and
+    bisection finds the newest in about log2(n) checks (at most
+    :data:`MAX_PROBES`). A release that fails is too new when every symbol it
+    lacks is lacked by the newer releases checked too, and too old when it
+    lacks one a newer release exports (one added since): the search goes on
+    older or newer accordingly. Only a release seen to pass is returned."""
+    order = list(versions)
+    failed: dict[Version, frozenset[str]] = {need.version: need.missing}
+    best: Version | None = None
+    low, high, probes = 0, len(order) - 1, 0
+    limit = min(MAX_PROBES, len(order).bit_length() + 1)
+    while low <= high and probes < limit:
+        middle = (low + high) // 2
+        version = order[middle]
+        lacking = lacks(version)
+        if lacking is None:  # nothing to read: as if it were not there
+            del order[middle]
+            high -= 1
+            continue
+        probes += 1
+        if not lacking:
+            best, high = version, middle - 1
+            continue
+        failed[version] = lacking
+        too_old = any(symbol not in missing for newer, missing in failed.items()
+                      if newer > version for symbol in lacking)
+        if too_old:
+            high = middle - 1
+        else:
+            low = middle + 1
+    return best
+
+
 def provider_move(rejected: Sequence[PassedOver], chosen: Sequence[Candidate],
                   graph: Mapping[str, set[NormalizedName]],
                   source: PackageSource,
-                  direct: Collection[NormalizedName] = ()) -> Move | None:
+                  direct: Collection[NormalizedName] = (),
+                  exporting: Mapping[tuple[NormalizedName, NormalizedName],
+                                     Version] | None = None) -> Move | None:
     """The exclusions that move the counterparts of ``rejected``'s findings
     (see the module docstring); None when no finding is a soname the
-    counterpart ships in the major of its own version. ``direct``: the
-    profile's requirements, preferred as the provider named."""
+    counterpart ships in the major of its own version, nor a symbol whose
+    counterpart ``exporting`` names a release for. ``direct``: the profile's
+    requirements, preferred as the provider named. ``exporting``: (consumer,
+    counterpart) -> the newest counterpart release that exports what the
+    consumer needs (:func:`newest_exporting`)."""
     versions = {c.name: c.version for c in chosen}
     excluded: set[tuple[NormalizedName, Version]] = set()
     passed: dict[NormalizedName, PassedOver] = {}
@@ -74,11 +163,17 @@ def provider_move(rejected: Sequence[PassedOver], chosen: Sequence[Candidate],
                 continue
             name, version = counterpart
             major = _moved_major(finding, version)
-            if major is None:
+            newest = (exporting or {}).get((consumer.name, name))
+            if major is not None:
+                excluded.update((name, c.version) for c in source.candidates(name)
+                                if c.version.major == major)
+                shown = _provider_of(name, graph, versions, direct)
+            elif newest is not None and _kind(finding) == "symbol":
+                excluded.update((name, c.version) for c in source.candidates(name)
+                                if c.version > newest)
+                shown = name
+            else:
                 continue
-            excluded.update((name, c.version) for c in source.candidates(name)
-                            if c.version.major == major)
-            shown = _provider_of(name, graph, versions, direct)
             what = finding.demangled or finding.missing
             passed.setdefault(shown, PassedOver(
                 name=shown, version=versions[shown], moved=True,
@@ -130,12 +225,16 @@ def _counterpart(finding: object, versions: Mapping[NormalizedName, Version]
     return None if version is None else (name, version)
 
 
+def _kind(finding: Any) -> str:
+    return str(getattr(finding, "kind", ""))
+
+
 def _moved_major(finding: object, version: Version) -> int | None:
     """The major to move away from: the one of the soname the counterpart
     ships, when its own version is of that major (nvidia-cuda-runtime 13.2.86
     and ``libcudart.so.13``); None for anything else."""
     has = getattr(finding, "counterpart_has", ())
-    if getattr(finding, "kind", "") != "soname" or not has:
+    if _kind(finding) != "soname" or not has:
         return None
     major = _soname_major(has[0])
     return major if major == version.major else None

@@ -9,6 +9,7 @@ does, from the :class:`Resolution` returned here.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import time
@@ -49,7 +50,14 @@ from stacklock.resolve.direct import (
 from stacklock.resolve.explain import explain_conflict, explain_refused_build
 from stacklock.resolve.hashes import LockedWheel, known_wheel, settle_wheel
 from stacklock.resolve.model import holds_on
-from stacklock.resolve.moves import newness, provider_move, with_choice
+from stacklock.resolve.moves import (
+    SymbolNeed,
+    newest_exporting,
+    newness,
+    provider_move,
+    symbol_needs,
+    with_choice,
+)
 from stacklock.resolve.preferences import Preferences
 from stacklock.resolve.provider import Restart, StackProvider
 from stacklock.resolve.result import Gate, PassedOver, Resolution, ResolvedPackage
@@ -415,10 +423,14 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
     names = [canonicalize_name(r.name) for r in top]
     on_pin = None if gate is None else _pin_to(gate, preferences)
 
-    def attempt(excluded: set[tuple[NormalizedName, Any]]) -> Any:
+    def attempt(excluded: set[tuple[NormalizedName, Any]], ahead: bool = True) -> Any:
+        """A resolution without ``excluded``; ``ahead``: the gate starts
+        reading its pinned wheels (not for one that only asks whether a
+        provider can move)."""
         provider = StackProvider(source, rules, excluded=excluded,
                                  preferences=preferences, roots=roots)
-        return _run(provider, roots, source, rules, profile.name, on_pin=on_pin)
+        return _run(provider, roots, source, rules, profile.name,
+                    on_pin=on_pin if ahead else None)
 
     passed: list[PassedOver] = []  # consumers, and providers moved
     excluded: set[tuple[NormalizedName, Any]] = set()
@@ -459,7 +471,10 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         # the consumers passed over, or their providers moved: whichever
         # leaves the profile's requirements newest (stacklock.resolve.moves)
         consumers = excluded | {(p.name, p.version) for p in rejected}
-        move = provider_move(rejected, chosen, graph, source, names)
+        exporting = {} if gate is None else _exporting(
+            symbol_needs(rejected, chosen), chosen, source, top, excluded,
+            attempt, gate, preferences)
+        move = provider_move(rejected, chosen, graph, source, names, exporting)
         step, found = _newest(
             [(consumers, rejected)] + ([(excluded | move.excluded, list(move.passed))]
                                        if move is not None else []),
@@ -467,8 +482,65 @@ def _gated(source: PackageSource, rules: Rules, top: list[PepRequirement],
         excluded, passed = step[0], [*passed, *step[1]]
 
 
+def _exporting(needs: Sequence[SymbolNeed], chosen: Sequence[Candidate],
+               source: PackageSource, top: Sequence[PepRequirement],
+               excluded: set[tuple[NormalizedName, Any]],
+               attempt: Callable[[set[tuple[NormalizedName, Any]], bool], Any],
+               gate: Gate, preferences: Preferences,
+               ) -> dict[tuple[NormalizedName, NormalizedName], Any]:
+    """For each consumer lacking symbols of its counterpart's families, the
+    newest counterpart release that exports them (``moves.newest_exporting``):
+    among the releases older than the locked one that the profile's and the
+    consumer's own requirements on it allow, no newer than the newest a
+    resolution without the locked one and those after it reaches (none: the
+    counterpart cannot move, and nothing is read)."""
+    by_name = {c.name: c for c in chosen}
+    out: dict[tuple[NormalizedName, NormalizedName], Any] = {}
+    for need in needs:
+        name, consumer = need.provider, need.consumer.name
+        wants = [r.specifier for r in top if canonicalize_name(r.name) == name]
+        wants += [r.specifier for r in source.dependencies(
+            source.metadata(by_name[consumer]), frozenset())
+            if canonicalize_name(r.name) == name]
+        older = [c for c in source.compatible(name) if c.version < need.version
+                 and (name, c.version) not in excluded
+                 and not c.version.is_prerelease
+                 and all(s.contains(c.version, prereleases=True) for s in wants)]
+        if not older:
+            continue
+        try:  # can it move at all? (a resolution, no check)
+            moved = attempt(excluded | {(name, c.version)
+                                        for c in source.candidates(name)
+                                        if c.version >= need.version}, False)[0]
+        except ResolutionError:
+            continue
+        reached = next((c.version for c in moved if c.name == name), None)
+        if reached is None:
+            continue
+        wheels = {c.version: c for c in older if c.version <= reached}
+
+        found = newest_exporting(list(wheels), functools.partial(
+            _lacks, wheels=wheels, need=need, gate=gate,
+            locked=preferences.pins.get(name)), need)
+        if found is not None:
+            known = out.get((consumer, name))
+            out[(consumer, name)] = found if known is None else min(known, found)
+    return out
+
+
+def _lacks(version: Any, *, wheels: Mapping[Any, Candidate], need: SymbolNeed,
+           gate: Gate, locked: Any) -> frozenset[str] | None:
+    """What the consumer of ``need`` lacks beside the provider's release
+    ``version``; None when the file the lock would record is not known
+    without a download (nothing to read)."""
+    wheel = known_wheel(wheels[version], locked)
+    if wheel is None or not wheel.filename.endswith(".whl"):
+        return None
+    return gate.lacks(need.consumer.name, need.provider, version, wheel)
+
+
 def _newest(steps: list[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]]],
-            attempt: Callable[[set[tuple[NormalizedName, Any]]], Any],
+            attempt: Callable[[set[tuple[NormalizedName, Any]], bool], Any],
             names: Sequence[NormalizedName], source: PackageSource,
             ) -> tuple[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]], Any]:
     """Of the ``steps`` (exclusions, and what they pass over), the one whose
@@ -480,7 +552,7 @@ def _newest(steps: list[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]]
     best: tuple[Any, int, Any] | None = None
     for at, (excluded, _) in enumerate(steps):
         try:
-            found = attempt(excluded)
+            found = attempt(excluded, True)
         except ResolutionError:
             continue
         key = newness(found[0], names, source)

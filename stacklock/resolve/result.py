@@ -53,6 +53,12 @@ class Gate(Protocol):
                wheel: LockedWheel) -> None:
         ...
 
+    def lacks(self, consumer: NormalizedName, provider: NormalizedName,
+              version: Version, wheel: LockedWheel) -> frozenset[str]:
+        """The symbols ``consumer`` (as last judged) needs of ``provider``'s
+        families that ``provider`` ``version``, its file ``wheel``, lacks."""
+        ...
+
     def accept_warnings(self) -> bool:
         """Stop passing over candidates for warnings alone (findings in modules
         no import loads); whether that changes anything."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+from packaging.version import Version
 
 from stacklock.cli import main
 from stacklock.errors import NativeCheckError
@@ -17,7 +18,9 @@ from stacklock.http import make_http_client
 from stacklock.lock import load_lock
 from stacklock.native.sources import SourceReader
 from stacklock.native.wheel import WheelReader
-from stacklock.resolve.locking import lock_profile, render_resolve
+from stacklock.profile import load_profile
+from stacklock.resolve.locking import NativeGate, lock_profile, render_resolve
+from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport, seed_metadata
 from tests.helpers.data import DATA
 from tests.helpers.native_facts import NATIVE, load_facts, load_import_facts
@@ -156,3 +159,64 @@ def test_the_provider_moves_when_the_consumer_has_no_other_release(tmp_path,
                                        "reason": moved.reason}]
     assert ("passed over torch 2.15.0 (for what needs another): torchao 0.15.0 "
             "needs libcudart.so.12") in render_resolve(result)
+
+
+def test_a_provider_moves_back_to_the_newest_release_exporting_the_symbols(
+        tmp_path, facts_cache):
+    """bitsandbytes 0.44.* and torchao 0.9.* with an unpinned torch: torchao
+    0.9.0 needs libcudart.so.12 beside torch 2.15.0 (CUDA 13), and beside
+    torch 2.10.0 (CUDA 12.8) c10:: symbols it no longer exports; torchao
+    0.9.* has no other release. torch moves back to 2.6.0, found by checking
+    torchao's wheel beside four torch releases (a bisection of 2.9.1 ... 2.2.0,
+    not a check of each), and the lock says why at each step."""
+    for cassette in ("torchao015-torch", "bnb044-torchao09-torch"):
+        seed_metadata(CASSETTES / cassette, facts_cache)
+    profile = load_profile(str(PROFILES / "bnb044-torchao09-torch.toml"))
+    transport = Layered(ReplayTransport(CASSETTES / "bnb044-torchao09-torch"),
+                        ReplayTransport(CASSETTES / "torchao015-torch"))
+    with make_http_client(transport=transport) as http:
+        gate = NativeGate(profile, http=http, offline=True, cache_dir=facts_cache)
+        try:
+            resolution = resolve_profile(profile, http=http, cache_dir=facts_cache,
+                                         gate=gate)
+        finally:
+            gate.stop()
+    pins = resolution.pins()
+    assert (pins["torch"], pins["torchao"], pins["bitsandbytes"]) == (
+        "2.6.0", "0.9.0", "0.44.1")
+    assert gate.report is not None and gate.report.ok
+    assert not gate.report.warnings
+    assert [(p.name, str(p.version), p.moved) for p in resolution.passed_over] == [
+        ("torch", "2.15.0", True), ("torch", "2.10.0", True)]
+    assert resolution.passed_over[1].reason == (
+        "torchao 0.9.0 needs c10::Error::Error(c10::SourceLocation, std::"
+        "basic_string<char, std::char_traits<char>, std::allocator<char> >); "
+        "chose torch 2.6.0 (CUDA 12.4)")
+    checked = sorted((w.version for w in gate.judged.values()
+                      if w.package == "torch"), key=Version)
+    # each set checked (2.15.0, 2.10.0, 2.6.0) and the releases read beside
+    # torchao 0.9.0: 2.5.0 lacks symbols 2.10.0 has (too old), 2.7.x lack
+    # only what 2.10.0 lacks (too new)
+    assert checked == ["2.5.0", "2.6.0", "2.7.0", "2.7.1", "2.10.0", "2.15.0"]
+
+
+def test_a_consumer_loads_whole_when_its_library_can_move_back(tmp_path,
+                                                              facts_cache):
+    """cupy-cuda12x 13.4.1 with cuDNN unpinned: beside the newest cuDNN (9)
+    its cuDNN module would only warn; cuDNN moves back to 8 instead, where
+    every module loads (warnings only when no such combination exists)."""
+    out = tmp_path / "pylock.toml"
+    for cassette in ("cupy134-cudnn9", "cupy134-cudnn"):
+        seed_metadata(CASSETTES / cassette, facts_cache)
+    result = _lock("cupy134-cudnn", out, facts_cache, "cupy134-cudnn9")
+    pins = result.resolution.pins()
+    assert (pins["cupy-cuda12x"], pins["nvidia-cudnn-cu12"]) == (
+        "13.4.1", "8.9.7.29")
+    assert result.native is not None and result.native.ok
+    assert not result.native.warnings
+    [moved] = result.resolution.passed_over
+    assert (moved.name, str(moved.version), moved.moved) == (
+        "nvidia-cudnn-cu12", "9.28.0.42", True)
+    assert moved.reason == ("cupy-cuda12x 13.4.1 needs libcudnn.so.8; chose "
+                            "nvidia-cudnn-cu12 8.9.7.29 (CUDA 12)")
+
