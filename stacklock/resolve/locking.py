@@ -382,7 +382,9 @@ def render_resolve(result: ResolveResult) -> str:
     lines = [headline(len(res.packages), res.profile.name, result.seconds,
                       result.lock)]
     for passed in res.passed_over:
-        why = "for what needs another" if passed.moved else "it would not load"
+        why = ("kept from the lock, with its pins" if passed.kept
+               else "for what needs another" if passed.moved
+               else "it would not load")
         lines.append(f"  passed over {passed.name} {passed.version} ({why}): "
                      f"{passed.reason}")
     for applied in res.overrides:

@@ -32,6 +32,7 @@ be, counted in releases back.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -49,8 +50,8 @@ if TYPE_CHECKING:
     from stacklock.resolve.result import ResolvedPackage
     from stacklock.resolve.source import PackageSource
 
-__all__ = ["MAX_PROBES", "Move", "SymbolNeed", "newest_exporting", "newness",
-           "provider_move", "symbol_needs", "with_choice"]
+__all__ = ["MAX_PROBES", "Move", "SymbolNeed", "kept_from_lock", "newest_exporting",
+           "newness", "provider_move", "symbol_needs", "with_choice"]
 
 MAX_PROBES = 7  # provider releases checked beside a consumer, per move
 
@@ -198,6 +199,43 @@ def with_choice(passed: Iterable[PassedOver],
                             f"{now.version}{cuda}")
         out.append(entry)
     return out
+
+
+def kept_from_lock(earlier: Iterable[Mapping[str, str]],
+                   locked: Mapping[NormalizedName, Version],
+                   packages: Sequence[ResolvedPackage],
+                   passed: Sequence[PassedOver]) -> list[PassedOver]:
+    """``passed`` and the entries of the existing lock's ``passed-over``
+    (``earlier``; ``locked``: its pins) that still explain the new resolution:
+    the package passed over is locked at the version the lock held, as is
+    every locked package its reason names ("torchao 0.15.0", "torch
+    2.10.0"), and it was not passed over again. A resolution that starts from
+    the lock's pins tries those first and never meets what was passed over; a
+    lock that stays put keeps saying why."""
+    now = {p.name: p.version for p in packages}
+    out = list(passed)
+    seen = {(p.name, p.version) for p in passed}
+    for entry in earlier:
+        name = canonicalize_name(entry["package"])
+        try:
+            version = Version(entry["version"])
+        except InvalidVersion:
+            continue
+        reason = entry["reason"]
+        named = [n for n, v in locked.items() if _names(reason, n, v)]
+        if (name, version) in seen or name not in locked or now.get(name) in (
+                None, version) or any(now.get(n) != locked[n]
+                                      for n in (name, *named)):
+            continue
+        out.append(PassedOver(name=name, version=version, reason=reason,
+                              kept=True))
+    return out
+
+
+def _names(reason: str, name: str, version: Version) -> bool:
+    """Whether ``reason`` names ``name version`` (a whole word each)."""
+    return re.search(rf"(?<![\w.-]){re.escape(name)} {re.escape(str(version))}"
+                     r"(?![\w.])", reason) is not None
 
 
 def newness(chosen: Sequence[Candidate], names: Sequence[NormalizedName],

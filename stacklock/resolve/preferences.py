@@ -10,6 +10,10 @@ hashes`), so a wheel hashed by download is not downloaded again. A locked versio
 the profile no longer allows, or one the index no longer serves, is simply not
 preferred: the resolver moves on as it would without a lock.
 
+The lock's ``passed-over`` entries come along (``passed_over``): a resolution that
+keeps the pins never tries what was passed over, so it would not find again why
+the lock holds what it holds (:func:`stacklock.resolve.moves.kept_from_lock`).
+
 ``--upgrade`` ignores the lock; ``--upgrade-package NAME`` releases one project.
 """
 
@@ -56,6 +60,8 @@ class Preferences:
     pins: Mapping[NormalizedName, LockedPin] = field(default_factory=dict)
     seed: str | None = ""
     released: tuple[str, ...] = ()  # --upgrade-package names, sorted
+    # the lock's [tool.stacklock.check] passed-over: {package, version, reason}
+    passed_over: tuple[Mapping[str, str], ...] = ()
 
     def version_of(self, name: str) -> Version | None:
         pin = self.pins.get(canonicalize_name(name))
@@ -113,4 +119,5 @@ def load_preferences(path: Path, *, upgrade: bool = False,
     for name in released:
         del pins[name]
     return Preferences(pins=pins, seed=hashlib.sha256(content).hexdigest(),
-                       released=released)
+                       released=released, passed_over=lock.stack.check_passed_over
+                       if lock.stack is not None else ())

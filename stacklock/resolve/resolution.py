@@ -52,6 +52,7 @@ from stacklock.resolve.hashes import LockedWheel, known_wheel, settle_wheel
 from stacklock.resolve.model import holds_on
 from stacklock.resolve.moves import (
     SymbolNeed,
+    kept_from_lock,
     newest_exporting,
     newness,
     provider_move,
@@ -232,6 +233,8 @@ def resolve_profile(
                         cand, store=store, http=client_http, progress=on_download,
                         locked=locked), on_status=on_status)
                 stats = source.stats
+            passed = kept_from_lock(preferences.passed_over, {
+                n: p.version for n, p in preferences.pins.items()}, packages, passed)
             locked = locked_runtime_pins(profile, chosen)
             if all(pins.get(n) == pin for n, pin in locked.items()):
                 break

@@ -38,6 +38,9 @@ class PassedOver:
     # a provider moved for a consumer's sake (torch for torchao), not a
     # candidate that would not load itself (stacklock.resolve.moves)
     moved: bool = False
+    # the existing lock's entry, kept with the pins it explains (not judged
+    # again: the resolution tried the locked versions first)
+    kept: bool = False
 
 
 class Gate(Protocol):

@@ -8,6 +8,7 @@ what was tried."""
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 
 import pytest
 from packaging.version import Version
@@ -20,6 +21,7 @@ from stacklock.native.sources import SourceReader
 from stacklock.native.wheel import WheelReader
 from stacklock.profile import load_profile
 from stacklock.resolve.locking import NativeGate, lock_profile, render_resolve
+from stacklock.resolve.moves import kept_from_lock
 from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport, seed_metadata
 from tests.helpers.data import DATA
@@ -220,3 +222,29 @@ def test_a_consumer_loads_whole_when_its_library_can_move_back(tmp_path,
     assert moved.reason == ("cupy-cuda12x 13.4.1 needs libcudnn.so.8; chose "
                             "nvidia-cudnn-cu12 8.9.7.29 (CUDA 12)")
 
+
+def test_a_lock_that_stays_put_keeps_saying_why(tmp_path, facts_cache):
+    """Resolving again over the lock starts from its pins: torch 2.10.0 is
+    tried first and loads, torch 2.15.0 is never met again, and the lock
+    keeps the entry that says why torch is where it is. It goes once what it
+    explains moves (here, torchao)."""
+    out = tmp_path / "pylock.toml"
+    seed_metadata(CASSETTES / "torchao015-torch", facts_cache)
+    first = _lock("torchao015-torch", out, facts_cache, "torchao015-torch")
+    written = tomllib.loads(out.read_text())["tool"]["stacklock"]["check"]
+    again = _lock("torchao015-torch", out, facts_cache, "torchao015-torch")
+    assert again.resolution.pins() == first.resolution.pins()
+    assert again.native is not None and again.native.ok
+    assert again.native.bytes_read == 0 and not again.written  # the same bytes
+    assert tomllib.loads(again.text)["tool"]["stacklock"]["check"] == written
+    [kept] = again.resolution.passed_over
+    assert (kept.name, str(kept.version), kept.kept) == ("torch", "2.15.0", True)
+    assert ("passed over torch 2.15.0 (kept from the lock, with its pins): "
+            "torchao 0.15.0 needs libcudart.so.12; chose torch 2.10.0 (CUDA 12.8)"
+            ) in render_resolve(again)
+    locked = {p.name: p.version for p in first.resolution.packages}
+    moved = [replace(p, version=Version("0.14.1")) if p.name == "torchao" else p
+             for p in first.resolution.packages]
+    entries = written["passed-over"]
+    assert kept_from_lock(entries, locked, moved, []) == []
+    assert kept_from_lock(entries, locked, first.resolution.packages, []) == [kept]
