@@ -32,10 +32,12 @@ def fleet_install(args: argparse.Namespace) -> int:
     if args.inventory is None:
         raise StacklockError("fleet install needs --inventory INV",
                              hint="an Ansible inventory file, e.g. hosts.ini")
+    from stacklock.pack.install import check_pack
+
     run = run_fleet(Path(args.pack), inventory=Path(args.inventory),
                     report_dir=Path(args.report), limit=args.limit,
                     forks=args.forks,
-                    on_line=_echo if interactive(args) else None)
+                    on_line=_echo if interactive(args) else None, check=check_pack)
     if args.json:
         print_json("fleet", run.fleet.to_dict())
     else:

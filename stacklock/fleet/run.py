@@ -92,8 +92,12 @@ def run_fleet(
     limit: str | None = None,
     forks: int | None = None,
     on_line: Callable[[str], None] | None = None,
+    check: Callable[[Path], object] | None = None,
 ) -> FleetRun:
     """Install ``pack`` on every host of ``inventory``, validate, gather reports.
+    ``check(pack)`` reads the pack before any host gets it (the command hands in
+    the pack's own reader: a lock refused there is refused here, in one line,
+    with nothing run on any host).
 
     Raises ``FleetError`` when the run cannot start or no host ran; a host that
     fails or cannot be reached is a row of the returned table, not an error."""
@@ -103,6 +107,8 @@ def run_fleet(
     if forks is not None and forks < 1:
         raise FleetError(f"--forks {forks} must be 1 or more")
     exe = find_ansible_playbook()
+    if check is not None:
+        check(pack)
     report_dir = report_dir.resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
     playbook = atomic_write_text(report_dir / "playbook.yml",

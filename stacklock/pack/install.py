@@ -1,9 +1,12 @@
 """``stacklock install PACK``: check every byte of the pack, then install its lock
 exactly as ``stacklock install LOCK`` does, from the artifact store, and validate.
 
-Nothing is written before every file in the pack has matched its sha256: the
-files are unpacked into a scratch folder beside the store and moved in only after
-the last one checked out. A venv that already matches the lock is left as it is.
+The lock comes first: unpacked, checked against the manifest and read once, as any
+lock is (:func:`unpack_lock`; ``fleet install`` reads it so before any host gets the
+pack). Nothing else is written before every file in the pack has matched its
+sha256: the files are unpacked into a scratch folder beside the store and moved in
+only after the last one checked out. A venv that already matches the lock is left
+as it is.
 """
 
 from __future__ import annotations
@@ -45,8 +48,11 @@ if TYPE_CHECKING:
 __all__ = [
     "PackInstallResult",
     "check_carried",
+    "check_pack",
     "install_pack",
     "render_pack_install",
+    "unpack_lock",
+    "unpack_verified",
     "venv_matches",
 ]
 
@@ -70,12 +76,41 @@ class PackInstallResult:
                 "validation": self.validation.to_dict() if self.validation else None}
 
 
+def unpack_lock(pack: Path, manifest: Manifest, lock: Path) -> tuple[bytes, Lock]:
+    """The pack's lock, unpacked to ``lock`` (checked against the manifest's
+    sha256, replaced whole) and read once as ``stacklock install`` reads a lock
+    (:func:`~stacklock.lockbytes.read_lock_bytes`, then the one strict reader):
+    its bytes and the lock. Before anything else of the pack is unpacked, and
+    what ``fleet install`` reads before any host gets the pack."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with scratch_dir(lock.parent) as scratch:
+        copy_member(pack, manifest.lock, scratch / "lock")
+        os.replace(scratch / "lock", lock)
+    content = read_lock_bytes(lock)  # once: what is checked is what installs
+    if hashlib.sha256(content).hexdigest() != manifest.lock_sha256:
+        raise PackError(f"{lock}: changed since it was unpacked from {pack}",
+                        hint="install the pack again")
+    return content, read_installable(lock, content)
+
+
+def check_pack(pack: Path, *, cache: Path | None = None) -> Lock:
+    """``pack``'s manifest and lock, read and checked as ``stacklock install
+    PACK`` reads them (the lock unpacked where that puts it): a fleet refuses a
+    pack before any host gets it."""
+    pack = Path(os.path.abspath(pack))
+    manifest = read_manifest(pack)
+    cache = cache or default_cache_dir()
+    lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
+    return unpack_lock(pack, manifest, lock)[1]
+
+
 def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
-                    lock_to: Path,
+                    lock_to: Path | None,
                     on_bytes: Callable[[int, int], None] | None = None) -> None:
     """Every wheel, patch file and the runfile into ``store`` (install reads a
-    patch from there by its sha256), the lock to ``lock_to``; all or nothing:
-    one altered file and the store is left exactly as it was."""
+    patch from there by its sha256), the lock to ``lock_to`` (None: only
+    checked, :func:`unpack_lock` put it there); all or nothing: one altered file
+    and the store is left exactly as it was."""
     total = manifest.payload_size
     done = 0
 
@@ -86,7 +121,8 @@ def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
             on_bytes(done, total)
 
     with scratch_dir(store.root / "tmp") as scratch:
-        copy_member(pack, manifest.lock, scratch / "lock", progress=count)
+        copy_member(pack, manifest.lock, None if lock_to is None else scratch / "lock",
+                    progress=count)
         ready = []
         for member in manifest.members:
             if member.kind not in ("wheel", "runfile", "patch"):
@@ -98,8 +134,9 @@ def unpack_verified(pack: Path, manifest: Manifest, store: ArtifactStore, *,
             copy_member(pack, member, ready[-1][1], progress=count)
         for member, path in ready:
             store.adopt(path, member.sha256)
-        lock_to.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(scratch / "lock", lock_to)
+        if lock_to is not None:
+            lock_to.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(scratch / "lock", lock_to)
 
 
 def check_carried(lock: Lock, manifest: Manifest, pack: Path, *,
@@ -185,13 +222,9 @@ def install_pack(
                            toolkit_prefix=toolkit_prefix), pack)
     store = ArtifactStore(cache / "artifacts")
     lock = cache / "packs" / manifest.lock_sha256 / manifest.lock.name
-    unpack_verified(pack, manifest, store, lock_to=lock, on_bytes=on_bytes)
-    content = read_lock_bytes(lock)  # once: what is checked is what installs
-    if hashlib.sha256(content).hexdigest() != manifest.lock_sha256:
-        raise PackError(f"{lock}: changed since it was unpacked from {pack}",
-                        hint="install the pack again")
-    locked = read_installable(lock, content)
+    content, locked = unpack_lock(pack, manifest, lock)  # before any other file
     check_carried(locked, manifest, pack, toolkit_prefix=toolkit_prefix)
+    unpack_verified(pack, manifest, store, lock_to=None, on_bytes=on_bytes)
     skipped = venv_matches(locked, venv, toolkit_prefix=toolkit_prefix)
     installed = None
     if not skipped:

@@ -74,11 +74,17 @@ def uv_wheel_item() -> tuple[PackItem, None]:
 
 
 def write_small_pack(path: Path, *, drop: str | None = None,
-                     python: str = HEAD["python"], with_uv: bool = False) -> Path:
+                     python: str = HEAD["python"], with_uv: bool = False,
+                     lock: bytes | None = None) -> Path:
     """A pack of tests/data/install/pylock.small.toml at ``path``, for a node of
     Python ``python`` (its wheels are pure Python); ``with_uv``: carrying uv
-    (:func:`uv_wheel_item`) beside stacklock, as the bootstrap needs."""
+    (:func:`uv_wheel_item`) beside stacklock, as the bootstrap needs; ``lock``:
+    these bytes as its lock instead (a hostile one), manifest and all."""
     items = small_pack_items(drop=drop) + ([uv_wheel_item()] if with_uv else [])
+    if lock is not None:
+        items[0] = (PackItem(path=items[0][0].path, kind="lock", data=lock,
+                             size=len(lock), sha256=hashlib.sha256(lock).hexdigest()),
+                    None)
     with path.open("wb") as fh:
         _write(fh, items, {**HEAD, "python": python,
                            "lock_sha256": items[0][0].sha256})

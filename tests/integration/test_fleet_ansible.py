@@ -5,6 +5,7 @@ on hosts that need no network: ``ansible_connection=local``, a broken
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from stacklock.fleet.run import find_ansible_playbook
+from tests.helpers.data import DATA
+from tests.helpers.hostile import refused
 from tests.helpers.jsonout import parse_output
+from tests.helpers.packs import write_small_pack
 
 PY = sys.executable
 
@@ -46,8 +50,7 @@ def test_emitted_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
 def test_unreachable_and_broken_interpreter_hosts(tmp_path: Path) -> None:
     """Neither host gets as far as copying the pack: the first task fails, each
     row says why, and the run still writes the table."""
-    pack = tmp_path / "stack.pack"
-    pack.write_bytes(b"never copied: no host gets past its first task")
+    pack = write_small_pack(tmp_path / "stack.pack")  # no host gets to copy it
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(
         "[gpu]\n"
@@ -78,7 +81,7 @@ def test_missing_pack_or_inventory_is_one_line_exit_2(tmp_path: Path,
                                                       missing: str) -> None:
     pack, inventory = tmp_path / "stack.pack", tmp_path / "hosts.ini"
     if missing != "pack":
-        pack.write_bytes(b"x")
+        write_small_pack(pack)
     if missing != "inventory":
         inventory.write_text("node1 ansible_connection=local\n")
     proc = _cli("fleet", "install", str(pack), "--inventory", str(inventory),
@@ -90,10 +93,41 @@ def test_missing_pack_or_inventory_is_one_line_exit_2(tmp_path: Path,
 
 
 def test_no_matching_host_is_exit_2(tmp_path: Path) -> None:
-    pack, inventory = tmp_path / "stack.pack", tmp_path / "hosts.ini"
-    pack.write_bytes(b"x")
+    pack, inventory = write_small_pack(tmp_path / "stack.pack"), tmp_path / "hosts.ini"
     inventory.write_text("node1 ansible_connection=local\n")
     proc = _cli("fleet", "install", str(pack), "--inventory", str(inventory),
                 "--limit", "nosuchhost", "--report", str(tmp_path / "fleet"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "nosuchhost" in proc.stderr
+
+
+def test_a_hostile_lock_in_a_pack_reaches_no_host(tmp_path: Path) -> None:
+    """A pack whose lock is hostile (its manifest true to it): ``fleet install``
+    reads the lock as ``stacklock install PACK`` does, before Ansible runs, and
+    refuses it with the same one line; nothing is made on the local host, no
+    wheel unpacked, no playbook run (each host ran the bootstrap before)."""
+    hostile = DATA / "hostile" / "locks" / "six-listed-twice.toml"
+    pack = write_small_pack(tmp_path / "hostile.pack", lock=hostile.read_bytes())
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text(f"node1 ansible_connection=local "
+                         f"ansible_python_interpreter={PY} "
+                         f"stacklock_venv={tmp_path}/node1/venv "
+                         f"stacklock_python={PY} stacklock_allow_no_gpu=true\n")
+    env = {**os.environ, "STACKLOCK_CACHE_DIR": str(tmp_path / "cache")}
+    fleet = subprocess.run([PY, "-m", "stacklock", "fleet", "install", str(pack),
+                            "--inventory", str(inventory), "--report",
+                            str(tmp_path / "fleet")], capture_output=True, text=True,
+                           timeout=600, check=False, env=env)
+    line = refused(fleet, "listed twice")
+    assert line.startswith(f"stacklock: error: {tmp_path}/cache/packs/"), line
+    assert not (tmp_path / "node1").exists()
+    assert not (tmp_path / "fleet" / "ansible.log").exists()
+    store = tmp_path / "cache" / "artifacts"
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
+    direct = subprocess.run([PY, "-m", "stacklock", "install", str(pack), "--venv",
+                             str(tmp_path / "node1" / "venv"), "--allow-no-gpu"],
+                            capture_output=True, text=True, timeout=600, check=False,
+                            env=env)
+    assert refused(direct, "listed twice") == line
+    assert not (tmp_path / "node1").exists()
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
