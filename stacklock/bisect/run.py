@@ -50,6 +50,16 @@ if TYPE_CHECKING:
     from stacklock.bisect.search import Found
     from stacklock.lock import Lock, LockedPackage
 
+# What an oracle keeps between runs, each in its step's scratch folder (removed
+# when the step ends, before the next one installs): temporary files, and the
+# caches of code compiled against the step's packages, which another step's
+# torch or Triton must never load (Triton's kernels, torch extensions, Inductor's
+# code, the CUDA driver's PTX cache). Models and downloads (XDG_CACHE_HOME,
+# HF_HOME) stay where the user keeps them.
+STEP_SCRATCH = {"TMPDIR": ".", "TRITON_CACHE_DIR": "triton",
+                "TORCH_EXTENSIONS_DIR": "torch_extensions",
+                "TORCHINDUCTOR_CACHE_DIR": "inductor", "CUDA_CACHE_PATH": "nv"}
+
 __all__ = ["BisectResult", "Culprit", "OutOfSteps", "Tools", "bisect_locks",
            "group_locks"]
 
@@ -195,10 +205,13 @@ class _Session:
         installed = time.monotonic() - started
         cuda = mix.cuda
         home = cuda.prefix if cuda is not None and cuda.source == "runfile" else None
-        # the oracle's scratch state (TMPDIR) is the step's, gone when it ends
+        # the oracle's scratch state is the step's, gone when it ends
         scratch = folder / "tmp"
-        scratch.mkdir(parents=True, exist_ok=True)
-        env = {**venv_env(venv, str(home) if home else None), "TMPDIR": str(scratch)}
+        places = {key: scratch / name for key, name in STEP_SCRATCH.items()}
+        for place in places.values():
+            place.mkdir(parents=True, exist_ok=True)
+        env = {**venv_env(venv, str(home) if home else None),
+               **{key: str(place) for key, place in places.items()}}
         try:
             verdict = self._judge(venv, env, folder / "oracle.log", path)
         finally:

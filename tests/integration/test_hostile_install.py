@@ -67,13 +67,16 @@ def _alive(pid: int) -> bool:
 def test_nothing_the_oracle_started_outlives_its_step(
         server: tuple[str, Served], tmp_path: Path) -> None:
     """Each run of the oracle leaves a ``sleep 300 &``, a server in the
-    background and a ``setsid`` process behind, and writes into its TMPDIR,
-    then exits (0 on alpha 1.0, 1 on 2.0). After the bisect none of them runs
-    and no step's scratch folder is left."""
+    background and a ``setsid`` process behind, writes into its TMPDIR and the
+    JIT caches a GPU stack fills (Triton's, torch extensions', Inductor's, the
+    CUDA driver's: under HOME by default), notes any file an earlier step left
+    there, then exits (0 on alpha 1.0, 1 on 2.0). After the bisect none of the
+    processes runs, no step's scratch folder is left, and no step saw what
+    another compiled (the caches under HOME were shared before)."""
     base, served = server
     good = _lock(tmp_path / "good" / "pylock.toml", base, served, "1.0")
     bad = _lock(tmp_path / "bad" / "pylock.toml", base, served, "2.0")
-    pids, scratch = tmp_path / "pids", tmp_path / "scratch"
+    pids, scratch, seen = tmp_path / "pids", tmp_path / "scratch", tmp_path / "seen"
     oracle = textwrap.dedent(f"""\
         sleep 300 &
         echo $! >> {pids}
@@ -82,13 +85,21 @@ def test_nothing_the_oracle_started_outlives_its_step(
         setsid sh -c 'echo $$ >> {pids}; exec sleep 300' &
         echo "$TMPDIR" >> {scratch}
         echo left > "${{TMPDIR:-/tmp}}/oracle-was-here"
+        for d in "${{TRITON_CACHE_DIR:-$HOME/.triton/cache}}" \\
+                 "${{TORCH_EXTENSIONS_DIR:-$HOME/.cache/torch_extensions}}" \\
+                 "${{TORCHINDUCTOR_CACHE_DIR:-$HOME/torchinductor}}" \\
+                 "${{CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}}"; do
+          if ls "$d" 2>/dev/null | grep -q kernel-; then echo "$d" >> {seen}; fi
+          mkdir -p "$d" && echo compiled > "$d/kernel-$$"
+        done
         sleep 0.2
         exec python -c "import alpha, sys; sys.exit(alpha.VERSION == '2.0')"
         """)
     try:
         result = run_cli("bisect", str(good), str(bad), "--python", sys.executable,
                          "--dir", str(tmp_path / "bisect"), "--", "sh", "-c", oracle,
-                         env=hostile_env(tmp_path), cwd=tmp_path, timeout=300)
+                         env=hostile_env(tmp_path, HOME=str(tmp_path / "home")),
+                         cwd=tmp_path, timeout=300)
         assert result.returncode == 0, result.stderr[-2000:]
         assert "alpha" in result.stdout
         started = [int(p) for p in pids.read_text().split()]
@@ -97,6 +108,8 @@ def test_nothing_the_oracle_started_outlives_its_step(
         folders = scratch.read_text().split()
         assert folders and all(f.startswith(str(tmp_path / "bisect")) for f in folders)
         assert not any(Path(f).exists() for f in folders)
+        assert not seen.exists(), seen.read_text()
+        assert not (tmp_path / "home").exists()
     finally:  # on a failure, leave no process behind either
         for pid in (int(p) for p in pids.read_text().split()) if pids.exists() \
                 else ():
