@@ -45,8 +45,10 @@ MAX_KEPT = 1 << 20  # bytes of a stream kept: uv's answers are a few lines
 MAX_LOG = 16 << 20  # bytes of a log read: a few lines a file of a GPU stack
 MAX_LINE = 1000  # characters of a line kept
 _CHUNK = 1 << 16
-_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)",
-                     re.S)
+# a terminal's escape sequences (CSI, OSC, or ESC and one character), none of
+# them reaching past the end of its line
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|"
+                     r"[^\n])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -156,10 +158,9 @@ def text_of(data: bytes) -> str:
     """``data`` as text: UTF-8 (anything else replaced), without terminal
     escapes or control characters but tab and newline (a carriage return
     ends a line)."""
-    text = data.decode("utf-8", "replace")
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
     if "\x1b" in text:
         text = _ESCAPE.sub("", text)
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub("", text)
 
 

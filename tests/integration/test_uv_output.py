@@ -21,7 +21,14 @@ from stacklock.errors import InstallError, PackError
 from stacklock.install.early import find_base_python
 from stacklock.lock import load_lock
 from stacklock.runner import SubprocessRunner, find_uv
-from stacklock.uvoutput import MAX_KEPT, MAX_LINE, capture, lines_of, read_log
+from stacklock.uvoutput import (
+    MAX_KEPT,
+    MAX_LINE,
+    capture,
+    lines_of,
+    read_log,
+    text_of,
+)
 from stacklock.validate.checks import check_uv_pip_check, parse_uv_pip_check
 from tests.helpers.data import ROOT
 from tests.helpers.hostile import hostile_env, refused
@@ -61,6 +68,14 @@ def test_capture_keeps_the_head_and_tail_of_megabytes(hostile_uv: Path) -> None:
     assert said.dropped > 2 * JUNK - 2 * MAX_KEPT
     assert lines_of(said.stderr)[-1] == "error: the last line"
     assert all(len(line) <= MAX_LINE + 30 for line in lines_of(said.stdout))
+
+
+def test_an_escape_sequence_never_reaches_past_its_line() -> None:
+    """An OSC left open (random bytes hold ESC ]) or an ESC at a line's end
+    takes nothing of the next line; colours and NUL are dropped."""
+    text = text_of(b"a\x1b]0;junk\nerror: the \x1b[31mlast\x1b[0m li\x00ne\x1b\r"
+                   b"x\x1b")
+    assert text == "a\nerror: the last line\nx"
 
 
 def test_capture_says_a_missing_program_or_one_past_its_time(tmp_path: Path) -> None:
