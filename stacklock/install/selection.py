@@ -186,6 +186,7 @@ def selection_notes(selected: Sequence[Selected], interp: Interpreter) -> list[s
                       if isinstance(s.source, PackageVcs | PackageDirectory))
     if unhashed:
         notes.append(f"no hash in PEP 751 for {', '.join(unhashed)}: uv runs without "
-                     "--require-hashes (a vcs entry is pinned by its commit) and "
-                     "still checks every hash the lock gives")
+                     "--require-hashes (a vcs entry is pinned by its commit, a "
+                     "directory installs as it is when install runs) and still "
+                     "checks every hash the lock gives")
     return notes

@@ -438,3 +438,31 @@ def test_an_archive_changed_after_the_dry_run_installs_nothing(
     wheel.write_bytes(bytes(data))
     refused(run_cli(*args, env=env), "sha256 mismatch", wheel.name)
     assert not venv.exists()
+
+
+def test_a_directory_installs_as_it_is_when_install_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``directory`` entry has no hash (PEP 751): the dry run says it installs
+    as it is when install runs, and a change made after the dry run is what
+    installs."""
+    from stacklock.install.run import install_lock
+    from tests.helpers.projects import make_project
+
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    project = make_project(tmp_path / "app" / "local", "fromdir", "2.0", "dir")
+    lock = tmp_path / "app" / "pylock.toml"
+    lock.write_text('lock-version = "1.0"\ncreated-by = "pip"\n\n[[packages]]\n'
+                    'name = "fromdir"\ndirectory = { path = "local" }\n')
+    venv = tmp_path / "env"
+    plan = install_lock(lock, venv=venv, python=sys.executable, dry_run=True,
+                        allow_no_gpu=True)
+    assert any("a directory installs as it is when install runs" in n
+               for n in plan.notes), plan.notes
+    (project / "fromdir" / "__init__.py").write_text("VALUE = 'changed'\n")
+    install_lock(lock, venv=venv, python=sys.executable, allow_no_gpu=True,
+                 validate=False)
+    shown = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import fromdir; print(fromdir.VALUE)"],
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.strip() == "changed"
