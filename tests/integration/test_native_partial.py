@@ -15,7 +15,7 @@ import pytest
 
 from stacklock.metadata import remote_zip
 from stacklock.metadata.ranges import RangeReader
-from stacklock.native import partial
+from stacklock.native import deflate, partial
 from stacklock.native.elf import parse_headers, parse_sections
 from stacklock.native.wheel import NativeWheel, WheelReader
 from tests.helpers.partial_members import (
@@ -172,10 +172,10 @@ def test_a_stored_member_is_read_whole(tmp_path):
     assert facts_digest(natives.objects[0].to_dict()) == member.record["facts_sha256"]
 
 
-def test_a_dynamic_segment_without_its_anchor_is_never_placed_by_a_window(tmp_path):
-    # the GOT's first word (the dynamic segment's address) zeroed: nothing the
-    # loader reads changes, but a window cannot place the segment
-    member = next(m for m in members() if "custom_ops4" in m.path)
+def _got_zeroed(member):
+    """The member's bytes with the GOT's first word (the dynamic segment's
+    address) zeroed, its ELF headers and section headers: nothing the loader
+    reads changes, but the word no longer anchors or vouches for anything."""
     real = bytearray(member.whole)
     headers = parse_headers(bytes(real[:64]))
     assert headers is not None
@@ -184,8 +184,62 @@ def test_a_dynamic_segment_without_its_anchor_is_never_placed_by_a_window(tmp_pa
     for got in sorted((s for s in sections if s.offset > dynamic.offset and
                        s.type == 1 and s.flags & 1), key=lambda s: s.offset)[:2]:
         real[got.offset:got.offset + 8] = bytes(8)
-    content = bytes(real)
+    return real, headers, sections
+
+
+def test_a_dynamic_segment_without_its_anchor_is_never_placed_by_a_window(tmp_path):
+    # a window cannot place the segment without its GOT anchor
+    member = next(m for m in members() if "custom_ops4" in m.path)
+    content = bytes(_got_zeroed(member)[0])
     body = zip_of([(member.path, _deflated(content), zlib.crc32(content),
                     len(content), 8)])
     natives, _server = _read_wheel(body, tmp_path)
     assert facts_digest(natives.objects[0].to_dict()) == member.record["facts_sha256"]
+
+
+def test_section_headers_that_misplace_a_loaded_section_vouch_for_nothing(tmp_path):
+    # the GOT's first word zeroed (the tail is then vouched for by the section
+    # headers alone), and one loaded section's file offset moved in its header:
+    # the headers no longer describe the image the program headers map, so
+    # they vouch for nothing and the member is read whole, its own facts
+    member = next(m for m in members() if "custom_ops4" in m.path)
+    real, headers, sections = _got_zeroed(member)
+    zeroed = bytes(real)
+    moved = next(i for i, s in enumerate(sections) if s.type == 1 and s.flags & 2
+                 and not s.flags & 4 and s.size > 64 and s.offset > 4096)
+    at = headers.shoff + moved * headers.shentsize + 24  # sh_offset
+    struct.pack_into("<Q", real, at, struct.unpack_from("<Q", real, at)[0] + 16)
+    for content, in_part in ((zeroed, True), (bytes(real), False)):
+        body = zip_of([(member.path, _deflated(content), zlib.crc32(content),
+                        len(content), 8)])
+        found, _sent = _read_parts(body, member.path)
+        assert isinstance(found, partial.Unavailable) is not in_part
+        natives, _server = _read_wheel(body, tmp_path / str(in_part))
+        assert facts_digest(natives.objects[0].to_dict()) == \
+            member.record["facts_sha256"]
+
+
+def test_a_window_start_is_taken_only_where_it_decodes_as_a_block_start_does():
+    # a length and its complement at a byte boundary read as a stored block:
+    # when the length runs past the window, that "block" decodes through any
+    # window (its bytes are the payload), so it proves nothing; a stored
+    # block that ends inside the window, and a stream that goes on, do
+    payload = bytes(range(256)) * 40
+    stored = struct.pack("<HH", len(payload), len(payload) ^ 0xFFFF) + payload
+    compress = zlib.compressobj(6, zlib.DEFLATED, -15)
+    window = stored + compress.compress(bytes(20_000)) + \
+        compress.flush(zlib.Z_SYNC_FLUSH)  # the stream goes on past the window
+    start = deflate.Start(bit=0, stored=True)
+    found = deflate.inflate_from(window, start)
+    assert found is not None and found.out[:len(payload)] == payload
+    assert partial._through(found, start, window, last=False)
+    cut = window[:len(payload) // 2]  # the block runs past this window's end
+    found = deflate.inflate_from(cut, start)
+    assert found is not None and not found.eof  # it decodes: it used to be taken
+    assert not partial._through(found, start, cut, last=False)
+    # a stream that ends inside a window that is not the member's end
+    ended = _deflated(bytes(1000)) + bytes(64)
+    found = deflate.inflate_from(ended, deflate.Start(bit=0))
+    assert found is not None and found.eof and found.left
+    assert not partial._through(found, deflate.Start(bit=0), ended, last=True)
+    assert not partial._through(found, deflate.Start(bit=0), ended, last=False)
