@@ -32,6 +32,7 @@ from stacklock.errors import (
     IndexesUnreachable,
     IndexUnreadable,
     NativeCheckError,
+    NativeError,
     ProfileError,
     ResolutionError,
 )
@@ -534,12 +535,18 @@ def _exporting(needs: Sequence[SymbolNeed], chosen: Sequence[Candidate],
 def _lacks(version: Any, *, wheels: Mapping[Any, Candidate], need: SymbolNeed,
            gate: Gate, locked: Any) -> frozenset[str] | None:
     """What the consumer of ``need`` lacks beside the provider's release
-    ``version``; None when the file the lock would record is not known
-    without a download (nothing to read)."""
+    ``version``; None when there is nothing to read: the file the lock would
+    record is not known without a download, or its facts cannot be had
+    (``--offline`` and not cached, a read that fails). The release is then
+    not tried, and without one that is, the consumer is passed over as
+    before."""
     wheel = known_wheel(wheels[version], locked)
     if wheel is None or not wheel.filename.endswith(".whl"):
         return None
-    return gate.lacks(need.consumer.name, need.provider, version, wheel)
+    try:
+        return gate.lacks(need.consumer.name, need.provider, version, wheel)
+    except NativeError:
+        return None
 
 
 def _newest(steps: list[tuple[set[tuple[NormalizedName, Any]], list[PassedOver]]],

@@ -202,6 +202,32 @@ def test_a_provider_moves_back_to_the_newest_release_exporting_the_symbols(
     assert checked == ["2.5.0", "2.6.0", "2.7.0", "2.7.1", "2.10.0", "2.15.0"]
 
 
+def test_a_provider_release_whose_facts_cannot_be_had_is_not_tried(
+        tmp_path, facts_cache):
+    """Offline, with no facts of the torch releases the bisection would read
+    beside torchao (nor of 2.6.0's set), none is tried: the resolve ends as
+    it did before providers moved for symbols, torchao passed over and no
+    combination left, never with "not cached"."""
+    for cassette in ("torchao015-torch", "bnb044-torchao09-torch"):
+        seed_metadata(CASSETTES / cassette, facts_cache)
+    for key, (wheel, _natives) in load_facts().items():
+        if key in {f"torch=={v}" for v in ("2.5.0", "2.6.0", "2.7.0", "2.7.1")}:
+            (facts_cache / "native" / f"{wheel.sha256}.json.gz").unlink()
+    profile = load_profile(str(PROFILES / "bnb044-torchao09-torch.toml"))
+    transport = Layered(ReplayTransport(CASSETTES / "bnb044-torchao09-torch"),
+                        ReplayTransport(CASSETTES / "torchao015-torch"))
+    with make_http_client(transport=transport) as http, \
+            pytest.raises(NativeCheckError) as caught:
+        gate = NativeGate(profile, http=http, offline=True, cache_dir=facts_cache)
+        try:
+            resolve_profile(profile, http=http, cache_dir=facts_cache, gate=gate)
+        finally:
+            gate.stop()
+    text = str(caught.value)
+    assert text.startswith("no combination of versions loads: passed over")
+    assert "torchao 0.9.0: torchao/_C.abi3.so needs c10::Error::Error(" in text
+    assert "which torch 2.10.0 does not export" in text
+
 def test_a_consumer_loads_whole_when_its_library_can_move_back(tmp_path,
                                                               facts_cache):
     """cupy-cuda12x 13.4.1 with cuDNN unpinned: beside the newest cuDNN (9)
