@@ -11,8 +11,8 @@ and the load average before the first set.
     .venv/bin/python scripts/bench_resolve.py [--repeat 2] [--group everyday]
         [--set NAME] [--no-check] [--baseline PYTHON]
 
-The sets live in scripts/resolve_sets.toml (groups "gpu", "everyday" and
-"application").
+The sets live in scripts/resolve_sets.toml (groups "gpu", "everyday",
+"application" and "moves": sets whose first choice does not load).
 ``--baseline PYTHON`` times a second stacklock (``PYTHON -m stacklock.cli``, e.g.
 the venv of an older checkout, run outside any checkout) in the same run, beside
 this one and uv, and prints this one's time over the baseline's.
