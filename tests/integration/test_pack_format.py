@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -254,7 +255,10 @@ def test_the_bootstrap_hands_a_stop_on_and_waits(tmp_path: Path, signo: int):
     or CI job) reaches the stacklock it runs, which cleans up; the bootstrap
     waits for it rather than dying with it still running."""
     told = tmp_path / "told"
-    outer = ("import os, sys\n"
+    # as from a terminal: a run under nohup ignores SIGHUP, and so does the
+    # bootstrap then (the test after this one), leaving nothing to hand on
+    outer = ("import os, signal, sys\n"
+             f"signal.signal({int(signo)}, signal.SIG_DFL)\n"
              "from stacklock.pack.boot import run_handing_on_stops\n"
              f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
              f"{str(told)!r}], dict(os.environ)))\n")
@@ -267,3 +271,27 @@ def test_the_bootstrap_hands_a_stop_on_and_waits(tmp_path: Path, signo: int):
     assert proc.wait(timeout=60) == 0
     assert rest == f"{-signo}\n"  # the child ended by the signal it was handed
     assert told.read_text() == signal.Signals(signo).name
+
+
+def test_the_bootstrap_under_nohup_keeps_ignoring_sighup(tmp_path: Path):
+    """Run under nohup (SIGHUP ignored), a SIGHUP is not handed on, as nohup
+    promises; a SIGTERM still is."""
+    told = tmp_path / "told"
+    outer = ("import os, signal, sys\n"
+             "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
+             "from stacklock.pack.boot import run_handing_on_stops\n"
+             f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
+             f"{str(told)!r}], dict(os.environ)))\n")
+    with subprocess.Popen([sys.executable, "-c", outer], stdout=subprocess.PIPE,
+                          text=True, cwd=ROOT) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert proc.poll() is None and not told.exists()
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stdout.read()
+    assert proc.wait(timeout=60) == 0
+    assert rest == f"{-signal.SIGTERM}\n"
+    assert told.read_text() == "SIGTERM"

@@ -13,6 +13,7 @@ which resolvelib alone gave up on.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from stacklock.profile import CudaSpec, load_profile
 from stacklock.resolve.locking import lock_profile, render_resolve
 from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport
-from tests.helpers.uv import parse_pins, uv_compile_pins
+from tests.helpers.uv import parse_pins, python312, uv_compile_pins
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resolve"
 CASES = DATA / "cases"
@@ -125,9 +126,12 @@ def test_live_pins_equal_uv_pip_compile(name: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.live
-def test_live_a_django_application_locks_the_pins_uv_locks(tmp_path: Path) -> None:
+def test_live_a_django_application_locks_the_pins_uv_locks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """131 packages, one built from its sdist (pyuwsgi 2.0.20, a CPython 3.12
-    needed on both sides)."""
+    needed on both sides: one installed but off PATH is put first on it)."""
+    python = Path(python312(tmp_path))  # skips, saying why, if none here
+    monkeypatch.setenv("PATH", f"{python.parent}:{os.environ['PATH']}")
     sets = tomllib.loads((Path(__file__).resolve().parents[2] / "scripts"
                           / "resolve_sets.toml").read_text())
     reqs = sets["application"]["sentry-base"]

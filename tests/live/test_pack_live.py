@@ -28,7 +28,6 @@ from stacklock.lock import load_lock
 from stacklock.pack.format import read_manifest
 from stacklock.pack.writer import PackPlan, PackResult, glibc_floor, write_pack
 from tests.helpers.data import ROOT
-from tests.helpers.jsonout import parse_output
 from tests.helpers.uv import python312 as find_python312
 
 pytestmark = pytest.mark.live
@@ -82,7 +81,7 @@ def _installed_versions(venv: Path, names: list[str]) -> dict[str, str]:
             "print(json.dumps({n: m.version(n) for n in sys.argv[1:]}))")
     out = subprocess.run([*UNSHARE, str(venv / "bin/python"), "-c", code, *names],
                          capture_output=True, text=True, check=True)
-    return parse_output(out.stdout)
+    return json.loads(out.stdout)  # this probe's own output, not a verb's
 
 
 def _state(root: Path) -> list[str]:
