@@ -123,6 +123,7 @@ def run_fleet(
         out.write("$ " + " ".join(argv) + "\n")
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,
+                                errors="replace",
                                 env=_ansible_env(report_dir), cwd=report_dir)
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -166,7 +166,8 @@ def _run_import(python: Path, module: str, timeout: float) -> dict[str, Any]:
     try:
         proc = subprocess.run(
             [str(python), str(PROBE_SCRIPT), "import", module], capture_output=True,
-            text=True, timeout=timeout, env=probe_env(), check=False,
+            text=True, errors="replace", timeout=timeout, env=probe_env(),
+            check=False,
         )
     except subprocess.TimeoutExpired:
         return {"module": module, "ok": False, "error_type": "Timeout",

@@ -80,7 +80,8 @@ def read_venv_info(python: Path, *, timeout: float = 300.0) -> dict[str, Any]:
     try:
         proc = subprocess.run(
             [str(python), str(PROBE_SCRIPT), "info"], capture_output=True,
-            text=True, timeout=timeout, env=probe_env(), check=False,
+            text=True, errors="replace", timeout=timeout, env=probe_env(),
+            check=False,
         )
     except FileNotFoundError as exc:
         raise ValidateError(f"venv python {python} does not exist",

@@ -76,7 +76,8 @@ def read_distributions(python: Path, *, timeout: float = 120.0) -> dict[str, Any
 
     try:
         proc = subprocess.run([str(python), str(PROBE_SCRIPT), "dists"],
-                              capture_output=True, text=True, timeout=timeout,
+                              capture_output=True, text=True, errors="replace",
+                              timeout=timeout,
                               env=probe_env(), check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValidateError(f"{python} cannot list its distributions: {exc}") from exc

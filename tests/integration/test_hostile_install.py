@@ -466,3 +466,31 @@ def test_a_directory_installs_as_it_is_when_install_runs(
                             "import fromdir; print(fromdir.VALUE)"],
                            capture_output=True, text=True, check=True).stdout
     assert shown.strip() == "changed"
+
+
+_NOT_UTF8 = """#!/bin/sh
+# an interpreter stand-in whose every output is not UTF-8 (a C extension's
+# banner in Latin-1, a crash dump): what validate reads from a venv's python
+printf '\\377\\376 out \\377\\n'
+printf '\\377 err \\376\\n' >&2
+exit 1
+"""
+
+
+def test_validate_reads_a_python_that_prints_no_utf8(tmp_path: Path):
+    """validate's probes read their interpreter's output with replacement
+    characters: one line naming the interpreter, never a UnicodeDecodeError."""
+    python = tmp_path / "python"
+    python.write_text(_NOT_UTF8)
+    python.chmod(0o755)
+    lock = Path(__file__).resolve().parents[2] / "locks" / "pylock.pypi-small.toml"
+    line = refused(run_cli("validate", str(lock), "--python", str(python),
+                           env=hostile_env(tmp_path)), str(python), "err")
+    assert "\ufffd" in line
+
+    from stacklock.validate.imports import _run_import
+    from stacklock.validate.probes import read_venv_info
+
+    assert read_venv_info(python)["error"] == "probe exited 1: \ufffd err \ufffd"
+    outcome = _run_import(python, "torch", 60)
+    assert (outcome["ok"], outcome["message"]) == (False, "\ufffd err \ufffd")
