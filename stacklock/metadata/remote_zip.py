@@ -55,6 +55,7 @@ _LOCAL = struct.Struct("<4sHHHHHIIIHH")  # local file header, 30
 _SLACK = 512  # extra bytes read past a member, in case its local extra field grew
 _INFLATE_STEP = 256 << 10  # compressed bytes inflated at a time
 _INFLATED_AT_MOST = 4 << 20  # the most one inflated piece holds
+MAX_METADATA_BYTES = 64 << 20  # real ones: a few kB to ~1 MB (a whole README)
 _METADATA_SUFFIX = b".dist-info/METADATA"
 _MAX_NAME = 1024 + _CENTRAL.size  # how far before a name its entry may start
 # ISA-L inflates (isal_zlib: zlib's API, ~1.8x its speed); its stub types its
@@ -272,7 +273,7 @@ def _read_metadata(reader: RangeReader, filename: str, start: int,
         entries = read_entries(reader)
         name = pick_metadata((e.name for e in entries), filename)
     entry = next(e for e in entries if e.name == name)
-    return _read_member(reader, entry)
+    return _read_member(reader, entry, limit=MAX_METADATA_BYTES)
 
 
 def read_entries(reader: RangeReader, *, contains: bytes = b"") -> list[Entry]:
@@ -370,13 +371,19 @@ def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
 def read_entry(reader: RangeReader, entry: Entry, *,
                limit: int | None = None) -> bytes:
     """The uncompressed bytes of ``entry``, CRC-checked, through the cache;
-    more than ``limit`` of them (whatever the directory says) is a
-    ZipReadError, found without inflating the rest."""
+    a directory entry stating more than ``limit`` of them, or a member
+    inflating past what its entry states, is a ZipReadError, found without
+    inflating the rest."""
     return _read_member(reader, entry, limit=limit)
 
 
 def _read_member(reader: RangeReader, entry: Entry, *,
                  limit: int | None = None) -> bytes:
+    """The member's bytes, inflated to at most the size its directory entry
+    states (and ``limit``): a member that inflates past it, a bomb behind an
+    honest-looking entry, stops there instead of filling memory."""
+    if limit is not None and entry.size > limit:
+        raise ZipReadError(f"{entry.name}: more than {limit:,} bytes uncompressed")
     start = data_start(reader, entry, prefetch=entry.compressed_size)
     data = reader.read_at(start, entry.compressed_size)
     if len(data) != entry.compressed_size:
@@ -385,16 +392,15 @@ def _read_member(reader: RangeReader, entry: Entry, *,
         raw = data
     elif entry.method == 8:
         try:
-            if limit is None:
-                raw = isal_zlib.decompress(data, -15)
-            else:
-                raw = isal_zlib.decompressobj(-15).decompress(data, limit + 1)
+            raw = isal_zlib.decompressobj(-15).decompress(data, entry.size + 1)
         except BAD_DEFLATE as exc:
             raise ZipReadError(f"{entry.name}: bad deflate data: {exc}") from exc
     else:
         raise ZipReadError(f"{entry.name}: unsupported compression {entry.method}")
-    if limit is not None and len(raw) > limit:
-        raise ZipReadError(f"{entry.name}: more than {limit:,} bytes uncompressed")
+    if len(raw) != entry.size:
+        told = "more" if len(raw) > entry.size else "fewer"
+        raise ZipReadError(f"{entry.name}: {told} bytes than the {entry.size:,} "
+                           "its directory entry states")
     if isal_zlib.crc32(raw) != entry.crc:
         raise ZipReadError(f"{entry.name}: CRC mismatch")
     return raw

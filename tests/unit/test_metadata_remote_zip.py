@@ -163,3 +163,46 @@ def test_a_directory_that_does_not_check_out_is_never_listed() -> None:
         assert raw == METADATA and entries is None
         with pytest.raises(ZipReadError, match="central directory has"):
             _fresh_entries(bad)
+
+
+def _bomb(stated: int | None) -> bytes:
+    """A wheel whose METADATA inflates to 80 MiB (of spaces, 80 KB deflated);
+    ``stated``: the size its central directory entry gives instead of the true
+    one (a lying entry), None for the true one."""
+    big = METADATA + b" " * (80 << 20)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        archive.writestr("demo/__init__.py", b"")
+        archive.writestr("demo-1.0.dist-info/METADATA", big)
+        archive.writestr("demo-1.0.dist-info/RECORD", b"")
+    data = bytearray(buf.getvalue())
+    if stated is not None:
+        at = data.index(b"PK\x01\x02", data.index(b"PK\x01\x02") + 4)  # METADATA's
+        assert data[at + 46:at + 73] == b"demo-1.0.dist-info/METADATA"
+        data[at + 24:at + 28] = stated.to_bytes(4, "little")
+    return bytes(data)
+
+
+@pytest.mark.parametrize(("stated", "said"), [
+    (None, "demo-1.0.dist-info/METADATA: more than 67,108,864 bytes uncompressed"),
+    (4096, "demo-1.0.dist-info/METADATA: more bytes than the 4,096 its directory "
+           "entry states"),
+])
+def test_a_metadata_bomb_is_refused_without_being_inflated(stated: int | None,
+                                                           said: str) -> None:
+    """METADATA is inflated to no more than its directory entry states, and an
+    entry stating more than 64 MiB is refused unread: an 80 MiB bomb, honest
+    or behind an entry saying 4 KiB, costs neither its size in memory."""
+    import tracemalloc
+
+    with _served(_bomb(stated)) as (open_reader, _seen):
+        reader = open_reader(1 << 20)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ZipReadError) as caught:
+                remote_zip.read_dist_info_metadata(reader, WHEEL)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert str(caught.value) == said
+    assert peak < 8 << 20, peak
