@@ -85,6 +85,26 @@ def _store_items(plan: InstallPlan, *, prefetch: bool) -> list[Download]:
     ]
 
 
+def _check_local_wheels(plan: InstallPlan, *, prefetch: bool) -> None:
+    """A wheel the lock finds in a folder on this machine (a ``file://`` URL of
+    a folder index) that is gone is named here, before uv is asked for it and
+    fails in its cache's words. With an archive (``prefetch``) the store reads
+    such a file from the archive instead."""
+    from stacklock.errors import InstallError
+    from stacklock.index.local import is_local, local_path
+
+    for item in plan.downloads:
+        if (prefetch or item.cached or item.kind != "wheel" or not is_local(item.url)
+                or item.sha256 in plan.local_wheels):
+            continue
+        if not local_path(item.url).is_file():
+            raise InstallError(
+                f"{plan.lock_path}: {item.filename}: {local_path(item.url)}: "
+                "no such file (the lock's folder index lost it)",
+                hint="restore the folder, or install with --archive DIR (or "
+                     "STACKLOCK_ARCHIVE) naming a copy `stacklock archive` made")
+
+
 def fetch_artifacts(
     lock: Lock,
     plan: InstallPlan,
@@ -96,6 +116,7 @@ def fetch_artifacts(
 ) -> tuple[InstallPlan, Path | None]:
     """The plan with its stored files, and the verified runfile (if one runs).
     Nothing to fetch here (a lock of wheels only) costs no HTTP client."""
+    _check_local_wheels(plan, prefetch=prefetch)
     runs = plan.runfile_command is not None and plan.toolkit is not None
     if not runs and not _store_items(plan, prefetch=prefetch):
         return plan, None

@@ -93,6 +93,13 @@ def test_a_folder_lock_installs_archives_and_falls_back_when_a_file_goes(
     assert code == 0, err
     shutil.rmtree(tmp_path / "wheels")  # the folder is gone: the archive has them
     shutil.rmtree(tmp_path / "cache")
+    # without it, the lost file is named before uv is asked for it
+    code, _, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
+                        "--python", PY, "--no-validate")
+    (line,) = err.splitlines()
+    assert code == 2 and not (tmp_path / "env").exists(), err
+    assert f"{tmp_path / 'wheels'}/idna-3.20-py3-none-any.whl: no such file" in line
+    assert "--archive DIR" in line
     code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "env"),
                           "--python", PY, "--no-validate", "--json",
                           "--archive", str(tmp_path / "archive"))
