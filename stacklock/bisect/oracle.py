@@ -271,10 +271,11 @@ def _children() -> set[int]:
 
 @dataclass(frozen=True, kw_only=True)
 class GateOracle:
-    """``measure(venv, lock, log)`` gives one number (higher is better), taken
-    ``repeat`` times; a measurement that cannot run skips the state."""
+    """``measure(venv, lock, log, env)`` gives one number (higher is better),
+    taken ``repeat`` times, its server run in ``env`` (the step's own caches and
+    temporary files); a measurement that cannot run skips the state."""
 
-    measure: Callable[[Path, Path, Path], float]
+    measure: Callable[[Path, Path, Path, Mapping[str, str]], float]
     repeat: int = 3
 
     def judge(self, venv: Path, env: Mapping[str, str], log: Path,
@@ -283,7 +284,7 @@ class GateOracle:
         samples = []
         try:
             for _ in range(self.repeat):
-                samples.append(self.measure(venv, lock, log))
+                samples.append(self.measure(venv, lock, log, env))
         except StacklockError as exc:
             return Verdict(state=SKIP, seconds=time.monotonic() - started,
                            samples=tuple(samples), note=f"gate could not run: {exc}")

@@ -206,7 +206,7 @@ class _Session:
         cuda = mix.cuda
         home = cuda.prefix if cuda is not None and cuda.source == "runfile" else None
         # the oracle's scratch state is the step's, gone when it ends
-        scratch = folder / "tmp"
+        scratch = (folder / "tmp").absolute()  # a program may change directory
         places = {key: scratch / name for key, name in STEP_SCRATCH.items()}
         for place in places.values():
             place.mkdir(parents=True, exist_ok=True)

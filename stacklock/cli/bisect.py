@@ -19,7 +19,7 @@ from stacklock.errors import StacklockError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     import httpx
 
@@ -89,7 +89,8 @@ def _tools(args: argparse.Namespace, http: httpx.Client,
                  read_bytes=lambda: fetcher.bytes_read)
 
 
-def _gate_measure(good: Path) -> Callable[[Path, Path, Path], float]:
+def _gate_measure(good: Path) -> Callable[[Path, Path, Path, Mapping[str, str]],
+                                            float]:
     """The validation gate's tokens per second at the lowest concurrency, of
     its last phase (speculative when it has one)."""
     from stacklock.lock import load_lock
@@ -101,9 +102,9 @@ def _gate_measure(good: Path) -> Callable[[Path, Path, Path], float]:
         raise StacklockError(f"{good}: the lock has no [tool.stacklock.validate.gate]",
                              hint="bisect with a command instead: -- CMD ARGS")
 
-    def measure(venv: Path, lock: Path, log: Path) -> float:
+    def measure(venv: Path, lock: Path, log: Path, env: Mapping[str, str]) -> float:
         result = run_gate(config, python=venv / "bin" / "python",
-                          log_dir=log.parent / "gate")
+                          log_dir=log.parent / "gate", base_env=env)
         for phase in reversed(result.phases):
             if phase.error:
                 raise StacklockError(f"gate {phase.name}: {phase.error}")

@@ -40,6 +40,7 @@ from stacklock.validate.sglang_server import (
 from stacklock.validation import NO_MULTICAST, shown_env
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from stacklock.validation import GateConfig
@@ -262,10 +263,12 @@ def _sglang_phases(client: httpx.Client, config: GateConfig, python: Path,
 
 
 def run_gate(config: GateConfig, *, python: Path | None, log_dir: Path,
-             http: httpx.Client | None = None) -> GateResult:
+             http: httpx.Client | None = None,
+             base_env: Mapping[str, str] | None = None) -> GateResult:
     """Preflight, then baseline then speculative; each phase's server is stopped
-    before the next."""
-    env = server_env(config)
+    before the next. ``base_env``: the environment the server starts from
+    (default: this process's), e.g. a bisect step's own caches."""
+    env = server_env(config, base_env)
     seen = shown_env({name: env.get(name) for name in (*NO_MULTICAST, *config.env)})
     own = http is None
     client = http or httpx.Client(limits=httpx.Limits(

@@ -24,6 +24,7 @@ import math
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
@@ -273,7 +274,7 @@ def test_a_noisy_gate_classifies_only_clear_numbers(
               "base = 54.1 if alpha == '2.0' else 75.0 if beta == '1.1' else 96.1\n"
               "print(base + (int(sys.argv[1]) % 3 - 1) * 0.8)\n")
 
-    def measure(venv: Path, lock: Path, log: Path) -> float:
+    def measure(venv: Path, lock: Path, log: Path, env: Mapping[str, str]) -> float:
         out = subprocess.run([str(venv / "bin" / "python"), "-c", script,
                               str(next(runs))], check=True, capture_output=True,
                              text=True).stdout

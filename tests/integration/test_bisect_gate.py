@@ -91,3 +91,16 @@ def test_gate_bisect_names_the_throughput_regression(
     assert min(good_tps) > max(bad_tps)  # tok/s: 10 ms a token against 40 ms
     assert all(len(s["samples"]) >= 2 for s in steps if s["ran"])
     assert report["culprits"][0]["verified"] is True
+    # each step's server ran with that step's own caches (its scratch folder,
+    # removed when the step ended), never the user's or another step's
+    logs = sorted(tmp_path.rglob("gate/*.log"))
+    caches = {}
+    for log in logs:
+        line = next(ln for ln in log.read_text().splitlines() if ln.startswith("env "))
+        seen = dict(kv.split("=", 1) for kv in line.split()[1:])
+        step = log.parent.parent
+        assert seen["TRITON_CACHE_DIR"] == str(step / "tmp" / "triton"), (log, seen)
+        assert seen["TMPDIR"] == str(step / "tmp")
+        caches[step] = seen["TRITON_CACHE_DIR"]
+    assert len(caches) == sum(1 for s in steps if s["ran"]) >= 2
+    assert not any(Path(c).exists() for c in caches.values())

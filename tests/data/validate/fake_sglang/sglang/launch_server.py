@@ -211,7 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"fake sglang pid={os.getpid()} mode={args.fake_mode} "
           f"speculative={args.speculative_algorithm}", flush=True)
     shown = sorted(k for k in os.environ
-                   if k.startswith(("SGLANG_", "NCCL_", "TORCH_SYMM", "NVSHMEM_")))
+                   if k.startswith(("SGLANG_", "NCCL_", "TORCH_SYMM", "NVSHMEM_",
+                                    "TRITON_CACHE_DIR", "TMPDIR")))
     print("env " + " ".join(f"{k}={os.environ[k]}" for k in shown), flush=True)
     if args.fake_mode == "crash-start":
         print("RuntimeError: CUDA error: out of memory", flush=True)
