@@ -355,6 +355,14 @@ def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
     as their places allow: neighbours less than ``gap`` apart share a request of
     at most ``limit`` bytes (scipy's 111 extension modules: a few requests, not
     111 one after another). :func:`read_entry` then reads them from the cache."""
+    for lo, length in prefetch_spans(entries, gap=gap, limit=limit):
+        reader.read_at(lo, length)
+
+
+def prefetch_spans(entries: Iterable[Entry], *, gap: int = 64 << 10,
+                   limit: int = 16 << 20) -> list[tuple[int, int]]:
+    """The (offset, length) spans :func:`prefetch_entries` reads for ``entries``
+    (for a caller that fetches them together with other spans)."""
     spans: list[list[int]] = []
     for e in sorted(entries, key=lambda e: e.header_offset):
         lo = e.header_offset
@@ -364,8 +372,7 @@ def prefetch_entries(reader: RangeReader, entries: Iterable[Entry], *,
             spans[-1][1] = max(spans[-1][1], hi)
         else:
             spans.append([lo, hi])
-    for lo, hi in spans:
-        reader.read_at(lo, hi - lo)
+    return [(lo, hi - lo) for lo, hi in spans]
 
 
 def read_entry(reader: RangeReader, entry: Entry, *,

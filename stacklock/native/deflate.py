@@ -257,5 +257,11 @@ def _decode(prefix: bytes, skip: int, rest: memoryview, fill: int, limit: int,
                 break
     except BAD_DEFLATE:
         return None
-    return Inflated(out=b"".join(parts)[skip:], eof=inflater.eof,
+    if skip and len(parts[0]) >= skip:
+        # the prefix's literals cut from the first piece, not from the whole
+        # output, and a lone piece taken as it is: no copy of every byte
+        # decoded (a tail's are megabytes)
+        parts[0], skip = parts[0][skip:], 0
+    out = b"".join([part for part in parts if part])
+    return Inflated(out=out[skip:] if skip else out, eof=inflater.eof,
                     left=len(inflater.unused_data), points=tuple(points))

@@ -354,9 +354,14 @@ class WheelReader:
             # the larger members from their head, tail and dynamic segment; those
             # that cannot be read so, and the small ones, whole
             least = self._partial
-            parts = read_members(reader, [e for e in read if least is not None and
-                                          e.method == 8 and
-                                          e.compressed_size >= least])
+            in_part = [e for e in read if least is not None and e.method == 8
+                       and e.compressed_size >= least]
+            # the members read whole come in the first round of the partial
+            # reads, sharing requests with their neighbours' heads and tails
+            whole = [e for e in read if e not in in_part and
+                     e.compressed_size <= _SMALL]
+            parts = read_members(reader, in_part,
+                                 alongside=remote_zip.prefetch_spans(whole))
             objects += [found for found in parts.values()
                         if isinstance(found, SharedObject)]
             read = [e for e in read if isinstance(parts.get(e.name, Unavailable()),

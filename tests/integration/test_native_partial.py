@@ -243,3 +243,38 @@ def test_a_window_start_is_taken_only_where_it_decodes_as_a_block_start_does():
     assert found is not None and found.eof and found.left
     assert not partial._through(found, deflate.Start(bit=0), ended, last=True)
     assert not partial._through(found, deflate.Start(bit=0), ended, last=False)
+
+
+def test_a_member_read_whole_beside_one_read_in_part_costs_no_request_of_its_own(
+        tmp_path):
+    # numpy's mtrand read in part, orjson's extension after it read whole: the
+    # latter comes with the first round of the former's reads (its tail's
+    # neighbour), not in a request after them
+    chosen = {m.path.split("/", 1)[0]: m for m in members()}
+    large, small = chosen["numpy"], chosen["orjson"]
+    threshold = (len(small.raw) + len(large.raw)) // 2
+    alone, alone_server = _read_wheel(
+        zip_of([(large.path, large.raw, large.crc, large.size, 8)]),
+        tmp_path / "alone", partial=threshold)
+    both, both_server = _read_wheel(
+        zip_of([(m.path, m.raw, m.crc, m.size, 8) for m in (large, small)]),
+        tmp_path / "both", partial=threshold)
+    assert {facts_digest(o.to_dict()) for o in both.objects} == \
+        {m.record["facts_sha256"] for m in (large, small)}
+    assert [facts_digest(o.to_dict()) for o in alone.objects] == \
+        [large.record["facts_sha256"]]
+    assert alone_server.sent < len(large.raw)  # read in part
+    assert both_server.requests == alone_server.requests
+
+
+def test_a_word_is_found_where_a_search_for_all_its_bytes_finds_it():
+    # the GOT anchor is searched for by its bytes other than zeros: the same
+    # places as bytes.find, on a real member's code and data
+    whole = members()[0].whole
+    words = [whole[at:at + 8] for at in range(0, len(whole), len(whole) // 40)]
+    words += [b"\0" * 8, struct.pack("<Q", 0x1234), struct.pack(">Q", 0x1234),
+              b"\xff" * 8]
+    for word in words:
+        for start in (0, 1, len(whole) // 3, len(whole) - 4, len(whole) + 1):
+            assert partial._find_word(whole, word, start) == \
+                whole.find(word, start), (word, start)
