@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections import defaultdict
+from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,11 +50,19 @@ def symbol_family(symbol: str) -> str | None:
     return f"c:{match.group(1)}" if match else None
 
 
+# the same two readings over a wheel's exports joined by NUL (a name holds none),
+# in one pass of each pattern: asking symbol_family of each of torch's 100,000
+# exports took 0.05-0.1 s of a resolve, each time a wheel's facts grew
+_NESTED_ALL = re.compile("\0" + _NESTED.pattern + "([^\0]*)")
+_C_FAMILY_ALL = re.compile("\0" + _C_FAMILY.pattern + "(?=\0)")
+
+
 def owned_families(exports: Iterable[str]) -> frozenset[str]:
-    counts: dict[str, int] = defaultdict(int)
-    for symbol in exports:
-        family = symbol_family(symbol)
-        if family is not None:
-            counts[family] += 1
-    return frozenset(f for f, n in counts.items()
-                     if f.startswith("c++:") or n >= _MIN_C_FAMILY)
+    """The families of ``exports`` (:func:`symbol_family`) that a wheel
+    exporting them owns: every C++ one, a C one with ten exports or more."""
+    text = "\0" + "\0".join(exports) + "\0"
+    spaces = {rest[:int(length)] for length, rest in _NESTED_ALL.findall(text)}
+    owned = {f"c++:{space}" for space in spaces if space and not space.startswith("_")}
+    counts = Counter(_C_FAMILY_ALL.findall(text))
+    owned.update(f"c:{prefix}" for prefix, n in counts.items() if n >= _MIN_C_FAMILY)
+    return frozenset(owned)

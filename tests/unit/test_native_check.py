@@ -18,6 +18,7 @@ from stacklock.native.check import (
     symbol_family,
     top_namespace,
 )
+from stacklock.native.families import owned_families
 from tests.helpers.native_facts import load_facts, pick
 
 TORCH = ("torch==2.11.0", "nvidia-cuda-runtime==13.0.96")
@@ -131,6 +132,22 @@ def test_top_namespace_of_real_symbols():
     assert top_namespace("_ZNSt6vectorIiSaIiEED1Ev") is None  # std::, substituted
     assert top_namespace("_Z3fooi") is None and top_namespace("PyInit__C") is None
 
+
+
+def test_owned_families_of_real_wheels_are_their_symbols_families():
+    # owned_families reads every export in one pass of two patterns: the same
+    # families symbol_family gives one symbol at a time, on every recorded
+    # wheel's exports (and on names that are not C++ or C-prefixed)
+    odd = ["_ZN1_x", "_ZN0a", "_Z", "ab_", "1a_b", "ab-c_d", "ab_c\u00e9", "x1_y"]
+    for _key, (_wheel, natives) in sorted(load_facts().items()):
+        for exports in (natives.exports, [*natives.exports, *odd * 10]):
+            counts: dict[str, int] = {}
+            for symbol in exports:
+                family = symbol_family(symbol)
+                if family is not None:
+                    counts[family] = counts.get(family, 0) + 1
+            assert owned_families(exports) == {
+                f for f, n in counts.items() if f.startswith("c++:") or n >= 10}
 
 # -- the cases of issue 30 and issue 28 item 6, each on a real wheel's facts ------
 
