@@ -21,6 +21,7 @@ from stacklock.http import (
     RetriesExhausted,
     Retry,
     describe_http_error,
+    header_int,
     is_network_failure,
 )
 from stacklock.urls import file_url_path, redact_text, redact_url
@@ -40,12 +41,15 @@ _CHUNK = 1 << 20
 
 
 def _range_start(value: str | None) -> int | None:
-    match = re.fullmatch(r"bytes (\d+)-\d+/(?:\d+|\*)", (value or "").strip())
+    # 19 digits: every real offset; int() refuses a crafted header's 4,300
+    match = re.fullmatch(r"bytes (\d{1,19})-\d{1,19}/(?:\d{1,19}|\*)",
+                         (value or "").strip())
     return int(match.group(1)) if match else None
 
 
 def _range_total(value: str | None) -> int | None:
-    match = re.fullmatch(r"bytes (?:\*|\d+-\d+)/(\d+)", (value or "").strip())
+    match = re.fullmatch(r"bytes (?:\*|\d{1,19}-\d{1,19})/(\d{1,19})",
+                         (value or "").strip())
     return int(match.group(1)) if match else None
 
 
@@ -146,9 +150,9 @@ def _attempt(
                 f"asked for bytes {have}-, got {content_range}",
                 request=response.request)
         total = size
-        length = response.headers.get("content-length", "")
-        if total is None and length.isdigit():
-            total = int(length) + (have if resumed else 0)
+        length = header_int(response.headers.get("content-length", ""))
+        if total is None and length is not None:
+            total = length + (have if resumed else 0)
         digest = hashlib.sha256()
         with part.open("r+b" if resumed else "wb") as fh:
             if resumed:

@@ -64,6 +64,7 @@ __all__ = [
     "Retry",
     "describe_http_error",
     "get",
+    "header_int",
     "is_network_failure",
     "make_http_client",
     "prepare_tls",
@@ -187,6 +188,14 @@ def transient(outcome: BaseException | httpx.Response) -> str | None:
     if isinstance(outcome, (httpx.TransportError, httpx.DecodingError)):
         return f"{type(outcome).__name__}: {outcome}"
     return None
+
+
+def header_int(value: str) -> int | None:
+    """A header's count (Content-Length, a Content-Range total): its digits,
+    19 at most (int() refuses a crafted header's thousands), else None."""
+    value = value.strip()
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= 19 \
+        else None
 
 
 def retry_after(response: httpx.Response, *, now: float | None = None
@@ -515,9 +524,8 @@ def get(http: httpx.Client, url: str, *, headers: Mapping[str, str] | None = Non
         # a connection that closes early raises on its own; this catches an
         # answer cut short by what sits in front of it (identity bodies only:
         # an encoded one's length is not the decoded body's)
-        declared = response.headers.get("content-length", "")
-        if plain and declared.isdigit() and \
-                got < int(declared):
+        declared = header_int(response.headers.get("content-length", ""))
+        if plain and declared is not None and got < declared:
             raise httpx.RemoteProtocolError(  # what a real connection raises
                 f"truncated body: {got} of {declared} bytes", request=request)
     finally:

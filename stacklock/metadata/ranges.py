@@ -138,9 +138,9 @@ def _check_range(
     spec: str, response: httpx.Response, body: bytes
 ) -> tuple[int, bytes, int | None]:
     value = response.headers.get("content-range", "")
-    match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", value.strip())
+    match = re.fullmatch(r"bytes (\d{1,19})-(\d{1,19})/(\d{1,19}|\*)", value.strip())
     if match is None:
-        raise ZipReadError(f"range read {spec}: bad Content-Range {value!r}")
+        raise ZipReadError(f"range read {spec}: bad Content-Range {value[:80]!r}")
     first, last = int(match.group(1)), int(match.group(2))
     if len(body) != last - first + 1:
         raise ZipReadError(

@@ -25,7 +25,7 @@ import httpx
 
 from stacklock.download import MAX_DOWNLOAD
 from stacklock.errors import ZipReadError
-from stacklock.http import BodyTooLarge, DeadlineExceeded, Limits, get
+from stacklock.http import BodyTooLarge, DeadlineExceeded, Limits, get, header_int
 from stacklock.metadata import remote_zip as _remote_zip
 from stacklock.metadata.pkg_info import top_member
 from stacklock.metadata.ranges import RANGE_RETRY, RangeReader
@@ -172,8 +172,7 @@ class ForwardReader(io.RawIOBase):
 def _total_of(response: httpx.Response) -> int | None:
     value = response.headers.get("content-range", "")
     _unit, _, rest = value.partition(" ")
-    total = rest.rpartition("/")[2]
-    return int(total) if total.isdigit() else None
+    return header_int(rest.rpartition("/")[2])
 
 
 def read_remote_pkg_info(

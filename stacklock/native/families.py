@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["owned_families", "symbol_family", "top_namespace"]
 
 # _ZN3c104cuda9SetDeviceEi, _ZNK2at6Tensor..., _ZTVN5torch8autograd4NodeE:
-# optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>.
-_NESTED = re.compile(r"_Z(?:T[VISTHW]|GV)?N[rVKRO]*([1-9][0-9]*)")
+# optional vtable/typeinfo/guard prefix, N, cv/ref qualifiers, <length><name>
+# (six digits at most: int() refuses over 4,300, a crafted export may have them).
+_NESTED = re.compile(r"_Z(?:T[VISTHW]|GV)?N[rVKRO]*([1-9][0-9]{0,5})")
 
 
 def top_namespace(symbol: str) -> str | None:

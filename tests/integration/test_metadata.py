@@ -316,6 +316,21 @@ def test_truncated_response_caches_nothing(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.metadata"))
 
 
+def test_a_content_range_of_thousands_of_digits_is_one_short_error(
+        tmp_path: Path) -> None:
+    # int() refuses over 4,300 digits (ValueError): a crafted header was a traceback
+    filename, data = make_wheel()
+    huge = "bytes 0-" + "9" * 5000 + "/100"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(206, headers={"content-range": huge}, content=b"x")
+
+    with pytest.raises(MetadataError) as caught:
+        fetcher_for(handler, tmp_path).get(link_for(filename, data))
+    assert "bad Content-Range 'bytes 0-999" in str(caught.value)
+    assert len(str(caught.value)) < 600
+
+
 @pytest.mark.parametrize(("status", "hint"),
                          [(404, "--refresh"), (401, "netrc"), (403, "refuses")])
 def test_http_errors_name_the_redacted_url(

@@ -149,6 +149,14 @@ def test_owned_families_of_real_wheels_are_their_symbols_families():
             assert owned_families(exports) == {
                 f for f, n in counts.items() if f.startswith("c++:") or n >= 10}
 
+
+def test_a_name_length_of_thousands_of_digits_is_no_traceback():
+    # a crafted export: int() refuses strings of over 4,300 digits (ValueError)
+    huge = "_ZN" + "9" * 5000 + "x4cuda3fooEv"
+    family = symbol_family(huge)
+    assert family == f"c++:{top_namespace(huge)}"  # a nonsense name, no error
+    assert owned_families([huge, "_ZN3c104cuda9SetDeviceEi"]) == {"c++:c10", family}
+
 # -- the cases of issue 30 and issue 28 item 6, each on a real wheel's facts ------
 
 
