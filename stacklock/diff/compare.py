@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from packaging.utils import BuildTag, InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
 
 from stacklock.diff.packages import ComparedPackage, paired_packages
 from stacklock.diff.stack import (
@@ -309,7 +310,7 @@ def _version_change(
         return "replaced", f"{old.source or a} -> {new.source or b}"
     if a is None or b is None:
         return "replaced", None
-    if a.public != b.public:
+    if Version(a.public) != Version(b.public):  # 3.20 is 3.20.0 (PEP 440)
         return ("upgraded" if b > a else "downgraded"), None
     if a.local != b.local:
         return "rebuilt", f"local {a.local or '(none)'} -> {b.local or '(none)'}"

@@ -211,7 +211,10 @@ def split_by_import(report: NativeReport,
     warn: list[Finding] = []
     for finding in report.findings:
         paths = loaded.get(finding.package)
-        (keep if paths is None or finding.object in paths else warn).append(finding)
+        if paths is None or finding.object in paths:
+            keep.append(finding)
+        else:  # it no longer blocks, and says so (--json's blocking)
+            warn.append(replace(finding, blocking=False))
     return replace(report, findings=tuple(keep), warnings=tuple(warn))
 
 

@@ -401,15 +401,15 @@ def test_moved_index_by_index_name(tmp_path: Path) -> None:
 
 
 def _copy_env(venv: Path, names: tuple[str, ...]) -> Path:
-    """A venv folder holding copies of this project's real installed dist-infos."""
-    from stacklock.snapshot import site_packages
+    """A venv folder holding copies of the real dist-infos installed where the
+    tests run (a venv or the interpreter's own site-packages)."""
+    from importlib.metadata import distribution
 
-    source = site_packages(ROOT / ".venv")
     site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
     site = site / "site-packages"
     site.mkdir(parents=True)
     for name in names:
-        (dist,) = source.glob(f"{name}-*.dist-info")
+        dist = Path(str(distribution(name)._path))  # type: ignore[attr-defined]
         shutil.copytree(dist, site / dist.name)
     return site
 

@@ -75,12 +75,26 @@ def test_a_disk_that_fills_keeps_the_old_environment(
     assert "2" not in read["state"].split()  # the half-built generation is gone
 
 
+def _lose_six(generation: Path) -> None:
+    for path in generation.glob("lib/python*/site-packages/six-*"):
+        shutil.rmtree(path)
+
+
+def _lose_six_s_record(generation: Path) -> None:
+    (record,) = generation.glob("lib/python*/site-packages/six-*.dist-info/RECORD")
+    record.unlink()  # its METADATA stays: half-written, as good as absent
+
+
+def _lose_the_interpreter(generation: Path) -> None:
+    (generation / "bin" / "python").unlink()  # pyvenv.cfg stays
+
+
 def test_an_incomplete_generation_is_never_swapped_in(
         server: tuple[str, Served], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """uv says it succeeded, but a package is missing from the new generation
-    (a disk that filled between its writes, a bug): the check before the swap
-    refuses it and the old environment stays."""
+    """uv says it succeeded, but the new generation lacks a package, a package's
+    RECORD or its interpreter (a disk that filled between its writes, a bug):
+    the check before the swap refuses it and the old environment stays."""
     base, served = server
     venv = tmp_path / "env"
     lock = local_lock(base, served, tmp_path / "pylock.small.toml")
@@ -88,25 +102,23 @@ def test_an_incomplete_generation_is_never_swapped_in(
     from stacklock.install import run as run_module
 
     real = run_module.build_generation
-
-    def build_then_lose_six(plan, *args, **kwargs):  # type: ignore[no-untyped-def]
-        real(plan, *args, **kwargs)
-        for info in plan.generation_dir.glob("lib/python*/site-packages/six-*"):
-            shutil.rmtree(info)
-
-    monkeypatch.setattr(run_module, "build_generation", build_then_lose_six)
     again = _without(lock, "iniconfig", tmp_path / "pylock.again.toml")
-    with pytest.raises(InstallError, match=r"incomplete: 1 locked package "
-                                           r"missing: six 1\.17\.0 \(absent\)"):
-        install_lock(again, venv=venv, python=PY, validate=False,
-                     cache=tmp_path / "c")
-    assert venv.resolve().name == "1"
-    assert not (tmp_path / "env.stacklock" / "2").exists()
+    six = r"incomplete: 1 locked package missing: six 1\.17\.0 \(absent\)"
+    for damage, says in ((_lose_six, six), (_lose_six_s_record, six),
+                         (_lose_the_interpreter, r"not a virtual environment")):
+        def build_then_damage(plan, *args, damage=damage, **kwargs):  # type: ignore[no-untyped-def]
+            real(plan, *args, **kwargs)
+            damage(plan.generation_dir)
+
+        monkeypatch.setattr(run_module, "build_generation", build_then_damage)
+        with pytest.raises(InstallError, match=says):
+            install_lock(again, venv=venv, python=PY, validate=False,
+                         cache=tmp_path / "c")
+        assert venv.resolve().name == "1", damage
+        assert not (tmp_path / "env.stacklock" / "2").exists()
     proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import six"],
                           check=False)
     assert proc.returncode == 0
-
-
 
 
 @pytest.mark.parametrize(("code", "exit_code", "says"), [
@@ -306,3 +318,27 @@ def test_without_the_credentials_the_install_fails_and_changes_nothing(
                      cache=tmp_path / "c")
     assert served.unauthorized
     assert not (tmp_path / "env").exists()
+
+
+def test_the_check_names_five_missing_packages_and_counts_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generation that is a venv holding none of the packages: five are named,
+    more are counted ("and 1 more")."""
+    from dataclasses import replace
+
+    from stacklock.install.verify import check_generation
+    from tests.helpers.data import DATA
+
+    monkeypatch.setenv("STACKLOCK_CACHE_DIR", str(tmp_path / "cache"))
+    plan = install_lock(DATA / "install" / "pylock.small.toml", venv=tmp_path / "env",
+                        python=PY, dry_run=True, allow_no_gpu=True).plan
+    (plan.generation_dir / "bin").mkdir(parents=True)
+    (plan.generation_dir / "pyvenv.cfg").write_text(f"home = {Path(PY).parent}\n")
+    (plan.generation_dir / "bin" / "python").symlink_to(PY)
+    five = ", ".join(f"p{n} 1.0 (absent)" for n in range(5))
+    for count, says in ((5, f"5 locked packages missing: {five};"),
+                        (6, f"6 locked packages missing: {five} and 1 more;")):
+        wanted = tuple((f"p{n}", "1.0") for n in range(count))
+        with pytest.raises(InstallError) as refused:
+            check_generation(replace(plan, packages=wanted))
+        assert says in str(refused.value)

@@ -3,6 +3,7 @@ a patched lock agreeing with its patch files."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -229,3 +230,123 @@ def test_gpu_variants_are_read_typed_and_written_back(tmp_path):
     assert (variant.project, variant.gpu_arch, variant.chosen) == (
         "flashinfer-jit-cache", ("sm_120",), "flashinfer-jit-cache-sm120f")
     assert tomllib.loads(render_lock(lock)) == tomllib.loads(edited)
+
+
+def test_a_lock_of_another_pep_751_version_names_the_top_level(tmp_path):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    bad = text.replace('lock-version = "1.0"', 'lock-version = "2.0"', 1)
+    assert bad != text
+    with pytest.raises(LockError, match=r"not a PEP 751 lock: \(top level\): "
+                       "pylock version 2.0 is not supported"):
+        load_lock(_write(tmp_path, bad))
+
+
+def test_a_file_size_is_0_bytes_to_1_tib(tmp_path):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    size = re.search(r"\nsize = (\d+)\n", text)
+    assert size is not None
+    for value, ok in (("0", True), ("-1", False), (str(1 << 40), True),
+                      (str((1 << 40) + 1), False)):
+        edited = _write(tmp_path, text.replace(size.group(0), f"\nsize = {value}\n", 1))
+        if ok:
+            assert load_lock(edited).packages
+        else:
+            with pytest.raises(LockError, match=r"\.size: .* not the size of a file"):
+                load_lock(edited)
+
+
+_ATTRS_URL = ("https://files.pythonhosted.org/packages/64/b4/17d4b0b2a2dc85a6df63d1157e0"
+              "28ed19f90d4cd97c36717afef2bc2f395/attrs-26.1.0-py3-none-any.whl")
+_VCS = 'vcs = {type = "git", url = "URL", commit-id = "' + "a" * 40 + '"}\n'
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("attrs-26.1.0-py3-none-any.whl", "is not an absolute URL"),
+    ("https:///attrs-26.1.0-py3-none-any.whl", "is not an absolute URL"),
+    ("ftp://files.example/attrs-26.1.0-py3-none-any.whl",
+     r"is not an absolute URL \(https, http, file\)"),
+    ("https://alice:s3cret@files.example/attrs-26.1.0-py3-none-any.whl",
+     "carries credentials"),
+    ("https://alice@files.example/attrs-26.1.0-py3-none-any.whl",
+     "carries credentials"),
+    ("file:///srv/wheels/attrs-26.1.0-py3-none-any.whl", None),
+])
+def test_what_a_wheel_url_may_be(tmp_path, url, says):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    edited = _write(tmp_path, text.replace(_ATTRS_URL, url, 1))
+    if says is None:
+        assert load_lock(edited).package("attrs").wheels[0].url == url
+        return
+    with pytest.raises(LockError, match=r"packages\[0\]\.wheels\[0\]\.url: .*" + says):
+        load_lock(edited)
+
+
+@pytest.mark.parametrize(("vcs_url", "says"), [
+    ("-oProxyCommand=touch /tmp/x", "starts with '-'"),
+    ("ssh://-oProxyCommand=x/repo", "starts with '-'"),
+    ("ssh://-oProxyCommand=x@git.example/repo", "starts with '-'"),  # a user
+    ("https://alice:s3cret@git.example/attrs.git", "carries credentials"),
+    ("https://git.example/attrs.git", None),
+    ("ssh://git@git.example/attrs.git", None),  # a user, no password: git's own
+])
+def test_what_a_git_url_may_be(tmp_path, vcs_url, says):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    start = text.index('name = "attrs"\n') + len('name = "attrs"\n')
+    end = text.index("[packages.tool.stacklock]", start)
+    edited = _write(tmp_path, text[:start]
+                    + _VCS.replace("URL", vcs_url.replace('"', '\\"')) + "\n"
+                    + text[end:])
+    if says is None:
+        assert load_lock(edited).package("attrs").entry.vcs is not None
+        return
+    with pytest.raises(LockError, match=r"packages\[0\]\.vcs\.url: .*" + says):
+        load_lock(edited)
+
+
+def test_only_git_is_a_vcs_uv_installs(tmp_path):
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    start = text.index('name = "attrs"\n') + len('name = "attrs"\n')
+    end = text.index("[packages.tool.stacklock]", start)
+    hg = _VCS.replace('"git"', '"hg"').replace("URL", "https://hg.example/attrs")
+    with pytest.raises(LockError, match=r"packages\[0\]\.vcs\.type: 'hg'"):
+        load_lock(_write(tmp_path, text[:start] + hg + "\n" + text[end:]))
+
+
+def test_a_patched_package_has_exactly_one_wheel(tmp_path):
+    """A patch is applied to one wheel's files (resolve records their sha256):
+    a patched entry with two wheels, or none, is refused; with one it loads."""
+    import tomlkit
+
+    data = tomlkit.parse((ROOT / "locks" / "pylock.pypi-small.toml").read_text())
+    attrs = data["packages"][0]
+    patch = tomlkit.aot()
+    patch.append(tomlkit.item({
+        "path": "attrs.patch", "sha256": "0" * 64, "size": 10, "reason": "a fix",
+        "files": [{"path": "attr/__init__.py", "sha256": "1" * 64}]}))
+    attrs["tool"]["stacklock"]["patches"] = patch
+    patched = load_lock(_write(tmp_path, tomlkit.dumps(data)))
+    assert patched.package("attrs").tool.patches
+    written = dump_lock(patched, tmp_path / "pylock.written.toml")
+    assert "\n[[packages.tool.stacklock.patches]]\n" in written.read_text()
+    assert load_lock(written).package("attrs").tool.patches == \
+        patched.package("attrs").tool.patches
+    second = tomlkit.table()
+    for key, value in attrs["wheels"][0].items():
+        second[key] = value
+    second["name"] = "attrs-26.1.0-py2.py3-none-any.whl"
+    attrs["wheels"].append(second)
+    with pytest.raises(LockError, match=r"packages\[0\]\.tool\.stacklock\.patches: "
+                       "attrs is patched, and a patch applies to one wheel"):
+        load_lock(_write(tmp_path, tomlkit.dumps(data)))
+
+
+def test_another_tool_s_table_of_a_package_is_kept(tmp_path):
+    """[packages.tool.<other>] is not stacklock's to judge: it stays on the
+    package entry as read (only [packages.tool.stacklock] is taken out, typed)."""
+    text = (ROOT / "locks" / "pylock.pypi-small.toml").read_text()
+    stanza = '[packages.tool.stacklock]\nindex-name = "pypi"\nhash-source = "index"\n'
+    other = '\n[packages.tool.other]\nnote = "kept"\n'
+    edited = text.replace(stanza, stanza + other, 1)
+    assert edited != text
+    lock = load_lock(_write(tmp_path, edited))
+    assert lock.packages[0].entry.tool == {"other": {"note": "kept"}}

@@ -170,3 +170,20 @@ def test_no_packages_is_an_empty_array() -> None:
     assert "packages = []\n" in text
     assert tomllib.loads(text)["packages"] == []
     assert parse_lock(text.encode(), path=lock.path).stack == lock.stack
+
+
+def test_an_array_of_tables_in_tool_stacklock_is_one_per_line_from_two() -> None:
+    """One index stays on the ``indexes`` line (as every committed lock has it);
+    two or more go one per line, so that adding an index is a one-line diff."""
+    from stacklock.lock import LockedIndex
+
+    lock = load_lock(next(p for p in LOCKS if p.name == "pylock.pypi-small.toml"))
+    assert lock.stack is not None
+    pypi = '{name = "pypi", url = "https://pypi.org/simple"}'
+    assert f"\nindexes = [{pypi}]\n" in render_lock(lock)
+    two = replace(lock, stack=replace(lock.stack, indexes=(
+        *lock.stack.indexes, LockedIndex(name="mirror", url="https://m.example/simple"))))
+    text = render_lock(two)
+    assert (f"\nindexes = [\n    {pypi},\n"
+            '    {name = "mirror", url = "https://m.example/simple"},\n]\n') in text
+    assert parse_lock(text.encode(), path="pylock.two.toml").stack == two.stack

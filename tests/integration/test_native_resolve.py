@@ -25,6 +25,7 @@ from stacklock.resolve.moves import kept_from_lock
 from stacklock.resolve.resolution import resolve_profile
 from tests.helpers.cassette import Layered, ReplayTransport, seed_metadata
 from tests.helpers.data import DATA
+from tests.helpers.jsonout import parse_output
 from tests.helpers.native_facts import NATIVE, load_facts, load_import_facts
 
 PROFILES = NATIVE / "profiles"
@@ -122,6 +123,13 @@ def test_a_module_no_import_loads_is_a_warning_the_lock_and_check_show(
     assert main(["check", str(out), "--offline"]) == 0
     shown = capsys.readouterr().out
     assert "native check passed" in shown and line in shown
+    assert main(["check", str(out), "--offline", "--json"]) == 0
+    report = parse_output(capsys.readouterr().out, "check")
+    assert report["ok"] and not report["findings"]
+    [warning] = report["warnings"]  # the same finding, said not to block
+    assert (warning["package"], warning["object"], warning["blocking"]) == (
+        "cupy-cuda12x", "cupy_backends/cuda/libs/cudnn.cpython-312-x86_64-linux-gnu.so",
+        False)
 
 
 def test_strict_makes_a_module_no_import_loads_block(tmp_path, facts_cache):

@@ -162,3 +162,14 @@ def test_a_hand_edited_typo_stops_install_with_the_readme_s_line(work: Path) -> 
     shown = README.read_text("utf-8").split(f"$ {command}\n", 1)[1]
     assert done.returncode == RUN[command]
     assert done.stderr == shown.splitlines()[0].strip() + "\n"
+
+
+def test_the_locks_the_readme_calls_committed_are_the_committed_ones() -> None:
+    """Its examples use locks resolve writes (blackwell-cu130): the quickstart
+    says which are in locks/ (the others, NEEDS says, need that resolve)."""
+    text = " ".join(README.read_text("utf-8").split())
+    said = re.search(r"`locks/` holds (.*?); `resolve` writes the others", text)
+    assert said is not None
+    committed = {p.name.removeprefix("pylock.").removesuffix(".toml")
+                 for p in (ROOT / "locks").glob("pylock.*.toml")}
+    assert set(re.findall(r"`([a-z0-9-]+)`", said.group(1))) == committed

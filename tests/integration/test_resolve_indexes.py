@@ -26,8 +26,9 @@ from stacklock.index.finder import Finder
 from stacklock.lock import load_lock
 from stacklock.metadata import MetadataFetcher
 from stacklock.profile import PYPI_URL, IndexSpec, load_profile
-from stacklock.resolve.hashes import settle_wheel
+from stacklock.resolve.hashes import known_wheel, settle_wheel
 from stacklock.resolve.locking import lock_profile
+from stacklock.resolve.preferences import LockedPin
 from stacklock.resolve.provider import StackProvider
 from stacklock.resolve.rules import Rules
 from stacklock.resolve.source import PackageSource
@@ -160,6 +161,12 @@ def test_listed_stand_in_hash_is_settled_by_one_download(tmp_path):
     assert hosts.wheel_gets == 1  # never downloaded twice
     assert seen and seen[-1] == len(hosts.wheel)
     assert store.path_for(sha) is not None  # install reuses these bytes
+    # the lock's record of that file (one of the index's hashes) is kept as it
+    # is, with no download at all; a record of another version is not
+    pin = LockedPin(version=cand.version, filename=SGL_FILE, sha256=sha,
+                    hash_source="download")
+    assert known_wheel(cand, pin) == first
+    assert known_wheel(cand, replace(pin, version=Version("0.3.20"))) is None
 
 
 def test_profile_with_pinned_sgl_index_locks_through_the_mirror(tmp_path):

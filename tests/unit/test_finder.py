@@ -228,3 +228,25 @@ def test_a_wheel_ranks_by_its_best_tag_not_its_worst(make_client):
         "fastrlock-0.8.3-cp311-cp311-manylinux_2_5_x86_64.manylinux1_x86_64"
         ".manylinux_2_24_x86_64.whl"]
     assert linux[0].tag_rank == 0 and linux[0].tag_rank < linux[1].tag_rank
+
+
+def test_a_file_name_that_is_no_wheel_or_sdist_never_fits():
+    link = Link(filename="six-1.17.0.exe", url="https://files.example/six-1.17.0.exe")
+    found = evaluate_link(link, index="pypi", project="six", target=Target())
+    assert (found.compatible, found.version, found.tag_rank) == (False, None, None)
+    assert found.reason
+
+
+def test_exclude_newer_keeps_a_file_uploaded_at_the_cut_off():
+    """uv's exclude-newer drops what was uploaded after the moment: a file
+    uploaded at it exactly stays; a microsecond later does not."""
+    from datetime import timedelta
+
+    cut = datetime(2026, 2, 15, tzinfo=UTC)
+    wheel = "six-1.17.0-py2.py3-none-any.whl"
+    at = [evaluate_link(Link(filename=wheel, url=f"https://f.example/{wheel}",
+                             upload_time=when), index="pypi", project="six",
+                        target=Target(), exclude_newer=cut)
+          for when in (cut, cut + timedelta(microseconds=1))]
+    assert at[0].compatible and not at[1].compatible
+    assert "exclude-newer" in (at[1].reason or "")

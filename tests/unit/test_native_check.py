@@ -83,6 +83,8 @@ def test_a_soname_no_locked_wheel_ships_in_any_version_is_left_to_the_system():
     cudart12 = [f for f in report.notes if f.missing == "libcudart.so.12"]
     assert cudart12 and not any(f.missing == "libcudart.so.12"
                                 for f in report.findings)
+    system = set(baseline_sonames(**TARGET))  # what manylinux promises is no note
+    assert "libc.so.6" in system and not {f.missing for f in report.notes} & system
 
 
 def test_allow_moves_a_packages_findings_aside_and_records_it():
@@ -226,6 +228,20 @@ def test_alternatives_are_builds_for_runtimes_not_modules_imported_together():
     assert len(find_alternatives(natives[0].objects, {"torch"})) == 2
     _, natives = pick("nvidia-cusolver==12.0.4.66")  # libcusolver, libcusolverMg
     assert find_alternatives(natives[0].objects, {"torch"}) == []
+
+
+def test_the_build_named_for_the_locked_torch_minor_is_the_one_loaded():
+    """torch-c-dlpack-ext ships one add-on per torch minor (2.4 to 2.9): with
+    torch 2.9.1 locked, the "29" build loads; with 2.10 or 2.11, none."""
+    from stacklock.native.check import _selected
+
+    _, natives = pick("torch-c-dlpack-ext==0.1.5")
+    families = find_alternatives(natives[0].objects, {"torch"})
+    assert len(families) == 2
+    for locked, loaded in (("2.9.1", "29"), ("2.9.0.post1", "29"), ("2.10.0", ""),
+                           ("2.11.0", "")):
+        assert {_selected(f, {"torch": locked}) for f in families} == {loaded}
+    assert {_selected(f, {}) for f in families} == {None}  # torch not locked
 
 
 # -- large members unread (wheel.LARGE_MEMBER): the same real facts, torch's big

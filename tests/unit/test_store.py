@@ -229,7 +229,8 @@ def test_a_corrupted_blob_is_dropped_and_fetched_again(
     tmp_path: Path, payload: bytes
 ) -> None:
     """A flipped byte in the store (a bad disk, a stray write): the next hand-out
-    re-hashes the changed file, drops it, and the next fetch downloads again."""
+    re-hashes the changed file, drops it and its seal, and the next fetch
+    downloads again; a flipped blob with no seal (a copied store) goes too."""
     requests: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -245,10 +246,13 @@ def test_a_corrupted_blob_is_dropped_and_fetched_again(
         blob[100] ^= 0xFF
         path.write_bytes(bytes(blob))
         assert store.path_for(sha) is None
-        assert not path.exists()
+        assert not path.exists() and not path.with_name(f"{sha}.ok").exists()
         again, got = store.fetch(http, URL, expected_sha256=sha)
     assert got == sha and again.read_bytes() == payload
     assert len(requests) == 2
+    path.with_name(f"{sha}.ok").unlink()
+    path.write_bytes(bytes(blob))
+    assert store.path_for(sha) is None and not path.exists()
 
 
 def test_a_download_of_no_known_size_stops_at_the_cap(
@@ -262,3 +266,86 @@ def test_a_download_of_no_known_size_stops_at_the_cap(
     with client(endless) as http, \
             pytest.raises(DownloadError, match="more than the 1000 bytes"):
         _store(tmp_path / "artifacts").fetch(http, URL)
+
+
+def test_an_intact_file_whose_seal_is_stale_is_hashed_again_and_kept(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """Touched (a copy, a restore from backup): its stat no longer matches the
+    seal, its bytes still hash right: handed out, sealed again, not fetched."""
+    import os
+
+    sha = hashlib.sha256(payload).hexdigest()
+    store = _store(tmp_path)
+    with client(lambda r: httpx.Response(200, content=payload)) as http:
+        path, _ = store.fetch(http, URL, expected_sha256=sha)
+    seal = path.with_name(f"{sha}.ok")
+    before = seal.read_text()
+    os.utime(path, ns=(1, 1))
+    assert store.path_for(sha) == path and path.read_bytes() == payload
+    assert seal.read_text() != before  # sealed again, for the stat it has now
+
+
+def test_the_bytes_a_store_fetched_are_the_bytes_received(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """What install reports stacklock fetched: a whole file, then (another
+    file) only what a resume added to a part an earlier run left."""
+    store = _store(tmp_path)
+    with client(lambda r: range_response(r, payload)) as http:
+        store.fetch(http, URL, size=len(payload))
+        assert store.bytes_fetched == len(payload)
+        other = URL.replace("six-", "six-copy-")
+        third = len(payload) // 3
+        part = tmp_path / "tmp" / f"{store_module._url_key(other)}.part"
+        part.write_bytes(payload[:third])  # what a cut run left
+        store.fetch(http, other, size=len(payload))
+        assert store.bytes_fetched == len(payload) + len(payload) - third
+        whole = URL.replace("six-", "six-whole-")
+        part = tmp_path / "tmp" / f"{store_module._url_key(whole)}.part"
+        part.write_bytes(payload)  # a run that got every byte, then was stopped
+        store.fetch(http, whole, size=len(payload))
+    assert store.bytes_fetched == len(payload) + len(payload) - third
+
+
+def test_a_url_that_gave_other_bytes_before_is_asked_again(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """The URL gave one file last time; a lock now expects another sha256 from
+    it: the stored file is not handed out for it (the URL is asked again, and
+    the bytes it still sends are refused)."""
+    requests: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append(request)
+        return httpx.Response(200, content=payload)
+
+    store = _store(tmp_path)
+    with client(handler) as http:
+        store.fetch(http, URL)
+        with pytest.raises(HashMismatchError):
+            store.fetch(http, URL, expected_sha256="0" * 64)
+    assert len(requests) == 2
+
+
+def test_a_file_the_archive_gave_counts_whole_as_fetched(
+    tmp_path: Path, payload: bytes
+) -> None:
+    """Asked first (``--archive-first``), the archive gives the file into a part
+    of its own: every byte it sent counts, as a download's do."""
+    from stacklock.lockarchive import Archive
+
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return httpx.Response(200, content=payload)
+
+    sha = hashlib.sha256(payload).hexdigest()
+    store = ArtifactStore(tmp_path, archive=Archive(url="https://archive.example/w",
+                                                    first=True))
+    with client(handler) as http:
+        store.fetch(http, URL, expected_sha256=sha, size=len(payload))
+    assert [u.split("/")[2] for u in asked] == ["archive.example"]
+    assert store.from_archive == [("six-1.17.0-py2.py3-none-any.whl", "archive first")]
+    assert store.bytes_fetched == len(payload)
