@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from stacklock.cuda.catalog import Catalog, CudaRelease, Runfile
 from stacklock.cuda.scrape import (
@@ -202,6 +202,13 @@ def refresh_catalog(http: httpx.Client, catalog: Catalog, *,
                     discover: bool = True) -> RefreshReport:
     """Check ``versions`` (default: every release of CUDA 12 and newer, plus the
     new ones the archive page lists) against NVIDIA; return the updated catalog."""
+    for version in versions or ():  # bad input is said before any request
+        try:
+            Version(version)
+        except InvalidVersion:
+            raise CudaError(f"cuda refresh --version {version!r}: not a version",
+                            hint="give a CUDA release such as 13.0.1 (`stacklock "
+                                 "cuda list` lists them)") from None
     state = _State(http=http)
     wanted = list(versions) if versions is not None else [
         r.version for r in catalog.releases if r.parsed.major >= FIRST_MAJOR]
