@@ -36,6 +36,7 @@ from stacklock.bisect.search import find_culprits
 from stacklock.bisect.steps import LOG_NAME, Step, StepLog
 from stacklock.errors import LockError, StacklockError
 from stacklock.lock import load_lock
+from stacklock.words import first
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -181,8 +182,7 @@ class _Session:
         broken = sorted(self.check(mix) - self.baseline)
         if broken:
             learnt = [self._learn(v, groups) for v in broken]
-            note = str(broken[0]) + (f" (and {len(broken) - 1} more)"
-                                     if len(broken) > 1 else "")
+            note = first([str(b) for b in broken], 1)
             if any(learnt):
                 note += "; regrouped: " + ", ".join(n for n in learnt if n)
             self._record(Step(number=number, applied=applied, state=INCOHERENT,

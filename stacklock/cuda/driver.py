@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 from stacklock.bounded import Malformed, parse_json
 from stacklock.errors import CudaError, NoDriverError
 from stacklock.runner import SubprocessRunner
+from stacklock.words import first
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -366,10 +367,8 @@ def describe_inferred(inferred: Mapping[str, CudaTarget]) -> str:
         by_cuda.setdefault(target.cuda, []).append(name)
     parts = []
     for cuda, names in sorted(by_cuda.items()):
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more"
-                                        if len(names) > 3 else "")
         why = inferred[names[0]].evidence
-        parts.append(f"CUDA {cuda} for {shown} (e.g. {why})")
+        parts.append(f"CUDA {cuda} for {first(names, 3)} (e.g. {why})")
     return "no [tool.stacklock] in the lock: the driver check is for the CUDA " \
         "inferred from its packages: " + "; ".join(parts)
 

@@ -31,6 +31,7 @@ from stacklock.cuda.scrape import (
 )
 from stacklock.errors import CudaError
 from stacklock.http import is_network_failure
+from stacklock.words import first
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -236,11 +237,9 @@ def refresh_catalog(http: httpx.Client, catalog: Catalog, *,
             release = step(state, release)
         catalog = catalog.with_release(release)
     if state.conflicts:
-        shown = "; ".join(state.conflicts[:3])
-        more = len(state.conflicts) - 3
         raise CudaError(
-            f"NVIDIA disagrees with the CUDA catalog: {shown}"
-            + (f" (and {more} more)" if more > 0 else ""),
+            "NVIDIA disagrees with the CUDA catalog: "
+            + first(state.conflicts, 3, sep="; "),
             hint="nothing was changed; check which side is right and rebuild the "
                  "catalog with scripts/build_cuda_catalog.py")
     return RefreshReport(catalog=replace(catalog, origin="refreshed"),

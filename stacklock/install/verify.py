@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from stacklock.errors import InstallError, NoSpaceError
-from stacklock.words import counted
+from stacklock.words import counted, first
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,10 +60,8 @@ def check_generation(plan: InstallPlan) -> None:
             found = ", ".join(sorted(str(v) for v in versions)) or "absent"
             missing.append(f"{name} {version} ({found})")
     if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more"
-                                           if len(missing) > 5 else "")
         raise _incomplete(plan, f"{counted(len(missing), 'locked package')} "
-                          f"missing: {shown}")
+                          f"missing: {first(missing, 5)}")
 
 
 def _incomplete(plan: InstallPlan, what: str) -> InstallError:

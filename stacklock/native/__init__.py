@@ -34,6 +34,7 @@ from stacklock.native.wheel import (
     WheelNatives,
     WheelReader,
 )
+from stacklock.words import first
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -280,10 +281,8 @@ def summarize(findings: Iterable[Finding]) -> list[str]:
         if symbols:
             line = symbols[0].describe()
             if len(symbols) > 1:
-                shown = ", ".join(f.demangled or f.missing
-                                  for f in symbols[1:_SHOWN])
-                more = len(symbols) - _SHOWN
-                line += f"; also {shown}" + (f" and {more} more" if more > 0 else "")
+                also = [f.demangled or f.missing for f in symbols[1:]]
+                line += f"; also {first(also, _SHOWN - 1)}"
             lines.append(line)
     return lines
 

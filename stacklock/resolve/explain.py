@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from stacklock.words import counted
+from stacklock.words import counted, first
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -183,9 +183,7 @@ def _available(name: str, source: PackageSource, rules: Rules) -> str:
         allow = name in rules.prereleases
         shown = [str(c.version) for c in found
                  if allow or not c.version.is_prerelease or c is found[0]]
-        more = len(shown) - _SHOWN_VERSIONS
-        text = ", ".join(shown[:_SHOWN_VERSIONS]) + (f" and {more} more" if more > 0
-                                                     else "")
+        text = first(shown, _SHOWN_VERSIONS)
         return f"versions of {name} with a wheel for the target{where}: {text}"
     if index is None:
         return f"no index has a project named {name}"
