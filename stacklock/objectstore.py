@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit
 
 from stacklock._fs import atomic_write_bytes
 from stacklock.errors import StacklockError
+from stacklock.urls import redact_url
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -127,7 +128,7 @@ class S3Objects:
     def __init__(self, url: str, *, client: Any = None) -> None:
         parts = urlsplit(url)
         if not parts.netloc or parts.query or parts.fragment or "@" in parts.netloc:
-            raise StacklockError(f"{url}: not an s3://BUCKET/PREFIX URL",
+            raise StacklockError(f"{redact_url(url)}: not an s3://BUCKET/PREFIX URL",
                                  hint="e.g. s3://team-wheels/stacklock; credentials "
                                       "come from AWS_* variables or ~/.aws")
         self.url = url.rstrip("/")
@@ -233,16 +234,17 @@ def open_object_store(url: str) -> ObjectStore:
     if url.startswith("s3://"):
         return S3Objects(url)
     if is_http(url):
-        raise StacklockError(f"{url}: an HTTP(S) archive can be read, not written",
+        raise StacklockError(f"{redact_url(url)}: an HTTP(S) archive can be read, "
+                             "not written",
                              hint="write the archive to a folder (served over "
                                   "HTTP) or an s3:// URL")
     if url.startswith("file://"):
         parts = urlsplit(url)
         if parts.netloc not in ("", "localhost"):
-            raise StacklockError(f"{url}: a file:// URL names a local path",
+            raise StacklockError(f"{redact_url(url)}: a file:// URL names a local path",
                                  hint="file:///srv/archive")
         return FolderObjects(Path(unquote(parts.path)))
     if "://" in url:
-        raise StacklockError(f"{url}: unknown archive scheme",
+        raise StacklockError(f"{redact_url(url)}: unknown archive scheme",
                              hint="a folder, file://, s3:// or (to read) https://")
     return FolderObjects(Path(url))

@@ -20,6 +20,7 @@ from stacklock.bounded import Malformed, parse_toml, read_regular, shown
 from stacklock.errors import ProfileError
 from stacklock.tablereader import TableReader
 from stacklock.target import Target
+from stacklock.urls import redact_url
 from stacklock.variants import GpuVariants, parse_gpu_variants
 
 if TYPE_CHECKING:
@@ -209,7 +210,8 @@ class Profile:
         for name, url in urls.items():
             problem = _url_problem(url)
             if problem:
-                raise ProfileError(f"--index {name}={url}: {problem}", path=self.path,
+                raise ProfileError(f"--index {name}={redact_url(url)}: {problem}",
+                                   path=self.path,
                                    hint="e.g. --index pypi=https://host:8443/simple")
         indexes = tuple(replace(i, url=urls[i.name].rstrip("/")) if i.name in urls
                         else i for i in self.indexes)
@@ -251,7 +253,7 @@ def _parse_indexes(raw: Any, r: TableReader) -> tuple[IndexSpec, ...]:
         url = r.string(url, f"{key}.url").rstrip("/")
         problem = _url_problem(url)
         if problem:
-            raise r.fail(f"{key}.url", f"{url}: {problem}",
+            raise r.fail(f"{key}.url", f"{redact_url(url)}: {problem}",
                          hint="an https:// or http:// URL, a file:// URL or a folder")
         kind = r.string(entry.get("kind", "simple"), f"{key}.kind")
         if kind not in _INDEX_KINDS:
@@ -416,7 +418,7 @@ def _parse_archive(raw: Any, r: TableReader) -> ArchiveSpec | None:
     url = r.string(table["url"], "archive.url").rstrip("/")
     problem = archive_url_problem(url)
     if problem:
-        raise r.fail("archive.url", f"{url}: {problem}",
+        raise r.fail("archive.url", f"{redact_url(url)}: {problem}",
                      hint="an absolute folder, file://, s3://BUCKET/PREFIX or "
                           "https:// URL")
     return ArchiveSpec(url=url, first=r.boolean(table.get("first", False),

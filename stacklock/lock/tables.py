@@ -99,11 +99,12 @@ class LockedArchive:
     @classmethod
     def from_table(cls, t: LockTable) -> LockedArchive:
         from stacklock.lockarchive import archive_url_problem
+        from stacklock.urls import redact_url
 
         url = t.str_("url")
         problem = archive_url_problem(url) if url else "missing url"
         if problem:
-            raise t.reader.fail(f"{t.key}.url", f"{url!r}: {problem}",
+            raise t.reader.fail(f"{t.key}.url", f"{redact_url(url)!r}: {problem}",
                                 hint="an absolute folder, file://, s3:// or https:// "
                                 "URL; resolve the lock again")
         return cls(url=url, first=t.bool_("first"))

@@ -299,3 +299,20 @@ def test_s3_without_credentials_is_one_line(
     code, out, err = _run(capsys, "archive", str(lock), f"s3://{bucket}/x")
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "no AWS credentials found" in err
+
+
+@pytest.mark.parametrize("dest", ["s3://AKIAEXAMPLE:secret@bucket/x",
+                                  "https://me:secret@wheels.example.com/a"])
+def test_a_password_in_an_archive_url_is_never_printed(
+        server: tuple[str, Served], tmp_path: Path, dest: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An archive URL holding a password is refused (they come from the
+    environment) without the password in the line a CI log keeps."""
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    code, out, err = _run(capsys, "archive", str(lock), dest)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "secret" not in err and ":***@" in err
+    code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "e"),
+                          "--archive", dest, "--dry-run")
+    assert "secret" not in out + err

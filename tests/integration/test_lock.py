@@ -198,8 +198,9 @@ def test_the_recorded_archive_is_read_strictly(tmp_path, table, message):
             '[tool.stacklock.archive]\nurl = "s3://team-wheels/stacklock"\n'
             "first = true\n")
         return
-    with pytest.raises(LockError, match=f"^{path}: {message}"):
+    with pytest.raises(LockError, match=f"^{path}: {message}") as caught:
         load_lock(path)
+    assert "secret" not in str(caught.value)  # a URL's password is never printed
 
 
 def test_bad_toml_and_missing_file_are_lock_errors(tmp_path):

@@ -125,6 +125,8 @@ def test_full_schema_parses() -> None:
          "index[0].url"),
         ({**MINIMAL, "index": [{"name": "m", "url": "https:///simple"}]},
          "index[0].url"),
+        ({**MINIMAL, "index": [{"name": "m", "url": "https://u:secret@host:abc/s"}]},
+         "index[0].url"),
         ({**MINIMAL, "archive": {"first": True}}, "archive.url"),
         ({**MINIMAL, "archive": {"url": "s3://b/p", "frist": True}}, "archive.frist"),
         ({**MINIMAL, "archive": {"url": "s3://b/p", "first": "yes"}}, "archive.first"),
@@ -140,6 +142,7 @@ def test_bad_input_names_the_key(data: dict, key: str) -> None:
     assert info.value.key == key
     assert str(info.value).startswith(f"p.toml: {key}: ")
     assert "\n" not in str(info.value)
+    assert "secret" not in str(info.value)  # a URL's password is never printed
 
 
 def test_archive_is_a_url_every_machine_reads_the_same() -> None:
