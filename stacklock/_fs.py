@@ -38,17 +38,22 @@ def cache_dir() -> Path:
 
 
 def atomic_write_bytes(
-    path: str | os.PathLike[str], data: bytes, *, durable: bool = True
+    path: str | os.PathLike[str], data: bytes, *, durable: bool = True,
+    shared: bool = False,
 ) -> Path:
     """Write ``data`` to a temporary file beside ``path``, fsync, then rename.
 
     ``durable=False`` skips the fsync: for cache entries, whose readers check
-    what they read (length, sha256, format) and fetch again after a crash."""
-    return atomic_write_chunks(path, (data,), durable=durable)
+    what they read (length, sha256, format) and fetch again after a crash.
+    ``shared``: the file is for others too (a lock, a report, an archive's
+    pages, a venv's activation script), so it appears readable by all (0644),
+    like a file any other tool writes; else it is its owner's alone (0600)."""
+    return atomic_write_chunks(path, (data,), durable=durable, shared=shared)
 
 
 def atomic_write_chunks(
-    path: str | os.PathLike[str], chunks: Iterable[bytes], *, durable: bool = True
+    path: str | os.PathLike[str], chunks: Iterable[bytes], *, durable: bool = True,
+    shared: bool = False,
 ) -> Path:
     """:func:`atomic_write_bytes` of the chunks one after another, without
     joining them first (a page body runs to megabytes; its header is a line).
@@ -64,6 +69,8 @@ def atomic_write_chunks(
             view = memoryview(chunk)
             while view:
                 view = view[os.write(fd, view):]
+        if shared:
+            os.fchmod(fd, 0o644)
         if durable:
             os.fsync(fd)
         os.close(fd)
@@ -105,8 +112,7 @@ def publish_bytes(path: str | os.PathLike[str], data: bytes, *, what: str) -> Pa
     """Atomically write a file meant to be committed and shared (a lock): readable
     by all, like any checked-in file. OutputError names ``what`` and the path."""
     try:
-        written = atomic_write_bytes(path, data)
-        written.chmod(0o644)
+        written = atomic_write_bytes(path, data, shared=True)
     except OSError as exc:
         raise OutputError(f"cannot write {what} ({exc.strerror or exc})",
                           path=Path(path), hint="choose a writable file path"
@@ -149,8 +155,9 @@ def check_writable(path: str | os.PathLike[str], *, example: str) -> Path:
     raise AssertionError("unreachable")
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    return atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike[str], text: str, *,
+                      shared: bool = False) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"), shared=shared)
 
 
 def file_digest(path: str | os.PathLike[str], algorithm: str = "sha256") -> str:

@@ -111,7 +111,7 @@ class FolderObjects:
     def write(self, key: str, data: bytes, content_type: str) -> None:
         target = self._path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(target, data)
+        atomic_write_bytes(target, data, shared=True)  # pages a web server serves
 
     def children(self, prefix: str) -> Iterator[str]:
         folder = self._path(prefix.rstrip("/"))

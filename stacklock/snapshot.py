@@ -412,7 +412,8 @@ def write_patches(venv: Path, folder: Path, *, http: httpx.Client | None = None,
                 continue
             folder.mkdir(parents=True, exist_ok=True)
             target = folder / f"{name}-{version}.patch"
-            atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"))
+            atomic_write_bytes(target, text.encode("utf-8", "surrogateescape"),
+                               shared=True)
             files.append(target)
             stanzas.append(
                 f'[[patches]]\npackage = "{name}"\nversions = "=={version}"\n'

@@ -92,7 +92,7 @@ def cuda_refresh(args: argparse.Namespace) -> int:
         report = refresh_catalog(http, load_catalog(), versions=args.only or None)
     if args.write:
         data = json.dumps(report.catalog.to_dict(), indent=1) + "\n"
-        atomic_write_bytes(Path(args.write), data.encode())
+        atomic_write_bytes(Path(args.write), data.encode(), shared=True)
     if args.json:
         print_json("cuda-refresh", report.to_dict())
     else:

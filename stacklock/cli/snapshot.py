@@ -60,7 +60,7 @@ def _patches(args: argparse.Namespace, venv: Path, folder: Path) -> None:
         print(f"stacklock: no edited files in {venv}: no patch written",
               file=sys.stderr)
         return
-    stanza = atomic_write_text(folder / "patches.toml", made.stanza)
+    stanza = atomic_write_text(folder / "patches.toml", made.stanza, shared=True)
     for path in made.files:
         print(f"stacklock: wrote {path}", file=sys.stderr)
     print(f"stacklock: wrote {stanza}: paste it into the profile (the file paths "

@@ -272,5 +272,6 @@ def render_fleet_text(fleet: FleetReport) -> str:
 
 def write_fleet(fleet: FleetReport, folder: Path) -> tuple[str, str]:
     text = json.dumps(fleet.to_dict(), indent=2, sort_keys=True) + "\n"
-    return (str(atomic_write_text(folder / "fleet.json", text)),
-            str(atomic_write_text(folder / "fleet.md", render_fleet_markdown(fleet))))
+    return (str(atomic_write_text(folder / "fleet.json", text, shared=True)),
+            str(atomic_write_text(folder / "fleet.md", render_fleet_markdown(fleet),
+                                  shared=True)))

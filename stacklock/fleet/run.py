@@ -69,7 +69,8 @@ def _need_file(path: Path, what: str, hint: str) -> Path:
 def emit_playbook(pack: Path, report_dir: Path, output: Path) -> Path:
     """Write the playbook for ``pack`` reporting into ``report_dir``."""
     pack = _need_file(pack, "pack", "make one with `stacklock pack LOCK -o PACK`")
-    return atomic_write_text(output, render_playbook(pack, report_dir.resolve()))
+    return atomic_write_text(output, render_playbook(pack, report_dir.resolve()),
+                             shared=True)
 
 
 def _ansible_env(report_dir: Path) -> dict[str, str]:

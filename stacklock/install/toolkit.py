@@ -193,4 +193,4 @@ def write_activation(path: Path, *, venv: Path, prefix: Path | None) -> Path:
             f'export LD_LIBRARY_PATH="$CUDA_HOME/{libdir}'
             '${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
         ]
-    return atomic_write_text(path, "\n".join(lines) + "\n")
+    return atomic_write_text(path, "\n".join(lines) + "\n", shared=True)

@@ -210,7 +210,7 @@ def build_generation(
             raise _failed(plan, step, rc, logs[step])
     state = plan.generation_dir.parent
     atomic_write_bytes(state / f"pylock.generation-{plan.generation}.toml",
-                       plan.lock_bytes)
+                       plan.lock_bytes, shared=True)
     atomic_write_text(
         state / f"{plan.generation}.ok",
         json.dumps({"lock": str(plan.lock_path), "replaces": plan.replaced_generation,

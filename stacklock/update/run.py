@@ -161,9 +161,9 @@ def update_lock(
                           diff_markdown=markdown, passed_over=tuple(passed_over),
                           validation=validation, bisect=bisected, notes=tuple(notes),
                           **base)  # type: ignore[arg-type]
-    written = [atomic_write_bytes(lock_path, data)]
+    written = [atomic_write_bytes(lock_path, data, shared=True)]
     if summary is not None and render is not None:
-        written.append(atomic_write_text(summary, render(result)))
+        written.append(atomic_write_text(summary, render(result), shared=True))
     return _done(result, written, started)
 
 

@@ -265,7 +265,7 @@ def _save(fig, ax, path: Path) -> Path:  # type: ignore[no-untyped-def]
     ax.legend()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata={"Software": None})
-    return atomic_write_bytes(path, buf.getvalue())
+    return atomic_write_bytes(path, buf.getvalue(), shared=True)
 
 
 def plot_throughput(gate: GateResult, path: Path) -> Path | None:
@@ -329,8 +329,8 @@ def write_report(result: ValidateResult, folder: Path) -> tuple[str, ...]:
         markdown += f"\n{PLOTS_HINT}\n"
     text = json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n"
     written = [
-        atomic_write_text(folder / "report.json", text),
-        atomic_write_text(folder / "report.md", markdown),
+        atomic_write_text(folder / "report.json", text, shared=True),
+        atomic_write_text(folder / "report.md", markdown, shared=True),
     ]
     for plot, data, name in plots if can_plot else ():
         png = plot(data, folder / name)

@@ -134,3 +134,28 @@ def test_the_profiles_archive_travels_in_the_lock_to_archive_and_install(
     assert any(f"3 files from the archive {archive}" in n
                for n in parse_output(out, "install")["notes"])
     assert _versions(tmp_path / "env") == "1.17.0 3.20"
+
+
+def test_what_others_read_is_readable_by_all(
+        folder_profile: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Files written for others (the lock update writes and its summary, an
+    archive's files and index pages a web server serves, a validation report,
+    the venv's activation script) are 0644, as any other tool writes them; a
+    temporary file is its owner's alone (0600) until it is renamed."""
+    lock, summary = tmp_path / "pylock.folder.toml", tmp_path / "update.md"
+    code, _, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
+                        "--summary", str(summary))
+    assert code == 4, err  # a new lock
+    assert _run(capsys, "archive", str(lock), str(tmp_path / "archive"))[0] == 0
+    report, venv = tmp_path / "report", tmp_path / "env"
+    code, _, err = _run(capsys, "install", str(lock), "--venv", str(venv),
+                        "--python", PY, "--report", str(report), "--allow-no-gpu")
+    assert code == 0, err
+    written = [lock, summary, venv / "stacklock-activate.sh",
+               *(p for p in (tmp_path / "archive").rglob("*") if p.is_file()),
+               *(p for p in report.rglob("*") if p.is_file())]
+    assert {p.name for p in written} >= {"index.html", "report.json", "report.md"}
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
+             for p in written}
+    assert set(modes.values()) == {"0o644"}, modes
