@@ -46,8 +46,9 @@ def atomic_write_bytes(
     ``durable=False`` skips the fsync: for cache entries, whose readers check
     what they read (length, sha256, format) and fetch again after a crash.
     ``shared``: the file is for others too (a lock, a report, an archive's
-    pages, a venv's activation script), so it appears readable by all (0644),
-    like a file any other tool writes; else it is its owner's alone (0600)."""
+    pages, a venv's activation script), so it appears with the modes any other
+    tool gives a new file (:func:`shared_mode`: 0644 under the usual umask);
+    else it is its owner's alone (0600)."""
     return atomic_write_chunks(path, (data,), durable=durable, shared=shared)
 
 
@@ -70,7 +71,7 @@ def atomic_write_chunks(
             while view:
                 view = view[os.write(fd, view):]
         if shared:
-            os.fchmod(fd, 0o644)
+            os.fchmod(fd, shared_mode())
         if durable:
             os.fsync(fd)
         os.close(fd)
@@ -84,6 +85,28 @@ def atomic_write_chunks(
             exc.filename = os.fspath(target)  # a full disk's line names the file
         raise
     return target
+
+
+_SHARED_MODE: list[int] = []
+
+
+def shared_mode() -> int:
+    """0666 less the process's umask, as open() makes a new file: read from
+    /proc/self/status (Linux), since os.umask can only be read by changing it,
+    which would change it for this process's other threads meanwhile; 0644
+    where /proc does not say."""
+    if not _SHARED_MODE:
+        mode = 0o644
+        try:
+            with open("/proc/self/status", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("Umask:"):
+                        mode = 0o666 & ~int(line.split()[1], 8)
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
+        _SHARED_MODE.append(mode)
+    return _SHARED_MODE[0]
 
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
@@ -109,8 +132,9 @@ def _open_temp_beside(target: str) -> tuple[int, str]:
 
 
 def publish_bytes(path: str | os.PathLike[str], data: bytes, *, what: str) -> Path:
-    """Atomically write a file meant to be committed and shared (a lock): readable
-    by all, like any checked-in file. OutputError names ``what`` and the path."""
+    """Atomically write a file meant to be committed and shared (a lock), with
+    the modes any new file gets (:func:`shared_mode`). OutputError names
+    ``what`` and the path."""
     try:
         written = atomic_write_bytes(path, data, shared=True)
     except OSError as exc:

@@ -24,7 +24,7 @@ from packaging.utils import parse_wheel_filename
 
 import stacklock
 from stacklock._fs import cache_dir as default_cache_dir
-from stacklock._fs import check_writable, file_digest
+from stacklock._fs import check_writable, file_digest, shared_mode
 from stacklock.errors import LockError
 from stacklock.http import make_http_client
 from stacklock.install.plan import applicable, best_wheel
@@ -368,7 +368,7 @@ def _write_atomic(output: Path, files: list[tuple[PackItem, Path | None]],
             os.fsync(fh.fileno())
             size = fh.tell()
         sha256 = file_digest(tmp)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, shared_mode())  # mkstemp's 0600 is for temporary files
         os.replace(tmp, output)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

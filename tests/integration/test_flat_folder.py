@@ -7,6 +7,7 @@ archive, pack) reads them from the folder, never asking the HTTP client for a
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -141,8 +142,9 @@ def test_what_others_read_is_readable_by_all(
         capsys: pytest.CaptureFixture[str]) -> None:
     """Files written for others (the lock update writes and its summary, an
     archive's files and index pages a web server serves, a validation report,
-    the venv's activation script) are 0644, as any other tool writes them; a
-    temporary file is its owner's alone (0600) until it is renamed."""
+    the venv's activation script) get the modes any new file gets (0644 under
+    the usual umask 022); a temporary file is its owner's alone (0600) until it
+    is renamed."""
     lock, summary = tmp_path / "pylock.folder.toml", tmp_path / "update.md"
     code, _, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
                         "--summary", str(summary))
@@ -158,4 +160,10 @@ def test_what_others_read_is_readable_by_all(
     assert {p.name for p in written} >= {"index.html", "report.json", "report.md"}
     modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777)
              for p in written}
-    assert set(modes.values()) == {"0o644"}, modes
+    assert set(modes.values()) == {oct(0o666 & ~_umask())}, modes
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the test's own process, no other thread writing
+    os.umask(mask)
+    return mask

@@ -104,3 +104,21 @@ def test_a_write_the_system_refuses_names_the_file(tmp_path):
     assert int(errno_) == 27  # EFBIG
     assert name == str(target)
     assert list(target.parent.iterdir()) == []  # the temporary file is gone
+
+
+def test_a_shared_file_gets_the_modes_the_umask_gives_a_new_file(
+        tmp_path: Path) -> None:
+    """shared=True: 0666 less the umask, read without changing it (other
+    threads may be writing), the file never seen with other modes."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from stacklock._fs import atomic_write_bytes as w; "
+            "print(oct(w(sys.argv[1], b'x', shared=True).stat().st_mode & 0o777))")
+    for umask, mode in ((0o022, "0o644"), (0o027, "0o640"), (0o077, "0o600"),
+                        (0o002, "0o664")):
+        made = subprocess.run(
+            ["sh", "-c", f'umask {umask:o} && exec "$0" -c "$1" "$2"',
+             sys.executable, code, str(tmp_path / f"f{umask:o}")],
+            capture_output=True, text=True, check=True)
+        assert made.stdout.strip() == mode, (oct(umask), made.stdout, made.stderr)
