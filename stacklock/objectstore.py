@@ -68,6 +68,12 @@ class FolderObjects:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise StacklockError(f"{self.root}: not a folder",
+                                 hint="name a folder (made if missing), a file:// "
+                                      "or s3:// URL")
+
     @property
     def url(self) -> str:
         return str(self.root)

@@ -124,10 +124,24 @@ def _check_all(args: argparse.Namespace, urls: dict[str, str]) -> int:
     if not locks:
         raise StacklockError("locks/ has no pylock.NAME.toml to check",
                              hint="stacklock resolve --check PROFILE [-o PATH]")
+    from stacklock.errors import ProfileError
+    from stacklock.profile import find_profile_path
+
+    names = [lock.name.removeprefix("pylock.").removesuffix(".toml") for lock in locks]
+    for lock, name in zip(locks, names, strict=True):
+        try:
+            find_profile_path(name)
+        except ProfileError:  # before any resolve: one line for the lock
+            raise StacklockError(
+                f"{lock}: no profile named {name!r} (profiles/{name}.toml or a "
+                "built-in one) to check it against",
+                hint=f"add profiles/{name}.toml, or check a lock made from a profile "
+                     f"of another name with: stacklock resolve --check PROFILE -o "
+                     f"{lock}") from None
     results = []
-    for lock in locks:
+    for lock, name in zip(locks, names, strict=True):
         one = copy(args)
-        one.profile = lock.name.removeprefix("pylock.").removesuffix(".toml")
+        one.profile = name
         one.output = str(lock)
         results.append(_check(one, urls, emit=not args.json))
     if args.json:

@@ -316,3 +316,21 @@ def test_a_password_in_an_archive_url_is_never_printed(
     code, out, err = _run(capsys, "install", str(lock), "--venv", str(tmp_path / "e"),
                           "--archive", dest, "--dry-run")
     assert "secret" not in out + err
+
+
+def test_an_archive_that_is_a_file_is_one_line(
+        server: tuple[str, Served], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base, served = server
+    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    afile = tmp_path / "archive.txt"
+    afile.write_text("not a folder\n")
+    for argv in (["archive", str(lock), str(afile)],
+                 ["install", str(lock), "--venv", str(tmp_path / "e"),
+                  "--archive", str(afile), "--dry-run"]):
+        code, out, err = _run(capsys, *argv)
+        assert out == ""
+        assert (code, err) == (2, f"stacklock: error: {afile}: not a folder (try: "
+                               "name a folder (made if missing), a file:// or "
+                               "s3:// URL)\n"), err  # was: a cache hint
+    assert afile.read_text() == "not a folder\n"

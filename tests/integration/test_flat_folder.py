@@ -167,3 +167,21 @@ def _umask() -> int:
     mask = os.umask(0)  # the test's own process, no other thread writing
     os.umask(mask)
     return mask
+
+
+def test_check_all_names_a_lock_no_profile_matches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The pre-commit hook's ``resolve --check`` (every locks/pylock.NAME.toml
+    against profile NAME) names the lock whose NAME no profile has, before
+    resolving any (was: "no profile named 'gone'", no lock named)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locks").mkdir()
+    shutil.copy2(Path(__file__).resolve().parents[2] / "locks" /
+                 "pylock.pypi-small.toml", tmp_path / "locks" / "pylock.gone.toml")
+    code, out, err = _run(capsys, "resolve", "--check")
+    (line,) = err.splitlines()
+    assert (code, out) == (2, "")
+    assert line.startswith("stacklock: error: locks/pylock.gone.toml: no profile "
+                           "named 'gone'")
+    assert "-o locks/pylock.gone.toml" in line
