@@ -65,6 +65,13 @@ def _versions(venv: Path) -> str:
         check=True, capture_output=True, text=True).stdout.strip()
 
 
+@pytest.fixture
+def small_lock(server: tuple[str, Served], tmp_path: Path) -> Path:
+    """The small lock, its wheels served by the loopback index."""
+    base, served = server
+    return local_lock(base, served, tmp_path / "pylock.small.toml")
+
+
 def _gone(served: Served) -> None:
     """The original index stops serving the files (404 from now on), and the
     install runs as on another machine: nothing in its cache."""
@@ -304,12 +311,11 @@ def test_s3_without_credentials_is_one_line(
 @pytest.mark.parametrize("dest", ["s3://AKIAEXAMPLE:secret@bucket/x",
                                   "https://me:secret@wheels.example.com/a"])
 def test_a_password_in_an_archive_url_is_never_printed(
-        server: tuple[str, Served], tmp_path: Path, dest: str,
+        small_lock: Path, tmp_path: Path, dest: str,
         capsys: pytest.CaptureFixture[str]) -> None:
     """An archive URL holding a password is refused (they come from the
     environment) without the password in the line a CI log keeps."""
-    base, served = server
-    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    lock = small_lock
     code, out, err = _run(capsys, "archive", str(lock), dest)
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert "secret" not in err and ":***@" in err
@@ -319,10 +325,9 @@ def test_a_password_in_an_archive_url_is_never_printed(
 
 
 def test_an_archive_that_is_a_file_is_one_line(
-        server: tuple[str, Served], tmp_path: Path,
+        small_lock: Path, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    base, served = server
-    lock = local_lock(base, served, tmp_path / "pylock.small.toml")
+    lock = small_lock
     afile = tmp_path / "archive.txt"
     afile.write_text("not a folder\n")
     for argv in (["archive", str(lock), str(afile)],
