@@ -339,3 +339,20 @@ def test_an_archive_that_is_a_file_is_one_line(
                                "name a folder (made if missing), a file:// or "
                                "s3:// URL)\n"), err  # was: a cache hint
     assert afile.read_text() == "not a folder\n"
+
+
+def test_an_empty_archive_is_refused_not_the_working_directory(
+        small_lock: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``stacklock archive LOCK "$DEST"`` with DEST unset wrote the archive into
+    the working directory; ``--archive ""`` went on with no archive."""
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for argv, what in ((["archive", str(small_lock), ""], "DEST"),
+                       (["install", str(small_lock), "--venv", str(tmp_path / "e"),
+                         "--archive", " ", "--dry-run"], "--archive")):
+        code, out, err = _run(capsys, *argv)
+        assert (code, out) == (2, "")
+        assert err.startswith(f"stacklock: error: {what} is empty (an unset "
+                              "variable?)") and err.count("\n") == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
