@@ -24,21 +24,11 @@ def archive_for(args: argparse.Namespace, *locks: str | Path) -> Archive | None:
     pack records none: it installs from itself)."""
     from stacklock.lockarchive import ARCHIVE_ENV, Archive
 
-    _not_empty(args.archive, "--archive")
     recorded = None
     if not (args.archive or os.environ.get(ARCHIVE_ENV)):
         recorded = next(filter(None, map(_recorded, locks)), None)
     return Archive.from_options(args.archive, first=args.archive_first,
                                 recorded=recorded)
-
-
-def _not_empty(value: str | None, what: str) -> None:
-    """An empty archive (``"$ARCHIVE"`` of an unset variable) is an error, never
-    the working directory nor no archive at all."""
-    if value is not None and not value.strip():
-        raise StacklockError(f"{what} is empty (an unset variable?)",
-                             hint="a folder, file://, s3:// or https:// URL; or "
-                                  "leave it out for the lock's [archive] url")
 
 
 def _recorded(lock: str | Path) -> Archive | None:
@@ -58,7 +48,6 @@ def archive(args: argparse.Namespace) -> int:
     from stacklock.cli.output import interactive, print_json, progress, say
 
     dest = args.dest
-    _not_empty(dest, "DEST")
     if dest is None:
         recorded = _recorded(args.lock)
         if recorded is None:

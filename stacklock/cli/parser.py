@@ -30,6 +30,24 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, prog=self.prog)
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None,
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """An empty argument (``--venv "$VENV"`` of an unset variable) is an
+        error naming it, never the working directory or the option's absence."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue  # its dest holds the verb, then the command after --
+            value = getattr(parsed, action.dest, None)
+            values = value if isinstance(value, list) else [value]
+            if any(isinstance(v, str) and not v.strip() for v in values):
+                name = (action.option_strings[-1] if action.option_strings
+                        else action.metavar or action.dest)
+                self.error(f"{name} is empty (an unset variable?)")
+        return parsed, extra
+
 
 class _CommandParser(_Parser):
     """A verb that runs a command: everything after the first ``--`` is that

@@ -119,7 +119,7 @@ CORPUS = [
     (["validate", str(COMMITTED_LOCK), "--venv", sys.prefix, "--no-gate",
       "--report", "/proc/report"], 2,
      "/proc/report/report.json: cannot write in /proc"),
-    (["links", "torch", "--index", ""], 2, "--index '' is not NAME=URL"),
+    (["links", "torch", "--index", ""], 2, "--index is empty (an unset variable?)"),
     # usage errors: one line too, naming the argument and where the help is
     (["diff"], 2, "required: OLD, NEW (see 'stacklock diff --help')"),
     (["install", "--bogus"], 2, "unrecognized arguments: --bogus"),

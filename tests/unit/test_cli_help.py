@@ -5,6 +5,7 @@ that the parser accepts."""
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 
 import pytest
@@ -74,3 +75,45 @@ def test_quiet_before_or_after_the_verb(capsys: pytest.CaptureFixture[str]) -> N
         assert capsys.readouterr() == ("", "")
     assert main(["-q", "cuda", "list", "--json"]) == 0  # machine output stays
     assert capsys.readouterr().out.startswith('{\n  "schema": "stacklock.cuda-list/1"')
+
+
+def _example(parser: argparse.ArgumentParser) -> list[str]:
+    return shlex.split(parser.format_help().rstrip().rpartition(
+        "\nexample:\n  ")[2])[1:]
+
+
+@pytest.mark.parametrize(("name", "parser"), VERBS, ids=[n for n, _ in VERBS])
+def test_an_empty_value_is_refused_naming_its_option(
+        name: str, parser: argparse.ArgumentParser) -> None:
+    """``--venv "$VENV"`` of an unset variable is an error naming the option,
+    for every option taking a string (was: the working directory, or the
+    option ignored); a command after ``--`` may hold empty arguments."""
+    base = _example(parser)
+    takes = [a for a in parser._actions if isinstance(a, argparse._StoreAction)
+             and a.option_strings and a.choices is None and a.type in (None, str)]
+    takes += [a for a in parser._actions if isinstance(a, argparse._AppendAction)
+              and a.option_strings and a.type in (None, str)]
+    for action in takes:
+        option = action.option_strings[-1]
+        for empty in ("", "  "):
+            head, _, tail = " ".join(base).partition(" -- ")
+            argv = [*shlex.split(head), option, empty,
+                    *(["--", *shlex.split(tail)] if tail else [])]
+            with pytest.raises(UsageError) as caught:
+                build_parser(argv).parse_args(argv)
+            assert caught.value.message == f"{option} is empty (an unset variable?)"
+
+
+@pytest.mark.parametrize("argv", [
+    ["resolve", ""], ["check", " "], ["diff", "a.toml", ""], ["archive", "l.toml", ""],
+    ["validate", ""], ["fleet", "report", ""]])
+def test_an_empty_argument_is_refused_naming_it(argv: list[str]) -> None:
+    with pytest.raises(UsageError) as caught:
+        build_parser(argv).parse_args(argv)
+    assert re.fullmatch(r"[A-Z]+ is empty \(an unset variable\?\)",
+                        caught.value.message), caught.value.message
+
+
+def test_a_command_after_the_double_dash_may_hold_an_empty_argument() -> None:
+    argv = ["bisect", "good.toml", "bad.toml", "--", "sh", "-c", "test -z \"$1\"", ""]
+    assert build_parser(argv).parse_args(argv).command[-1] == ""
