@@ -25,6 +25,7 @@ by :func:`make_http_client` and, for a whole body, through :func:`get`.
 from __future__ import annotations
 
 import email.utils
+import math
 import netrc
 import os
 import random
@@ -42,6 +43,7 @@ import httpcore
 import httpx
 
 from stacklock import __version__
+from stacklock.bounded import shorten
 from stacklock.errors import StacklockError
 from stacklock.hostlookup import LookupOnceBackend
 from stacklock.urls import redact_text
@@ -94,14 +96,19 @@ class DeadlineExceeded(httpx.TimeoutException):
     """A request still unfinished at its deadline (a server that drips)."""
 
 
-def _positive(variable: str, text: str) -> float:
+def _positive(variable: str, text: str, kind: type[float] = float, *,
+              hint: str | None = None) -> float:
+    """The number ``text`` of the environment's ``variable``: finite and above
+    zero (``nan``, ``inf``, a word, an integer of thousands of digits are
+    errors naming the variable, its value shortened)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise StacklockError(f"{variable}={text}: expected a number of seconds > 0",
-                             hint=f"unset {variable}, or give e.g. 600")
+        value = kind(text)
+    except ValueError:  # not a number, or an int() of over 4,300 digits
+        value = -1
+    if not 0 < value < math.inf:  # nan compares false
+        raise StacklockError(f"{variable}={shorten(text, 40)}: expected a finite "
+                             "number > 0",
+                             hint=hint or f"unset {variable}, or give e.g. 600")
     return value
 
 
@@ -122,14 +129,8 @@ class Limits:
             text = environ.get(variable)
             if not text:
                 continue
-            try:
-                value = kind(text)
-            except ValueError:
-                value = -1
-            if value <= 0:
-                raise StacklockError(f"{variable}={text}: expected a number > 0",
-                                     hint=f"unset {variable} for the default "
-                                          f"({getattr(out, key)})")
+            value = _positive(variable, text, kind, hint=f"unset {variable} for the "
+                              f"default ({getattr(out, key)})")
             out = cls(**{**out.__dict__, key: value})
         return out
 

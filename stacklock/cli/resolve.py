@@ -20,9 +20,9 @@ def apply_timeout(args: argparse.Namespace) -> None:
 
     if args.timeout is None:
         return
-    if args.timeout <= 0:
-        raise StacklockError(f"--timeout: {args.timeout:g} is not a number of "
-                             "seconds > 0", hint="e.g. --timeout 60")
+    if not 0 < args.timeout < float("inf"):  # nan compares false
+        raise StacklockError(f"--timeout: {args.timeout:g} is not a finite number "
+                             "of seconds > 0", hint="e.g. --timeout 60")
     os.environ["STACKLOCK_HTTP_TIMEOUT"] = str(args.timeout)
 
 

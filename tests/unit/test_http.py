@@ -192,6 +192,30 @@ def test_limits_from_the_environment() -> None:
     assert (found.max_bytes, found.deadline) == (1024, 2.5)
     with pytest.raises(StacklockError, match="STACKLOCK_HTTP_TIMEOUT=soon"):
         Limits.from_env({"STACKLOCK_HTTP_TIMEOUT": "soon"})
+    # nan and inf are no deadline, a count of 5,000 digits no int(): each one line
+    for variable, text in (("STACKLOCK_HTTP_TIMEOUT", "nan"),
+                           ("STACKLOCK_HTTP_TIMEOUT", "inf"),
+                           ("STACKLOCK_MAX_BODY_BYTES", "9" * 5000)):
+        with pytest.raises(StacklockError) as caught:
+            Limits.from_env({variable: text})
+        assert str(caught.value).startswith(f"{variable}={text[:40]}")
+        assert "expected a finite number > 0" in str(caught.value)
+        assert len(str(caught.value)) < 300
+
+
+def test_the_run_deadline_and_timeout_flag_refuse_what_is_no_deadline(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from stacklock.cli import main
+    from stacklock.http import make_http_client
+
+    for text in ("nan", "inf", "0", "later"):
+        monkeypatch.setenv("STACKLOCK_RUN_TIMEOUT", text)
+        with pytest.raises(StacklockError, match=f"STACKLOCK_RUN_TIMEOUT={text}: "):
+            make_http_client()
+    monkeypatch.delenv("STACKLOCK_RUN_TIMEOUT")
+    assert main(["resolve", "pypi-small", "--check", "--timeout", "nan"]) == 2
+    assert "--timeout: nan is not a finite number of seconds > 0" in \
+        capsys.readouterr().err
 
 
 def test_a_run_deadline_refuses_requests_after_it() -> None:
