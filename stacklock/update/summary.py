@@ -34,6 +34,8 @@ def _culprit_text(culprit: list[Any]) -> str:
 def _headline(result: UpdateResult) -> str:
     count = len(_changes(result))
     head = f"stacklock update {result.profile}: {counted(count, 'package change')}"
+    if result.diff is None and result.state != "unchanged":
+        head = f"stacklock update {result.profile}: a new lock (none to compare with)"
     v = result.validation
     if v is None:
         return head + " (not validated)"

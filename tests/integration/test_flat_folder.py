@@ -149,6 +149,8 @@ def test_what_others_read_is_readable_by_all(
     code, _, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
                         "--summary", str(summary))
     assert code == 4, err  # a new lock
+    assert summary.read_text().startswith(  # was "0 package changes"
+        f"# stacklock update {folder_profile}: a new lock (none to compare with)")
     assert _run(capsys, "archive", str(lock), str(tmp_path / "archive"))[0] == 0
     report, venv = tmp_path / "report", tmp_path / "env"
     code, _, err = _run(capsys, "install", str(lock), "--venv", str(venv),
