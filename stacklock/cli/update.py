@@ -55,9 +55,14 @@ def _released(args: argparse.Namespace) -> tuple[bool, list[str], str | list[str
     for pattern in args.package:
         wanted = canonicalize_name(pattern) if not any(
             ch in pattern for ch in "*?[") else pattern.lower()
-        names |= {n for n in locked if fnmatch.fnmatchcase(n, wanted)}
+        matched = {n for n in locked if fnmatch.fnmatchcase(n, wanted)}
         if not any(ch in pattern for ch in "*?["):
-            names.add(wanted)  # not locked yet: released all the same
+            matched.add(wanted)  # not locked yet: released all the same
+        elif not matched and locked:  # a pattern that releases nothing is a typo
+            raise StacklockError(f"--package {pattern}: matches no package of the "
+                                 "lock", hint="a name, or a pattern such as "
+                                 "'nvidia-*' matched against the lock's names")
+        names |= matched
     return False, sorted(names), sorted(names)
 
 

@@ -187,3 +187,24 @@ def test_check_all_names_a_lock_no_profile_matches(
     assert line.startswith("stacklock: error: locks/pylock.gone.toml: no profile "
                            "named 'gone'")
     assert "-o locks/pylock.gone.toml" in line
+
+
+def test_update_releases_the_packages_its_patterns_match(
+        folder_profile: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``update --package`` takes names and patterns matched against the lock's
+    names; a pattern matching none is a typo, refused (was: nothing released,
+    "up to date")."""
+    lock = tmp_path / "pylock.folder.toml"
+    assert _run(capsys, "resolve", str(folder_profile), "-o", str(lock))[0] == 0
+    code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
+                          "--package", "I*", "--package", "six", "--json")
+    assert code == 0, err
+    found = parse_output(out, "update")
+    assert (found["state"], found["released"]) == (
+        "unchanged", ["idna", "iniconfig", "six"])
+    code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
+                          "--package", "torch-*")
+    (line,) = err.splitlines()
+    assert (code, out) == (2, "")
+    assert line.startswith("stacklock: error: --package torch-*: matches no package")
