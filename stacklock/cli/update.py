@@ -56,12 +56,12 @@ def _released(args: argparse.Namespace) -> tuple[bool, list[str], str | list[str
         wanted = canonicalize_name(pattern) if not any(
             ch in pattern for ch in "*?[") else pattern.lower()
         matched = {n for n in locked if fnmatch.fnmatchcase(n, wanted)}
-        if not any(ch in pattern for ch in "*?["):
-            matched.add(wanted)  # not locked yet: released all the same
-        elif not matched and locked:  # a pattern that releases nothing is a typo
+        if not matched and locked:  # what releases nothing is a typo
             raise StacklockError(f"--package {pattern}: matches no package of the "
                                  "lock", hint="a name, or a pattern such as "
                                  "'nvidia-*' matched against the lock's names")
+        if not locked and not any(ch in pattern for ch in "*?["):
+            matched.add(wanted)  # no lock yet: every package is new anyway
         names |= matched
     return False, sorted(names), sorted(names)
 

@@ -203,8 +203,10 @@ def test_update_releases_the_packages_its_patterns_match(
     found = parse_output(out, "update")
     assert (found["state"], found["released"]) == (
         "unchanged", ["idna", "iniconfig", "six"])
-    code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
-                          "--package", "torch-*")
-    (line,) = err.splitlines()
-    assert (code, out) == (2, "")
-    assert line.startswith("stacklock: error: --package torch-*: matches no package")
+    for pattern in ("torch-*", "torch"):
+        code, out, err = _run(capsys, "update", str(folder_profile), "-o", str(lock),
+                              "--package", pattern)
+        (line,) = err.splitlines()
+        assert (code, out) == (2, "")
+        assert line.startswith(f"stacklock: error: --package {pattern}: matches no "
+                               "package of the lock")
