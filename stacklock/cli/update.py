@@ -207,9 +207,9 @@ def update(args: argparse.Namespace) -> int:
     from stacklock.update import UpdateTools, render_summary, render_update, update_lock
 
     apply_timeout(args)
-    if args.max_steps < 1 or args.step_timeout <= 0 or args.repeat < 0:
-        raise StacklockError("--max-steps, --step-timeout and --repeat take a "
-                             "number >= 1")
+    from stacklock.cli.bisect import check_step_options
+
+    check_step_options(args)
     if _command(args) and not args.validate:
         raise StacklockError("an oracle command after '--' runs in the validated "
                              "venv: give --validate too",

@@ -210,3 +210,21 @@ def test_update_releases_the_packages_its_patterns_match(
         assert (code, out) == (2, "")
         assert line.startswith(f"stacklock: error: --package {pattern}: matches no "
                                "package of the lock")
+
+
+@pytest.mark.parametrize("option", [
+    ["--step-timeout", "nan"], ["--step-timeout", "inf"], ["--max-steps", "0"],
+    ["--repeat", "-1"]])
+def test_step_options_that_bound_nothing_are_refused(
+        folder_profile: Path, tmp_path: Path, option: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """bisect's and update's step limits: nan and inf passed '<= 0' before."""
+    lock = tmp_path / "pylock.folder.toml"
+    assert _run(capsys, "resolve", str(folder_profile), "-o", str(lock),
+                "--no-check")[0] == 0
+    for argv in (["update", str(folder_profile), "-o", str(lock), *option],
+                 ["bisect", str(lock), str(lock), *option, "--", "true"]):
+        code, out, err = _run(capsys, *argv)
+        assert (code, out) == (2, ""), err
+        assert err.startswith("stacklock: error: --max-steps, --step-timeout and "
+                              "--repeat take a number >= 1"), err
