@@ -478,8 +478,9 @@ def find_profile_path(name_or_path: str, profiles_dir: Path | None = None) -> Pa
     candidate = Path(name_or_path)
     if candidate.suffix == ".toml" or "/" in name_or_path:
         if not candidate.is_file():
+            what = "is not a regular file" if candidate.exists() else "does not exist"
             raise ProfileError(
-                f"profile file {name_or_path} does not exist",
+                f"profile file {name_or_path} {what}",
                 hint="stacklock profiles lists the ones found by name",
             )
         return candidate
