@@ -15,25 +15,27 @@ __all__ = ["profiles"]
 def profiles(args: argparse.Namespace) -> int:
     from stacklock.errors import ProfileError
     from stacklock.profile import find_profiles, load_profile
+    from stacklock.words import first as first_of
 
     rows: list[dict[str, str]] = []
-    broken: list[ProfileError] = []
+    broken: list[tuple[str, ProfileError]] = []
     for found in find_profiles():
-        row = {"name": found.name, "origin": found.origin, "path": str(found.path)}
-        try:  # a broken profile is listed as such, never hides the others
-            row["description"] = load_profile(str(found.path)).description
+        try:  # every broken profile is named, not only the first one read
+            description = load_profile(str(found.path)).description
         except ProfileError as exc:
-            row["description"] = f"cannot be read: {exc.message}"
-            broken.append(exc)
-        rows.append(row)
-    if args.json and broken:
-        raise broken[0]  # --json: the error object alone, as every verb's
+            broken.append((str(found.path), exc))
+            continue
+        rows.append({"name": found.name, "origin": found.origin,
+                     "path": str(found.path), "description": description})
+    if broken:  # bad input: one line, nothing on stdout, as every verb's
+        first = broken[0][1]
+        others = [path for path, _ in broken[1:]]
+        raise ProfileError(first.message + (f" (unreadable too: {first_of(others, 3)})"
+                                            if others else ""), hint=first.hint)
     if args.json:
         print_json("profiles", {"profiles": rows})
         return 0
     width = max((len(r["name"]) for r in rows), default=0)
     for row in rows:
         say(args, f"{row['name']:<{width}}  {row['origin']:<8}  {row['description']}")
-    if broken:
-        raise broken[0]  # after the list: exit 2 naming the first broken one
     return 0
