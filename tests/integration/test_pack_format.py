@@ -249,6 +249,24 @@ time.sleep(60)
 """
 
 
+def _bootstrap(told: Path, *signals: str) -> subprocess.Popen[str]:
+    """A process running the bootstrap's hand-on around the child above, with
+    ``signals`` (``"SIGHUP", "SIG_IGN"``...) set first as its parent left them;
+    started once the child is ready for a signal."""
+    outer = ("import os, signal, sys\n"
+             + "".join(f"signal.signal(signal.{signo}, signal.{how})\n"
+                       for signo, how in zip(signals[::2], signals[1::2],
+                                             strict=True))
+             + "from stacklock.pack.boot import run_handing_on_stops\n"
+             f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
+             f"{str(told)!r}], dict(os.environ)))\n")
+    proc = subprocess.Popen([sys.executable, "-c", outer], stdout=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    return proc
+
+
 @pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGHUP])
 def test_the_bootstrap_hands_a_stop_on_and_waits(tmp_path: Path, signo: int):
     """SIGTERM or SIGHUP sent to ``python3 PACK install`` alone (a cancelled Slurm
@@ -257,17 +275,9 @@ def test_the_bootstrap_hands_a_stop_on_and_waits(tmp_path: Path, signo: int):
     told = tmp_path / "told"
     # as from a terminal: a run under nohup ignores SIGHUP, and so does the
     # bootstrap then (the test after this one), leaving nothing to hand on
-    outer = ("import os, signal, sys\n"
-             f"signal.signal({int(signo)}, signal.SIG_DFL)\n"
-             "from stacklock.pack.boot import run_handing_on_stops\n"
-             f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
-             f"{str(told)!r}], dict(os.environ)))\n")
-    with subprocess.Popen([sys.executable, "-c", outer], stdout=subprocess.PIPE,
-                          text=True, cwd=ROOT) as proc:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+    with _bootstrap(told, signal.Signals(signo).name, "SIG_DFL") as proc:
         proc.send_signal(signo)
-        rest = proc.stdout.read()
+        rest = proc.stdout.read() if proc.stdout else ""
     assert proc.wait(timeout=60) == 0
     assert rest == f"{-signo}\n"  # the child ended by the signal it was handed
     assert told.read_text() == signal.Signals(signo).name
@@ -277,21 +287,12 @@ def test_the_bootstrap_under_nohup_keeps_ignoring_sighup(tmp_path: Path):
     """Run under nohup (SIGHUP ignored), a SIGHUP is not handed on, as nohup
     promises; a SIGTERM still is."""
     told = tmp_path / "told"
-    outer = ("import os, signal, sys\n"
-             "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
-             "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
-             "from stacklock.pack.boot import run_handing_on_stops\n"
-             f"print(run_handing_on_stops([sys.executable, '-c', {_CHILD!r}, "
-             f"{str(told)!r}], dict(os.environ)))\n")
-    with subprocess.Popen([sys.executable, "-c", outer], stdout=subprocess.PIPE,
-                          text=True, cwd=ROOT) as proc:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+    with _bootstrap(told, "SIGHUP", "SIG_IGN", "SIGTERM", "SIG_DFL") as proc:
         proc.send_signal(signal.SIGHUP)
         time.sleep(0.5)
         assert proc.poll() is None and not told.exists()
         proc.send_signal(signal.SIGTERM)
-        rest = proc.stdout.read()
+        rest = proc.stdout.read() if proc.stdout else ""
     assert proc.wait(timeout=60) == 0
     assert rest == f"{-signal.SIGTERM}\n"
     assert told.read_text() == "SIGTERM"
