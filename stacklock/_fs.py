@@ -6,6 +6,7 @@ goes through :func:`atomic_write_bytes`, so a crash or Ctrl-C never leaves half 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 from pathlib import Path
@@ -87,26 +88,20 @@ def atomic_write_chunks(
     return target
 
 
-_SHARED_MODE: list[int] = []
-
-
+@functools.cache  # the umask is the process's; read once
 def shared_mode() -> int:
     """0666 less the process's umask, as open() makes a new file: read from
     /proc/self/status (Linux), since os.umask can only be read by changing it,
     which would change it for this process's other threads meanwhile; 0644
     where /proc does not say."""
-    if not _SHARED_MODE:
-        mode = 0o644
-        try:
-            with open("/proc/self/status", encoding="ascii") as fh:
-                for line in fh:
-                    if line.startswith("Umask:"):
-                        mode = 0o666 & ~int(line.split()[1], 8)
-                        break
-        except (OSError, ValueError, IndexError):
-            pass
-        _SHARED_MODE.append(mode)
-    return _SHARED_MODE[0]
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o644
 
 
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
