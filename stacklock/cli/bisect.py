@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,14 +89,6 @@ def _tools(args: argparse.Namespace, http: httpx.Client,
                  read_bytes=lambda: fetcher.bytes_read)
 
 
-def check_step_options(args: argparse.Namespace) -> None:
-    """bisect's and update's step options: --max-steps and --step-timeout above
-    zero and finite (nan and inf bound nothing), --repeat 0 for its default."""
-    if args.repeat < 0 or args.max_steps < 1 or not 0 < args.step_timeout < math.inf:
-        raise StacklockError("--max-steps, --step-timeout and --repeat take a "
-                             "number >= 1 (--repeat 0: its default)")
-
-
 def _gate_measure(good: Path) -> Callable[[Path, Path, Path, Mapping[str, str]],
                                             float]:
     """The validation gate's tokens per second at the lowest concurrency, of
@@ -153,6 +144,8 @@ def _oracle(args: argparse.Namespace, good: Path) -> tuple[Oracle, str]:
         raise StacklockError(
             "bisect needs one oracle: a command after '--', or --gate",
             hint="stacklock bisect GOOD BAD -- python -c 'import numpy'")
+    from stacklock.cli.parser import check_step_options
+
     check_step_options(args)
     repeat = args.repeat or (3 if args.gate else 1)
     if args.gate:

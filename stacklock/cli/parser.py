@@ -72,7 +72,16 @@ if TYPE_CHECKING:
 
     _Sub = argparse._SubParsersAction[_Parser]
 
-__all__ = ["UsageError", "build_parser"]
+__all__ = ["UsageError", "build_parser", "check_step_options"]
+
+
+def check_step_options(args: argparse.Namespace) -> None:
+    """bisect's and update's step options: --max-steps and --step-timeout above
+    zero and finite (nan and inf bound nothing), --repeat 0 for its default."""
+    finite = 0 < args.step_timeout < float("inf")  # nan compares false
+    if args.repeat < 0 or args.max_steps < 1 or not finite:
+        raise StacklockError("--max-steps, --step-timeout and --repeat take a "
+                             "number >= 1 (--repeat 0: its default)")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

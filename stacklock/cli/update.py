@@ -207,7 +207,7 @@ def update(args: argparse.Namespace) -> int:
     from stacklock.update import UpdateTools, render_summary, render_update, update_lock
 
     apply_timeout(args)
-    from stacklock.cli.bisect import check_step_options
+    from stacklock.cli.parser import check_step_options
 
     check_step_options(args)
     if _command(args) and not args.validate:
